@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Build the peer llama.cpp (vendored in the llama-cpp-python sdist) for
+# benchmarks and golden fixtures. CPU only, Release, -march=native.
+#
+# Idempotent: re-running only re-does work that is missing or stale.
+#   .peers/llama_cpp_python-<ver>.tar.gz      pinned sdist (sha256 checked)
+#   .peers/llama_cpp_python-<ver>/             extracted sdist
+#   .peers/llama.cpp-build/bin/                llama-tokenize, llama-bench, ...
+#   .peers/llama.cpp-build/bin/llamacpp_logits our own program (bench/peers/llamacpp_logits.cpp)
+#
+# Env: JOBS (default 2).
+set -euo pipefail
+
+VERSION=0.3.36
+SHA256=832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e
+# llama.cpp commit vendored in this sdist (from the sdist's CHANGELOG.md:
+# "update llama.cpp to ggml-org/llama.cpp@0c1e57098"). The sdist has no git
+# metadata, so we pass it to CMake explicitly for the build-info string.
+LLAMA_COMMIT=0c1e57098
+JOBS=${JOBS:-2}
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+PEERS="$ROOT/.peers"
+TARBALL="$PEERS/llama_cpp_python-$VERSION.tar.gz"
+SRCROOT="$PEERS/llama_cpp_python-$VERSION"
+SRC="$SRCROOT/vendor/llama.cpp"
+BUILD="$PEERS/llama.cpp-build"
+
+mkdir -p "$PEERS"
+
+# 1. download the pinned sdist
+if [[ ! -f "$TARBALL" ]] || ! echo "$SHA256  $TARBALL" | sha256sum -c --status; then
+    rm -f "$TARBALL"
+    echo "[build_llamacpp] downloading llama-cpp-python==$VERSION sdist"
+    python3 -m pip download --quiet --no-deps --no-binary :all: \
+        "llama-cpp-python==$VERSION" -d "$PEERS"
+fi
+echo "$SHA256  $TARBALL" | sha256sum -c --status || {
+    echo "[build_llamacpp] sha256 mismatch for $TARBALL" >&2
+    exit 1
+}
+
+# 2. extract (marker file makes this idempotent and detects partial extraction)
+if [[ ! -f "$SRCROOT/.extracted-$SHA256" ]]; then
+    echo "[build_llamacpp] extracting"
+    rm -rf "$SRCROOT"
+    tar -xzf "$TARBALL" -C "$PEERS"
+    touch "$SRCROOT/.extracted-$SHA256"
+fi
+[[ -f "$SRC/CMakeLists.txt" ]] || { echo "no vendor/llama.cpp in sdist" >&2; exit 1; }
+
+# 3. configure + build llama.cpp
+# LLAMA_CURL is deprecated/ignored in this version but passed as requested.
+# LLAMA_OPENSSL=OFF / LLAMA_BUILD_SERVER=OFF: no network code needed (llama-cli
+# now depends on the server library, so we build llama-simple/llama-completion).
+if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
+    echo "[build_llamacpp] configuring"
+    cmake -S "$SRC" -B "$BUILD" \
+        -DCMAKE_BUILD_TYPE=Release \
+        -DBUILD_SHARED_LIBS=ON \
+        -DGGML_NATIVE=ON \
+        -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_BLAS=OFF \
+        -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
+        -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+        -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_EXAMPLES=ON \
+        -DLLAMA_BUILD_COMMIT="$LLAMA_COMMIT" -DLLAMA_BUILD_NUMBER=0
+fi
+echo "[build_llamacpp] building (-j$JOBS)"
+cmake --build "$BUILD" --config Release -j"$JOBS" \
+    --target llama-tokenize llama-bench llama-simple llama-completion
+
+# 4. our own program, compiled directly against the built libllama
+BIN="$BUILD/bin"
+LOGITS_SRC="$ROOT/bench/peers/llamacpp_logits.cpp"
+LOGITS_BIN="$BIN/llamacpp_logits"
+if [[ ! -x "$LOGITS_BIN" || "$LOGITS_SRC" -nt "$LOGITS_BIN" || "$BIN/libllama.so" -nt "$LOGITS_BIN" ]]; then
+    echo "[build_llamacpp] compiling llamacpp_logits"
+    g++ -std=c++17 -O2 -Wall -Wextra \
+        -I"$SRC/include" -I"$SRC/ggml/include" \
+        "$LOGITS_SRC" -o "$LOGITS_BIN" \
+        -L"$BIN" -lllama -lggml -lggml-base -Wl,-rpath,"$BIN"
+fi
+
+echo "[build_llamacpp] llama.cpp $LLAMA_COMMIT (llama-cpp-python $VERSION) binaries:"
+for b in llama-tokenize llama-bench llama-simple llama-completion llamacpp_logits; do
+    echo "  $BIN/$b"
+done

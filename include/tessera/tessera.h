@@ -1,0 +1,52 @@
+/* tessera public C API: load a GGUF model, open a session, generate text.
+ * Every call that can fail returns NULL or a negative number and leaves a one-line message
+ * that tessera_last_error() returns (per thread). */
+#ifndef TESSERA_TESSERA_H
+#define TESSERA_TESSERA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct tessera_model tessera_model;
+typedef struct tessera_session tessera_session;
+
+typedef struct tessera_generate_params {
+  int n_predict;       /* tokens to generate at most */
+  float temperature;   /* <= 0: greedy */
+  int top_k;           /* <= 0: off */
+  float top_p;         /* >= 1: off */
+  float min_p;         /* <= 0: off */
+  float repeat_penalty;/* 1: off */
+  uint64_t seed;
+  int chat;            /* nonzero: wrap the prompt in the model's chat template */
+} tessera_generate_params;
+
+/* Called with each piece of generated text (UTF-8, complete characters). */
+typedef void (*tessera_piece_fn)(const char* piece, size_t len, void* user);
+
+const char* tessera_last_error(void);
+tessera_generate_params tessera_default_params(void);
+
+tessera_model* tessera_model_load(const char* gguf_path);
+void tessera_model_free(tessera_model* model);
+
+/* n_ctx: context size in tokens; n_threads: 0 for all cores. */
+tessera_session* tessera_session_new(const tessera_model* model, int n_ctx, int n_threads);
+void tessera_session_free(tessera_session* session);
+
+/* Tokenizes text into ids (at most max_ids); returns the token count or -1. */
+int tessera_tokenize(const tessera_model* model, const char* text, int parse_special,
+                     int32_t* ids, int max_ids);
+
+/* Appends the prompt to the session and generates; returns generated tokens or -1. */
+int tessera_generate(tessera_session* session, const char* prompt,
+                     const tessera_generate_params* params, tessera_piece_fn on_piece, void* user);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TESSERA_TESSERA_H */

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what tessera needs (Debian packages), fetches the default model and builds.
+# Safe to run again: it installs only what is missing and rebuilds incrementally.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+cd "$root"
+
+packages=(cmake g++ make pkg-config python3 python3-pip libgtest-dev libbenchmark-dev
+          nlohmann-json3-dev libcli11-dev clang libclang-rt-14-dev)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+bash scripts/fetch_model.sh
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)" 2>&1 | grep -E "error|warning: unused" || true
+test -x build/tessera || { echo "setup: build failed" >&2; exit 1; }
+echo "setup: built build/tessera"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Sets everything up, then runs every test: unit and model tests (ctest), the CLI bad-input
+# checks, and a time-bounded libFuzzer run of the GGUF parser and the tokenizer.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+bash "$root/scripts/setup.sh"
+cd "$root"
+
+(cd build && ctest --output-on-failure -j1)
+
+fuzz_seconds="${TESSERA_FUZZ_SECONDS:-60}"
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_FUZZERS=ON >/dev/null
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_gguf fuzz_tokenizer make_fuzz_seeds 2>&1 | grep -E "error" || true
+seeds="$(mktemp -d)"
+trap 'rm -rf "$seeds"' EXIT
+build-fuzz/make_fuzz_seeds "$seeds"
+for target in fuzz_gguf fuzz_tokenizer; do
+  mkdir -p "$seeds/$target-corpus"
+  echo "fuzz: $target for ${fuzz_seconds}s"
+  build-fuzz/$target -max_total_time="$fuzz_seconds" -max_len=65536 -rss_limit_mb=2048 \
+    -print_final_stats=1 "$seeds/$target-corpus" "$seeds/seeds" 2>"$seeds/$target.log" \
+    || { tail -n 40 "$seeds/$target.log"; echo "fuzz: $target found a crash" >&2; exit 1; }
+  grep -E "stat::number_of_executed_units|Done" "$seeds/$target.log" | tail -2
+done
+echo "fuzz: no crashes"

@@ -1,0 +1,42 @@
+#include "core/cpu.h"
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#endif
+
+namespace tessera {
+
+const CpuFeatures& cpu_features() {
+  static const CpuFeatures f = [] {
+    CpuFeatures c;
+#if defined(__x86_64__)
+    unsigned a, b, cx, d;
+    if (!__get_cpuid(1, &a, &b, &cx, &d)) return c;
+    const bool osxsave = (cx >> 27) & 1;
+    c.fma = (cx >> 12) & 1;
+    c.f16c = (cx >> 29) & 1;
+    if (osxsave) {
+      unsigned lo, hi;
+      __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+      c.os_avx = (lo & 0x6) == 0x6;
+      c.os_avx512 = c.os_avx && (lo & 0xe0) == 0xe0;
+      c.os_amx = (lo & 0x60000) == 0x60000;
+    }
+    if (__get_cpuid_count(7, 0, &a, &b, &cx, &d)) {
+      c.avx2 = (b >> 5) & 1;
+      c.avx512f = (b >> 16) & 1;
+      c.avx512bw = (b >> 30) & 1;
+      c.avx512vl = (b >> 31) & 1;
+      c.avx512vnni = (cx >> 11) & 1;
+      c.amx_bf16 = (d >> 22) & 1;
+      c.amx_tile = (d >> 24) & 1;
+      c.amx_int8 = (d >> 25) & 1;
+    }
+    if (__get_cpuid_count(7, 1, &a, &b, &cx, &d)) c.avx512bf16 = (a >> 5) & 1;
+#endif
+    return c;
+  }();
+  return f;
+}
+
+}  // namespace tessera

@@ -1,0 +1,15 @@
+// What the CPU offers and the OS has enabled (CPUID + XGETBV), read once.
+#pragma once
+
+namespace tessera {
+
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512vnni = false, avx512bf16 = false;
+  bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
+  bool os_avx = false, os_avx512 = false, os_amx = false;  // XCR0 has the register state enabled
+};
+
+const CpuFeatures& cpu_features();
+
+}  // namespace tessera

@@ -1,0 +1,323 @@
+#include "formats/tokenizer.h"
+
+#include <algorithm>
+#include <queue>
+
+#include "core/error.h"
+#include "formats/unicode.h"
+
+namespace tessera {
+
+namespace {
+constexpr int64_t kMaxVocab = 1 << 22;
+}
+
+Tokenizer::Tokenizer(const GgufFile& f) {
+  const std::string model = f.get_string("tokenizer.ggml.model");
+  if (model != "gpt2") fail("%s: tokenizer model '%s' is not supported (only byte-level BPE 'gpt2')", f.name().c_str(), model.c_str());
+  pre_ = f.get_string("tokenizer.ggml.pre", "default");
+  // Pre-tokenizers that split every digit on its own before the GPT-2 pattern (llama.cpp's
+  // starcoder family); others use the GPT-2 pattern alone.
+  static const char* kDigitSplit[] = {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"};
+  split_digits_ = std::find_if(std::begin(kDigitSplit), std::end(kDigitSplit),
+                               [&](const char* p) { return pre_ == p; }) != std::end(kDigitSplit);
+  if (!split_digits_ && pre_ != "default" && pre_ != "gpt-2" && pre_ != "gpt2")
+    fail("%s: pre-tokenizer '%s' is not supported", f.name().c_str(), pre_.c_str());
+
+  const GgufValue& toks = f.get("tokenizer.ggml.tokens");
+  if (toks.type != GgufType::ARRAY || toks.elem != GgufType::STRING)
+    fail("%s: tokenizer.ggml.tokens must be an array of strings", f.name().c_str());
+  if (toks.strs.empty() || static_cast<int64_t>(toks.strs.size()) > kMaxVocab)
+    fail("%s: vocabulary size %zu is out of range", f.name().c_str(), toks.strs.size());
+  tokens_ = toks.strs;
+  types_.assign(tokens_.size(), TokenType::Normal);
+  if (const GgufValue* tt = f.find("tokenizer.ggml.token_type")) {
+    if (tt->type != GgufType::ARRAY || tt->count != tokens_.size() || gguf_scalar_size(tt->elem) == 0)
+      fail("%s: tokenizer.ggml.token_type must be a numeric array of %zu entries", f.name().c_str(), tokens_.size());
+    for (size_t i = 0; i < tokens_.size(); ++i) {
+      const int64_t t = tt->int_at(i);
+      if (t < 1 || t > 6) fail("%s: token %zu has invalid type %lld", f.name().c_str(), i, static_cast<long long>(t));
+      types_[i] = static_cast<TokenType>(t);
+    }
+  }
+  token_ids_.reserve(tokens_.size());
+  for (size_t i = 0; i < tokens_.size(); ++i) token_ids_.emplace(tokens_[i], static_cast<int32_t>(i));
+
+  const GgufValue& merges = f.get("tokenizer.ggml.merges");
+  if (merges.type != GgufType::ARRAY || merges.elem != GgufType::STRING)
+    fail("%s: tokenizer.ggml.merges must be an array of strings", f.name().c_str());
+  merge_ranks_.reserve(merges.strs.size());
+  for (size_t i = 0; i < merges.strs.size(); ++i) {
+    const std::string& m = merges.strs[i];
+    const size_t sp = m.find(' ', 1);
+    if (sp == std::string::npos || sp + 1 >= m.size())
+      fail("%s: merge %zu ('%s') is not of the form 'left right'", f.name().c_str(), i, m.substr(0, 64).c_str());
+    merge_ranks_.emplace(m, static_cast<int32_t>(i));
+  }
+
+  const int64_t nv = static_cast<int64_t>(tokens_.size());
+  if (const GgufValue* vs = f.find("llama.vocab_size"); vs && vs->is_integer() && vs->as_int() != nv)
+    fail("%s: llama.vocab_size %lld does not match %lld tokens", f.name().c_str(), static_cast<long long>(vs->as_int()), static_cast<long long>(nv));
+  bos_ = static_cast<int32_t>(f.get_int("tokenizer.ggml.bos_token_id", 0, nv - 1, -1));
+  eos_ = static_cast<int32_t>(f.get_int("tokenizer.ggml.eos_token_id", 0, nv - 1, -1));
+  if (eos_ >= 0) eog_.push_back(eos_);
+  if (f.find("tokenizer.ggml.eot_token_id"))
+    eog_.push_back(static_cast<int32_t>(f.get_int("tokenizer.ggml.eot_token_id", 0, nv - 1)));
+  // Like llama.cpp, treat well-known end-of-generation control tokens as stops too.
+  for (const char* t : {"<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<end_of_utterance>", "<|end|>"}) {
+    const int32_t id = find(t);
+    if (id >= 0 && types_[static_cast<size_t>(id)] == TokenType::Control &&
+        std::find(eog_.begin(), eog_.end(), id) == eog_.end())
+      eog_.push_back(id);
+  }
+
+  for (size_t i = 0; i < tokens_.size(); ++i) {
+    const TokenType t = types_[i];
+    if ((t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown) && !tokens_[i].empty())
+      special_by_length_.push_back(static_cast<int32_t>(i));
+  }
+  std::stable_sort(special_by_length_.begin(), special_by_length_.end(), [&](int32_t a, int32_t b) {
+    return tokens_[static_cast<size_t>(a)].size() > tokens_[static_cast<size_t>(b)].size();
+  });
+}
+
+bool Tokenizer::is_eog(int32_t id) const { return std::find(eog_.begin(), eog_.end(), id) != eog_.end(); }
+
+int32_t Tokenizer::find(const std::string& text) const {
+  auto it = token_ids_.find(text);
+  return it == token_ids_.end() ? -1 : it->second;
+}
+
+// The GPT-2 split ('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+),
+// applied inside each fragment on its own, optionally after splitting off every \p{N}
+// codepoint: the same fragments llama.cpp's hand-written splitter produces.
+std::vector<std::string> Tokenizer::pretokenize(std::string_view text) const {
+  const std::vector<uint32_t> cps = unicode::decode_utf8(text);
+  std::vector<std::pair<size_t, size_t>> frags;  // [begin, end) in codepoints
+  if (split_digits_) {
+    size_t start = 0;
+    for (size_t i = 0; i < cps.size(); ++i) {
+      if (unicode::is_number(cps[i])) {
+        if (start < i) frags.emplace_back(start, i);
+        frags.emplace_back(i, i + 1);
+        start = i + 1;
+      }
+    }
+    if (start < cps.size()) frags.emplace_back(start, cps.size());
+  } else if (!cps.empty()) {
+    frags.emplace_back(0, cps.size());
+  }
+
+  std::vector<std::string> words;
+  constexpr uint32_t kOut = 0xFFFFFFFFu;
+  for (const auto& frag : frags) {
+    const size_t lo = frag.first, hi = frag.second;
+    auto cpt = [&](size_t p) { return p >= lo && p < hi ? cps[p] : kOut; };
+    auto letter = [&](size_t p) { return p < hi && unicode::is_letter(cps[p]); };
+    auto number = [&](size_t p) { return p < hi && unicode::is_number(cps[p]); };
+    auto space = [&](size_t p) { return p < hi && unicode::is_whitespace(cps[p]); };
+    auto other = [&](size_t p) { return p < hi && !letter(p) && !number(p) && !space(p); };
+    size_t prev = lo;
+    auto emit = [&](size_t end) {
+      if (end > prev) {
+        std::string w;
+        for (size_t k = prev; k < end; ++k) unicode::append_utf8(w, cps[k]);
+        words.push_back(std::move(w));
+      }
+      prev = end;
+    };
+    for (size_t pos = lo; pos < hi;) {
+      const uint32_t c = cps[pos];
+      if (c == '\'' && pos + 1 < hi) {
+        const uint32_t n1 = cpt(pos + 1);
+        if (n1 == 's' || n1 == 't' || n1 == 'm' || n1 == 'd') {
+          pos += 2;
+          emit(pos);
+          continue;
+        }
+        if (pos + 2 < hi) {
+          const uint32_t n2 = cpt(pos + 2);
+          if ((n1 == 'r' && n2 == 'e') || (n1 == 'v' && n2 == 'e') || (n1 == 'l' && n2 == 'l')) {
+            pos += 3;
+            emit(pos);
+            continue;
+          }
+        }
+      }
+      const size_t q = c == ' ' ? pos + 1 : pos;  // optional leading space
+      if (letter(q)) {
+        pos = q;
+        while (letter(pos)) ++pos;
+        emit(pos);
+        continue;
+      }
+      if (number(q)) {
+        pos = q;
+        while (number(pos)) ++pos;
+        emit(pos);
+        continue;
+      }
+      if (other(q)) {
+        pos = q;
+        while (other(pos)) ++pos;
+        emit(pos);
+        continue;
+      }
+      size_t nws = 0;
+      while (space(pos + nws)) ++nws;
+      if (nws > 1 && cpt(pos + nws) != kOut) {  // \s+(?!\S): leave the last space for the next word
+        pos += nws - 1;
+        emit(pos);
+        continue;
+      }
+      if (nws > 0) {
+        pos += nws;
+        emit(pos);
+        continue;
+      }
+      emit(++pos);
+    }
+  }
+  return words;
+}
+
+// Merge the lowest-ranked adjacent pair (leftmost on ties) until none is in the merge table.
+void Tokenizer::bpe(const std::string& word, std::vector<int32_t>& out) const {
+  // byte-level encode the word: every byte becomes one printable codepoint
+  std::string enc;
+  enc.reserve(word.size() * 2);
+  for (unsigned char b : word) unicode::append_utf8(enc, unicode::byte_to_codepoint(b));
+
+  struct Sym {
+    int prev, next;
+    size_t start, len;
+  };
+  std::vector<Sym> syms;
+  for (size_t i = 0; i < enc.size();) {
+    const unsigned char c = static_cast<unsigned char>(enc[i]);
+    const size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
+    const int idx = static_cast<int>(syms.size());
+    syms.push_back({idx - 1, idx + 1, i, std::min(len, enc.size() - i)});
+    i += len;
+  }
+  if (syms.empty()) return;
+  syms.back().next = -1;
+
+  struct Bigram {
+    int rank, left;
+    size_t size;
+    bool operator<(const Bigram& o) const { return rank > o.rank || (rank == o.rank && left > o.left); }
+  };
+  std::priority_queue<Bigram> queue;
+  std::string key;
+  auto try_add = [&](int l) {
+    if (l < 0) return;
+    const int r = syms[static_cast<size_t>(l)].next;
+    if (r < 0) return;
+    const Sym& a = syms[static_cast<size_t>(l)];
+    const Sym& b = syms[static_cast<size_t>(r)];
+    key.assign(enc, a.start, a.len);
+    key.push_back(' ');
+    key.append(enc, b.start, b.len);
+    auto it = merge_ranks_.find(key);
+    if (it != merge_ranks_.end()) queue.push({it->second, l, a.len + b.len});
+  };
+  for (int i = 0; i + 1 < static_cast<int>(syms.size()); ++i) try_add(i);
+  while (!queue.empty()) {
+    const Bigram bg = queue.top();
+    queue.pop();
+    Sym& a = syms[static_cast<size_t>(bg.left)];
+    if (a.len == 0 || a.next < 0) continue;
+    Sym& b = syms[static_cast<size_t>(a.next)];
+    if (a.len + b.len != bg.size) continue;  // stale entry
+    a.len += b.len;
+    b.len = 0;
+    a.next = b.next;
+    if (b.next >= 0) syms[static_cast<size_t>(b.next)].prev = bg.left;
+    try_add(a.prev);
+    try_add(bg.left);
+  }
+  for (int i = 0; i >= 0; i = syms[static_cast<size_t>(i)].next) {
+    const Sym& s = syms[static_cast<size_t>(i)];
+    const std::string piece = enc.substr(s.start, s.len);
+    const int32_t id = find(piece);
+    if (id >= 0) {
+      out.push_back(id);
+      continue;
+    }
+    for (char ch : piece) {  // unknown merge result: fall back to single bytes of the text
+      const int32_t bid = find(std::string(1, ch));
+      if (bid >= 0) out.push_back(bid);
+    }
+  }
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special) const {
+  // Fragments: either raw text [begin,end) or a special token id.
+  struct Frag {
+    int32_t id;  // -1 for raw text
+    size_t begin, end;
+  };
+  std::vector<Frag> frags{{-1, 0, text.size()}};
+  for (int32_t sid : special_by_length_) {
+    const TokenType t = types_[static_cast<size_t>(sid)];
+    if (!parse_special && (t == TokenType::Control || t == TokenType::Unknown)) continue;
+    const std::string& st = tokens_[static_cast<size_t>(sid)];
+    std::vector<Frag> next;
+    next.reserve(frags.size());
+    for (const Frag& fr : frags) {
+      if (fr.id >= 0) {
+        next.push_back(fr);
+        continue;
+      }
+      size_t pos = fr.begin;
+      while (pos < fr.end) {
+        const size_t hit = text.substr(0, fr.end).find(st, pos);
+        if (hit == std::string_view::npos) break;
+        if (hit > pos) next.push_back({-1, pos, hit});
+        next.push_back({sid, hit, hit + st.size()});
+        pos = hit + st.size();
+      }
+      if (pos < fr.end) next.push_back({-1, pos, fr.end});
+    }
+    frags.swap(next);
+  }
+  std::vector<int32_t> out;
+  for (const Frag& fr : frags) {
+    if (fr.id >= 0) {
+      out.push_back(fr.id);
+      continue;
+    }
+    for (const std::string& w : pretokenize(text.substr(fr.begin, fr.end - fr.begin))) bpe(w, out);
+  }
+  return out;
+}
+
+std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
+  if (id < 0 || id >= n_vocab()) fail("token id %d is out of range [0, %d)", id, n_vocab());
+  const std::string& t = tokens_[static_cast<size_t>(id)];
+  switch (types_[static_cast<size_t>(id)]) {
+    case TokenType::Control:
+    case TokenType::Unknown:
+      return special ? t : std::string();
+    case TokenType::UserDefined:
+      return t;
+    default: {
+      std::string out;
+      for (uint32_t cp : unicode::decode_utf8(t)) {
+        const int b = unicode::codepoint_to_byte(cp);
+        if (b >= 0) out.push_back(static_cast<char>(b));
+        else unicode::append_utf8(out, cp);
+      }
+      return out;
+    }
+  }
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids, bool special) const {
+  std::string out;
+  for (int32_t id : ids) out += token_to_piece(id, special);
+  return out;
+}
+
+}  // namespace tessera

@@ -1,0 +1,49 @@
+// Byte-level BPE tokenizer read from GGUF metadata (tokenizer.ggml.*), matching llama.cpp's
+// token ids: special-token partitioning, the model's pre-tokenizer split, then BPE merges.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "formats/gguf.h"
+
+namespace tessera {
+
+enum class TokenType : int32_t { Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6 };
+
+class Tokenizer {
+ public:
+  explicit Tokenizer(const GgufFile& f);  // validates everything it reads
+
+  // parse_special: text like "<|im_start|>" becomes that control token.
+  std::vector<int32_t> encode(std::string_view text, bool parse_special) const;
+  // The bytes a token stands for; control tokens give their text only when `special`.
+  std::string token_to_piece(int32_t id, bool special = false) const;
+  std::string decode(const std::vector<int32_t>& ids, bool special = false) const;
+
+  int32_t n_vocab() const { return static_cast<int32_t>(tokens_.size()); }
+  int32_t bos() const { return bos_; }
+  int32_t eos() const { return eos_; }
+  bool is_eog(int32_t id) const;
+  int32_t find(const std::string& text) const;  // -1 when absent
+  const std::string& text(int32_t id) const { return tokens_.at(static_cast<size_t>(id)); }
+  const std::string& pre() const { return pre_; }
+
+ private:
+  std::vector<std::string> pretokenize(std::string_view text) const;
+  void bpe(const std::string& word, std::vector<int32_t>& out) const;
+
+  std::vector<std::string> tokens_;
+  std::vector<TokenType> types_;
+  std::unordered_map<std::string, int32_t> token_ids_;
+  std::unordered_map<std::string, int32_t> merge_ranks_;  // "left right" -> rank
+  std::vector<int32_t> special_by_length_;  // control/user-defined tokens, longest first
+  std::vector<int32_t> eog_;
+  std::string pre_;
+  bool split_digits_ = true;
+  int32_t bos_ = -1, eos_ = -1;
+};
+
+}  // namespace tessera

@@ -1,0 +1,82 @@
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/cpu.h"
+#include "core/error.h"
+#include "kernels/kernels.h"
+
+namespace tessera {
+
+namespace {
+
+std::atomic<int> g_cap{-1};
+
+Isa cap_from_env() {
+  const char* e = std::getenv("TESSERA_ISA");
+  if (!e || !*e) return Isa::Avx512;
+  if (std::strcmp(e, "scalar") == 0) return Isa::Scalar;
+  if (std::strcmp(e, "avx512") == 0) return Isa::Avx512;
+  fail("TESSERA_ISA='%s' is not one of: scalar, avx512", e);
+}
+
+}  // namespace
+
+const char* isa_name(Isa isa) {
+  switch (isa) {
+    case Isa::Scalar: return "scalar";
+    case Isa::Avx512: return "avx512";
+  }
+  return "unknown";
+}
+
+Isa detected_isa() {
+#if defined(__x86_64__) && defined(TESSERA_HAVE_AVX512)
+  static const Isa best = [] {
+    const CpuFeatures& f = cpu_features();
+    const bool ok = f.os_avx512 && f.avx512f && f.avx512bw && f.avx512vl && f.fma && f.f16c;
+    return ok ? Isa::Avx512 : Isa::Scalar;
+  }();
+  return best;
+#else
+  return Isa::Scalar;
+#endif
+}
+
+void set_isa_cap(Isa cap) { g_cap.store(static_cast<int>(cap)); }
+
+Isa active_isa() {
+  int cap = g_cap.load();
+  if (cap < 0) {
+    cap = static_cast<int>(cap_from_env());
+    g_cap.store(cap);
+  }
+  return static_cast<Isa>(std::min(cap, static_cast<int>(detected_isa())));
+}
+
+void matmul(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys,
+            ThreadPool& pool) {
+  auto rows = active_isa() == Isa::Avx512 ?
+#if defined(TESSERA_HAVE_AVX512)
+                                          &avx512::matmul_rows
+#else
+                                          &ref::matmul_rows
+#endif
+                                          : &ref::matmul_rows;
+  // Row ranges are multiples of 8 so the decode kernel runs full 8-row groups.
+  pool.parallel_for(w.rows, 8, [&](int64_t r0, int64_t r1) { rows(w, r0, r1, x, m, xs, y, ys); });
+}
+
+void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
+                   int64_t kv_stride, int head_dim, float scale, float* out, float* scratch) {
+#if defined(TESSERA_HAVE_AVX512)
+  if (active_isa() == Isa::Avx512) {
+    avx512::attention_f16(q, k, v, n_kv, kv_stride, head_dim, scale, out, scratch);
+    return;
+  }
+#endif
+  ref::attention_f16(q, k, v, n_kv, kv_stride, head_dim, scale, out, scratch);
+}
+
+}  // namespace tessera

@@ -1,0 +1,37 @@
+#include "kernels/elementwise.h"
+
+#include <cmath>
+
+namespace tessera {
+
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i] * x[i]);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
+}
+
+void rope_pairs(float* x, int n_heads, int head_dim, int64_t pos, float base) {
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(head_dim));
+  float theta = static_cast<float>(pos);
+  for (int i = 0; i < head_dim; i += 2) {
+    const float c = std::cos(theta), s = std::sin(theta);
+    for (int h = 0; h < n_heads; ++h) {
+      float* p = x + h * head_dim + i;
+      const float a = p[0], b = p[1];
+      p[0] = a * c - b * s;
+      p[1] = a * s + b * c;
+    }
+    theta *= theta_scale;
+  }
+}
+
+void swiglu(float* g, const float* u, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+}
+
+void add_inplace(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+}  // namespace tessera

@@ -1,0 +1,16 @@
+// Row-wise element-wise ops. Each row is computed on its own, in a fixed order, so results
+// never depend on how many rows share a call.
+#pragma once
+#include <cstdint>
+
+namespace tessera {
+
+// y = x / sqrt(mean(x^2) + eps) * w  (sum of squares in double, as llama.cpp does)
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
+// Rotate adjacent pairs (x[2i], x[2i+1]) of each head by pos * base^(-2i/head_dim) (GGUF llama layout).
+void rope_pairs(float* x, int n_heads, int head_dim, int64_t pos, float base);
+// g = silu(g) * u
+void swiglu(float* g, const float* u, int64_t n);
+void add_inplace(float* y, const float* x, int64_t n);
+
+}  // namespace tessera

@@ -1,0 +1,98 @@
+// Scalar twin of the matmul kernels. It mirrors the SIMD evaluation order exactly (16 lanes,
+// fused multiply-adds over k in order, the same reduction tree), so every ISA level produces
+// bit-identical results and this file doubles as their specification.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/fp16.h"
+#include "kernels/kernels.h"
+
+namespace tessera {
+
+namespace {
+
+// Weight element k of a row, computed with the same rounding as the SIMD dequantizers.
+float weight_at(DType t, const uint8_t* row, int64_t k) {
+  switch (t) {
+    case DType::F32: { float v; std::memcpy(&v, row + 4 * k, 4); return v; }
+    case DType::F16: { uint16_t h; std::memcpy(&h, row + 2 * k, 2); return fp16_to_float(h); }
+    case DType::BF16: { uint16_t h; std::memcpy(&h, row + 2 * k, 2); return bf16_to_float(h); }
+    case DType::Q8_0: {
+      const uint8_t* b = row + (k / 32) * 34;
+      uint16_t d; std::memcpy(&d, b, 2);
+      return fp16_to_float(d) * static_cast<float>(static_cast<int8_t>(b[2 + k % 32]));
+    }
+    case DType::Q4_0: {
+      const uint8_t* b = row + (k / 32) * 18;
+      uint16_t d; std::memcpy(&d, b, 2);
+      const int j = static_cast<int>(k % 32);
+      const int q = j < 16 ? (b[2 + j] & 0xf) : (b[2 + j - 16] >> 4);
+      return fp16_to_float(d) * static_cast<float>(q - 8);
+    }
+    case DType::Q4_1: {
+      const uint8_t* b = row + (k / 32) * 20;
+      uint16_t d, m; std::memcpy(&d, b, 2); std::memcpy(&m, b + 2, 2);
+      const int j = static_cast<int>(k % 32);
+      const int q = j < 16 ? (b[4 + j] & 0xf) : (b[4 + j - 16] >> 4);
+      return std::fma(fp16_to_float(d), static_cast<float>(q), fp16_to_float(m));
+    }
+    default: return std::nanf("");
+  }
+}
+
+float reduce16(float a[16]) {
+  for (int s = 8; s >= 1; s /= 2)
+    for (int i = 0; i < s; ++i) a[i] = a[i] + a[i + s];
+  return a[0];
+}
+
+}  // namespace
+
+void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n) {
+  for (int64_t k = 0; k < n; ++k) dst[k] = weight_at(type, src, k);
+}
+
+namespace ref {
+
+void matmul_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m,
+                 int64_t xs, float* y, int64_t ys) {
+  const int64_t K = w.cols;
+  std::vector<float> row(static_cast<size_t>(K));
+  for (int64_t r = r0; r < r1; ++r) {
+    dequantize_row(w.type, w.data + r * w.row_stride, row.data(), K);
+    for (int64_t t = 0; t < m; ++t) {
+      const float* xt = x + t * xs;
+      float acc[16] = {0};
+      for (int64_t k = 0; k < K; ++k) acc[k % 16] = std::fma(row[k], xt[k], acc[k % 16]);
+      y[t * ys + r] = reduce16(acc);
+    }
+  }
+}
+
+void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
+                   int64_t kv_stride, int head_dim, float scale, float* out, float* scratch) {
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < n_kv; ++j) {
+    const uint16_t* kj = k + j * kv_stride;
+    float s = 0;
+    for (int d = 0; d < head_dim; ++d) s += q[d] * fp16_to_float(kj[d]);
+    scratch[j] = s * scale;
+    mx = std::fmax(mx, scratch[j]);
+  }
+  float sum = 0;
+  for (int64_t j = 0; j < n_kv; ++j) {
+    scratch[j] = std::exp(scratch[j] - mx);
+    sum += scratch[j];
+  }
+  for (int d = 0; d < head_dim; ++d) out[d] = 0;
+  for (int64_t j = 0; j < n_kv; ++j) {
+    const uint16_t* vj = v + j * kv_stride;
+    for (int d = 0; d < head_dim; ++d) out[d] += scratch[j] * fp16_to_float(vj[d]);
+  }
+  const float inv = 1.0f / sum;
+  for (int d = 0; d < head_dim; ++d) out[d] *= inv;
+}
+
+}  // namespace ref
+}  // namespace tessera

@@ -1,0 +1,262 @@
+// AVX-512 matmul over fp32 activations and block-quantized weights.
+// Decode (m == 1): 8 weight rows are dequantized on the fly and dotted with x, giving 8
+// independent FMA chains and 8 weight streams in flight. Prefill (m > 1): 4 rows are
+// dequantized once into an L1-resident buffer, then a 4-row × 4-token register block runs
+// over the tokens. Both compute each output with the same instruction sequence as ref/.
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/kernels.h"
+
+namespace tessera::avx512 {
+
+namespace {
+
+inline float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// The 16 weights of chunk c (elements 16c .. 16c+15) of a float-typed row (full chunks only).
+template <DType t>
+inline __m512 deq16(const uint8_t* row, int64_t c) {
+  switch (t) {
+    case DType::F32:
+      return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + 16 * c);
+    case DType::F16:
+      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * c)));
+    case DType::BF16: {
+      const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * c)));
+      return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+    }
+    default:
+      return _mm512_set1_ps(NAN);
+  }
+}
+
+constexpr bool is_block32(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1; }
+
+// Both 16-weight chunks of 32-element block b at once: the scale (and min) are converted and
+// broadcast once and the packed bytes widened once. Same rounding as ref/weight_at().
+template <DType t>
+inline void deq32(const uint8_t* row, int64_t b, __m512& w0, __m512& w1) {
+  if constexpr (t == DType::Q8_0) {
+    const uint8_t* p = row + b * 34;
+    const __m512 d = _mm512_set1_ps(half_at(p));
+    w0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)))));
+    w1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 18)))));
+  } else if constexpr (t == DType::Q4_0) {
+    const uint8_t* p = row + b * 18;
+    const __m512 d = _mm512_set1_ps(half_at(p));
+    const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)));
+    const __m512i eight = _mm512_set1_epi32(8);
+    w0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(q, _mm512_set1_epi32(0xf)), eight)));
+    w1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(q, 4), eight)));
+  } else {
+    const uint8_t* p = row + b * 20;
+    const __m512 d = _mm512_set1_ps(half_at(p));
+    const __m512 m = _mm512_set1_ps(half_at(p + 2));
+    const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4)));
+    w0 = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(q, _mm512_set1_epi32(0xf))), m);
+    w1 = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4)), m);
+  }
+}
+
+// Partial last chunk (float types only): lanes >= rem are zero.
+inline __m512 deq_tail(DType t, const uint8_t* row, int64_t c, int rem) {
+  alignas(64) float tmp[16] = {0};
+  for (int l = 0; l < rem; ++l) {
+    const int64_t k = 16 * c + l;
+    if (t == DType::F32) std::memcpy(&tmp[l], row + 4 * k, 4);
+    else if (t == DType::F16) tmp[l] = half_at(row + 2 * k);
+    else { uint16_t h; std::memcpy(&h, row + 2 * k, 2); uint32_t u = static_cast<uint32_t>(h) << 16; std::memcpy(&tmp[l], &u, 4); }
+  }
+  return _mm512_load_ps(tmp);
+}
+
+inline float reduce16(__m512 v) {
+  const __m256 lo = _mm512_castps512_ps256(v);
+  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
+  const __m256 s8 = _mm256_add_ps(lo, hi);
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+
+// Decode: R rows against one token, weights dequantized on the fly.
+template <DType T, int R>
+void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y) {
+  const int64_t K = w.cols, full = K / 16;
+  const int rem = static_cast<int>(K % 16);
+  __m512 acc[R];
+  const uint8_t* rows[R];
+  for (int i = 0; i < R; ++i) {
+    acc[i] = _mm512_setzero_ps();
+    rows[i] = w.data + (r + i) * w.row_stride;
+  }
+  if constexpr (is_block32(T)) {
+    for (int64_t b = 0; b < K / 32; ++b) {
+      const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
+      for (int i = 0; i < R; ++i) {
+        __m512 w0, w1;
+        deq32<T>(rows[i], b, w0, w1);
+        acc[i] = _mm512_fmadd_ps(w0, x0, acc[i]);
+        acc[i] = _mm512_fmadd_ps(w1, x1, acc[i]);
+      }
+    }
+  } else {
+    for (int64_t c = 0; c < full; ++c) {
+      const __m512 xv = _mm512_loadu_ps(x + 16 * c);
+      for (int i = 0; i < R; ++i) acc[i] = _mm512_fmadd_ps(deq16<T>(rows[i], c), xv, acc[i]);
+    }
+  }
+  if (rem) {
+    const __mmask16 mk = static_cast<__mmask16>((1u << rem) - 1);
+    const __m512 xv = _mm512_maskz_loadu_ps(mk, x + 16 * full);
+    for (int i = 0; i < R; ++i)
+      acc[i] = _mm512_mask3_fmadd_ps(deq_tail(w.type, rows[i], full, rem), xv, acc[i], mk);
+  }
+  for (int i = 0; i < R; ++i) y[r + i] = reduce16(acc[i]);
+}
+
+// Prefill: R dequantized rows (buffer, K16 floats apart) against T tokens.
+template <int R, int T>
+void block(const float* wbuf, int64_t K16, int64_t K, const float* x, int64_t xs, float* y,
+           int64_t ys) {
+  const int64_t full = K / 16;
+  const int rem = static_cast<int>(K % 16);
+  __m512 acc[R][T];
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < T; ++j) acc[i][j] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < full; ++c) {
+    __m512 xv[T];
+    for (int j = 0; j < T; ++j) xv[j] = _mm512_loadu_ps(x + j * xs + 16 * c);
+    for (int i = 0; i < R; ++i) {
+      const __m512 wv = _mm512_loadu_ps(wbuf + i * K16 + 16 * c);
+      for (int j = 0; j < T; ++j) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
+    }
+  }
+  if (rem) {
+    const __mmask16 mk = static_cast<__mmask16>((1u << rem) - 1);
+    __m512 xv[T];
+    for (int j = 0; j < T; ++j) xv[j] = _mm512_maskz_loadu_ps(mk, x + j * xs + 16 * full);
+    for (int i = 0; i < R; ++i) {
+      const __m512 wv = _mm512_loadu_ps(wbuf + i * K16 + 16 * full);
+      for (int j = 0; j < T; ++j) acc[i][j] = _mm512_mask3_fmadd_ps(wv, xv[j], acc[i][j], mk);
+    }
+  }
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < T; ++j) y[j * ys + i] = reduce16(acc[i][j]);
+}
+
+template <int R>
+void block_tokens(const float* wbuf, int64_t K16, int64_t K, const float* x, int64_t m, int64_t xs,
+                  float* y, int64_t ys) {
+  int64_t t = 0;
+  for (; t + 4 <= m; t += 4) block<R, 4>(wbuf, K16, K, x + t * xs, xs, y + t * ys, ys);
+  switch (m - t) {
+    case 3: block<R, 3>(wbuf, K16, K, x + t * xs, xs, y + t * ys, ys); break;
+    case 2: block<R, 2>(wbuf, K16, K, x + t * xs, xs, y + t * ys, ys); break;
+    case 1: block<R, 1>(wbuf, K16, K, x + t * xs, xs, y + t * ys, ys); break;
+    default: break;
+  }
+}
+
+template <DType T>
+void matmul_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m,
+                   int64_t xs, float* y, int64_t ys) {
+  const int64_t K = w.cols;
+  if (m == 1) {
+    int64_t r = r0;
+    for (; r + 8 <= r1; r += 8) rows_x1<T, 8>(w, r, x, y);
+    for (; r + 4 <= r1; r += 4) rows_x1<T, 4>(w, r, x, y);
+    for (; r < r1; ++r) rows_x1<T, 1>(w, r, x, y);
+    return;
+  }
+  const int64_t full = K / 16, rem = K % 16, K16 = (full + (rem ? 1 : 0)) * 16;
+  thread_local std::vector<float> buf;
+  if (buf.size() < static_cast<size_t>(4 * K16)) buf.resize(static_cast<size_t>(4 * K16));
+  for (int64_t r = r0; r < r1; r += 4) {
+    const int nr = static_cast<int>(std::min<int64_t>(4, r1 - r));
+    for (int i = 0; i < nr; ++i) {
+      const uint8_t* row = w.data + (r + i) * w.row_stride;
+      float* dst = buf.data() + i * K16;
+      if constexpr (is_block32(T)) {
+        for (int64_t b = 0; b < K / 32; ++b) {
+          __m512 w0, w1;
+          deq32<T>(row, b, w0, w1);
+          _mm512_storeu_ps(dst + 32 * b, w0);
+          _mm512_storeu_ps(dst + 32 * b + 16, w1);
+        }
+      } else {
+        for (int64_t c = 0; c < full; ++c) _mm512_storeu_ps(dst + 16 * c, deq16<T>(row, c));
+      }
+      if (rem) _mm512_storeu_ps(dst + 16 * full, deq_tail(w.type, row, full, static_cast<int>(rem)));
+    }
+    float* yr = y + r;
+    switch (nr) {
+      case 4: block_tokens<4>(buf.data(), K16, K, x, m, xs, yr, ys); break;
+      case 3: block_tokens<3>(buf.data(), K16, K, x, m, xs, yr, ys); break;
+      case 2: block_tokens<2>(buf.data(), K16, K, x, m, xs, yr, ys); break;
+      default: block_tokens<1>(buf.data(), K16, K, x, m, xs, yr, ys); break;
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m,
+                 int64_t xs, float* y, int64_t ys) {
+  switch (w.type) {
+    case DType::F32: return matmul_rows_t<DType::F32>(w, r0, r1, x, m, xs, y, ys);
+    case DType::F16: return matmul_rows_t<DType::F16>(w, r0, r1, x, m, xs, y, ys);
+    case DType::BF16: return matmul_rows_t<DType::BF16>(w, r0, r1, x, m, xs, y, ys);
+    case DType::Q8_0: return matmul_rows_t<DType::Q8_0>(w, r0, r1, x, m, xs, y, ys);
+    case DType::Q4_0: return matmul_rows_t<DType::Q4_0>(w, r0, r1, x, m, xs, y, ys);
+    case DType::Q4_1: return matmul_rows_t<DType::Q4_1>(w, r0, r1, x, m, xs, y, ys);
+    default: return ref::matmul_rows(w, r0, r1, x, m, xs, y, ys);
+  }
+}
+
+void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
+                   int64_t kv_stride, int head_dim, float scale, float* out, float* scratch) {
+  if (head_dim % 16 != 0 || head_dim > 256) {
+    ref::attention_f16(q, k, v, n_kv, kv_stride, head_dim, scale, out, scratch);
+    return;
+  }
+  const int nc = head_dim / 16;
+  __m512 qv[16];
+  for (int c = 0; c < nc; ++c) qv[c] = _mm512_loadu_ps(q + 16 * c);
+  float mx = -INFINITY;
+  for (int64_t j = 0; j < n_kv; ++j) {
+    const uint16_t* kj = k + j * kv_stride;
+    __m512 acc = _mm512_setzero_ps();
+    for (int c = 0; c < nc; ++c)
+      acc = _mm512_fmadd_ps(qv[c], _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(kj + 16 * c))), acc);
+    const float s = reduce16(acc) * scale;
+    scratch[j] = s;
+    mx = s > mx ? s : mx;
+  }
+  float sum = 0;
+  for (int64_t j = 0; j < n_kv; ++j) {
+    scratch[j] = std::exp(scratch[j] - mx);
+    sum += scratch[j];
+  }
+  __m512 o[16];
+  for (int c = 0; c < nc; ++c) o[c] = _mm512_setzero_ps();
+  for (int64_t j = 0; j < n_kv; ++j) {
+    const uint16_t* vj = v + j * kv_stride;
+    const __m512 p = _mm512_set1_ps(scratch[j]);
+    for (int c = 0; c < nc; ++c)
+      o[c] = _mm512_fmadd_ps(p, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(vj + 16 * c))), o[c]);
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / sum);
+  for (int c = 0; c < nc; ++c) _mm512_storeu_ps(out + 16 * c, _mm512_mul_ps(o[c], inv));
+}
+
+}  // namespace tessera::avx512

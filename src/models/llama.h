@@ -1,0 +1,52 @@
+// Llama-family decoder (SmolLM2 and friends) read from a GGUF file: RMSNorm, RoPE,
+// grouped-query attention, SwiGLU, optionally tied embeddings. Weights stay in the mmap.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "formats/gguf.h"
+#include "formats/tokenizer.h"
+#include "kernels/kernels.h"
+
+namespace tessera {
+
+struct LlamaConfig {
+  int n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0;
+  int n_ctx_train = 0;
+  float rope_base = 10000.0f, rms_eps = 1e-5f;
+  bool tied_embeddings = false;
+};
+
+struct LlamaLayer {
+  std::vector<float> attn_norm, ffn_norm;
+  WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
+};
+
+class LlamaModel {
+ public:
+  static std::unique_ptr<LlamaModel> load(const std::string& path);  // throws tessera::Error
+
+  const LlamaConfig& config() const { return cfg_; }
+  const Tokenizer& tokenizer() const { return *tokenizer_; }
+  const GgufFile& file() const { return *file_; }
+  const std::vector<LlamaLayer>& layers() const { return layers_; }
+  const WeightMatrix& token_embd() const { return tok_embd_; }
+  const WeightMatrix& output() const { return output_; }
+  const std::vector<float>& output_norm() const { return output_norm_; }
+  std::string chat_template() const { return file_->get_string("tokenizer.chat_template", ""); }
+  size_t weight_bytes() const;
+
+  void embed(int32_t token, float* out) const;  // checks the id range
+
+ private:
+  LlamaModel() = default;
+  std::unique_ptr<GgufFile> file_;
+  std::unique_ptr<Tokenizer> tokenizer_;
+  LlamaConfig cfg_;
+  std::vector<LlamaLayer> layers_;
+  WeightMatrix tok_embd_, output_;
+  std::vector<float> output_norm_;
+};
+
+}  // namespace tessera

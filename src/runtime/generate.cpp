@@ -1,0 +1,90 @@
+#include "runtime/generate.h"
+
+#include <chrono>
+
+#include "core/error.h"
+
+namespace tessera {
+
+namespace {
+double now() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+}  // namespace
+
+std::string apply_chat_template(const LlamaModel& model, const std::vector<ChatMessage>& messages,
+                                bool add_generation_prompt) {
+  const std::string tmpl = model.chat_template();
+  if (!tmpl.empty() && tmpl.find("<|im_start|>") == std::string::npos)
+    fail("the model's chat template is not ChatML; use --raw to pass a prompt as is");
+  // Default system prompt, when the template inserts one for conversations without it.
+  std::string default_system;
+  const std::string marker = "<|im_start|>system\n";
+  const size_t a = tmpl.find(marker);
+  if (a != std::string::npos && tmpl.find("!= 'system'") != std::string::npos) {
+    const size_t b = tmpl.find("<|im_end|>", a);
+    if (b != std::string::npos) default_system = tmpl.substr(a + marker.size(), b - a - marker.size());
+  }
+  std::string out;
+  if (!default_system.empty() && (messages.empty() || messages[0].role != "system"))
+    out += "<|im_start|>system\n" + default_system + "<|im_end|>\n";
+  for (const auto& m : messages) out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+  if (add_generation_prompt) out += "<|im_start|>assistant\n";
+  return out;
+}
+
+GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int n_predict,
+                       Sampler& sampler, const std::function<void(const std::string&)>& on_piece,
+                       std::vector<int32_t>* out_tokens) {
+  const Tokenizer& tok = session.model().tokenizer();
+  const int n_vocab = session.model().config().n_vocab;
+  GenerateStats st;
+  if (prompt.empty()) fail("the prompt is empty");
+  if (session.n_past() + static_cast<int>(prompt.size()) > session.n_ctx())
+    fail("the prompt (%zu tokens) does not fit in the context (%d tokens, %d already used)",
+         prompt.size(), session.n_ctx(), session.n_past());
+  for (int32_t t : prompt) sampler.accept(t);
+  double t0 = now();
+  session.eval(prompt);
+  st.prompt_tokens = static_cast<int>(prompt.size());
+  st.prompt_seconds = now() - t0;
+
+  t0 = now();
+  std::string pending;  // bytes of an incomplete UTF-8 sequence
+  for (int i = 0; i < n_predict; ++i) {
+    const int32_t next = sampler.sample(session.logits(), n_vocab);
+    if (out_tokens) out_tokens->push_back(next);
+    const bool eog = tok.is_eog(next);
+    if (session.n_past() < session.n_ctx()) {
+      session.eval({next});
+    } else if (!eog) {
+      break;  // context full
+    }
+    if (eog) {
+      st.stopped_by_eog = true;
+      break;
+    }
+    ++st.generated_tokens;
+    pending += tok.token_to_piece(next);
+    // emit complete UTF-8 characters only
+    size_t cut = pending.size();
+    for (size_t k = 1; k <= std::min<size_t>(3, pending.size()); ++k) {
+      const unsigned char ch = static_cast<unsigned char>(pending[pending.size() - k]);
+      if ((ch & 0xc0) == 0xc0) {  // lead byte: is its sequence complete?
+        const size_t need = (ch >> 5) == 6 ? 2 : (ch >> 4) == 14 ? 3 : 4;
+        if (k < need) cut = pending.size() - k;
+        break;
+      }
+      if ((ch & 0x80) == 0) break;
+    }
+    if (cut > 0) {
+      on_piece(pending.substr(0, cut));
+      pending.erase(0, cut);
+    }
+  }
+  if (!pending.empty()) on_piece(pending);
+  st.generate_seconds = now() - t0;
+  return st;
+}
+
+}  // namespace tessera

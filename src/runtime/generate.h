@@ -1,0 +1,36 @@
+// Prompt building (chat template) and the generation loop with streaming and timings.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+
+namespace tessera {
+
+struct ChatMessage {
+  std::string role, content;
+};
+
+// Renders messages with the model's ChatML template (as Hugging Face's apply_chat_template
+// does for SmolLM2, including its default system prompt when the template has one).
+std::string apply_chat_template(const LlamaModel& model, const std::vector<ChatMessage>& messages,
+                                bool add_generation_prompt);
+
+struct GenerateStats {
+  int prompt_tokens = 0, generated_tokens = 0;
+  double prompt_seconds = 0, generate_seconds = 0;
+  bool stopped_by_eog = false;
+  double prompt_tps() const { return prompt_seconds > 0 ? prompt_tokens / prompt_seconds : 0; }
+  double generate_tps() const { return generate_seconds > 0 ? generated_tokens / generate_seconds : 0; }
+};
+
+// Evaluates `prompt` (appended to what the session already holds), then samples up to
+// n_predict tokens, calling on_piece with each token's text as soon as it is known.
+// Stops at an end-of-generation token (which is evaluated into the cache, so a chat can go on).
+GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int n_predict,
+                       Sampler& sampler, const std::function<void(const std::string&)>& on_piece,
+                       std::vector<int32_t>* out_tokens = nullptr);
+
+}  // namespace tessera

@@ -1,0 +1,123 @@
+#include "runtime/session.h"
+
+#include <algorithm>
+#include <cmath>
+#include <thread>
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "kernels/elementwise.h"
+
+namespace tessera {
+
+Session::Session(const LlamaModel& model, const SessionOptions& opt)
+    : model_(model),
+      pool_(opt.n_threads > 0 ? opt.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+      n_ctx_(std::min(opt.n_ctx, model.config().n_ctx_train)),
+      n_batch_(opt.n_batch) {
+  const LlamaConfig& c = model.config();
+  if (opt.n_ctx < 1) fail("context size must be at least 1 (got %d)", opt.n_ctx);
+  if (n_batch_ < 1 || n_batch_ > 8192) fail("batch size must be in [1, 8192] (got %d)", n_batch_);
+  const size_t kv = static_cast<size_t>(c.n_head_kv) * c.head_dim;
+  k_cache_.assign(static_cast<size_t>(c.n_layer) * n_ctx_ * kv, 0);
+  v_cache_.assign(k_cache_.size(), 0);
+  const size_t B = static_cast<size_t>(n_batch_);
+  x_.resize(B * c.n_embd);
+  xn_.resize(B * c.n_embd);
+  q_.resize(B * c.n_embd);
+  att_.resize(B * c.n_embd);
+  tmp_.resize(B * c.n_embd);
+  k_.resize(B * kv);
+  v_.resize(B * kv);
+  gate_.resize(B * c.n_ff);
+  up_.resize(B * c.n_ff);
+  logits_.resize(static_cast<size_t>(kLogitRows) * c.n_vocab);
+}
+
+void Session::truncate(int n) { n_past_ = std::clamp(n, 0, n_past_); }
+
+void Session::eval(const std::vector<int32_t>& tokens) {
+  for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(n_batch_)) {
+    const int n = static_cast<int>(std::min<size_t>(n_batch_, tokens.size() - i));
+    forward(tokens.data() + i, n, false, nullptr, i);
+  }
+}
+
+void Session::eval_all(const std::vector<int32_t>& tokens,
+                       const std::function<void(size_t, const float*)>& on_logits) {
+  for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(n_batch_)) {
+    const int n = static_cast<int>(std::min<size_t>(n_batch_, tokens.size() - i));
+    forward(tokens.data() + i, n, true, &on_logits, i);
+  }
+}
+
+void Session::forward(const int32_t* tokens, int n, bool all_logits,
+                      const std::function<void(size_t, const float*)>* on_logits, size_t base) {
+  const LlamaModel& M = model_;
+  const LlamaConfig& c = M.config();
+  if (n_past_ + n > n_ctx_)
+    fail("context is full: %d cached + %d new tokens exceed the context size of %d", n_past_, n, n_ctx_);
+  for (int i = 0; i < n; ++i)
+    if (tokens[i] < 0 || tokens[i] >= c.n_vocab) fail("token id %d is out of range [0, %d)", tokens[i], c.n_vocab);
+
+  const int64_t E = c.n_embd, KV = static_cast<int64_t>(c.n_head_kv) * c.head_dim, FF = c.n_ff;
+  const int hd = c.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  const int group = c.n_head / c.n_head_kv;
+  const int p0 = n_past_;
+
+  for (int i = 0; i < n; ++i) M.embed(tokens[i], &x_[static_cast<size_t>(i * E)]);
+
+  for (int l = 0; l < c.n_layer; ++l) {
+    const LlamaLayer& L = M.layers()[static_cast<size_t>(l)];
+    uint16_t* kc = k_cache_.data() + static_cast<size_t>(l) * n_ctx_ * KV;
+    uint16_t* vc = v_cache_.data() + static_cast<size_t>(l) * n_ctx_ * KV;
+
+    for (int i = 0; i < n; ++i) rms_norm(&x_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
+    matmul(L.wq, xn_.data(), n, E, q_.data(), E, pool_);
+    matmul(L.wk, xn_.data(), n, E, k_.data(), KV, pool_);
+    matmul(L.wv, xn_.data(), n, E, v_.data(), KV, pool_);
+    for (int i = 0; i < n; ++i) {
+      rope_pairs(&q_[i * E], c.n_head, hd, p0 + i, c.rope_base);
+      rope_pairs(&k_[i * KV], c.n_head_kv, hd, p0 + i, c.rope_base);
+      uint16_t* kd = kc + static_cast<size_t>(p0 + i) * KV;
+      uint16_t* vd = vc + static_cast<size_t>(p0 + i) * KV;
+      for (int64_t j = 0; j < KV; ++j) {
+        kd[j] = float_to_fp16(k_[i * KV + j]);
+        vd[j] = float_to_fp16(v_[i * KV + j]);
+      }
+    }
+    // attention: one task per (token, head); token i sees positions 0 .. p0+i
+    pool_.parallel_for(static_cast<int64_t>(n) * c.n_head, 1, [&](int64_t t0, int64_t t1) {
+      thread_local std::vector<float> scores;
+      if (scores.size() < static_cast<size_t>(n_ctx_)) scores.resize(static_cast<size_t>(n_ctx_));
+      for (int64_t t = t0; t < t1; ++t) {
+        const int i = static_cast<int>(t / c.n_head), h = static_cast<int>(t % c.n_head);
+        const int g = h / group;
+        attention_f16(&q_[i * E + h * hd], kc + g * hd, vc + g * hd, p0 + i + 1, KV, hd, scale,
+                      &att_[i * E + h * hd], scores.data());
+      }
+    });
+    matmul(L.wo, att_.data(), n, E, tmp_.data(), E, pool_);
+    add_inplace(x_.data(), tmp_.data(), n * E);
+
+    for (int i = 0; i < n; ++i) rms_norm(&x_[i * E], L.ffn_norm.data(), &xn_[i * E], E, c.rms_eps);
+    matmul(L.w_gate, xn_.data(), n, E, gate_.data(), FF, pool_);
+    matmul(L.w_up, xn_.data(), n, E, up_.data(), FF, pool_);
+    swiglu(gate_.data(), up_.data(), n * FF);
+    matmul(L.w_down, gate_.data(), n, FF, tmp_.data(), E, pool_);
+    add_inplace(x_.data(), tmp_.data(), n * E);
+  }
+  n_past_ += n;
+
+  const int first = all_logits ? 0 : n - 1;
+  for (int i = first; i < n; ++i) rms_norm(&x_[i * E], M.output_norm().data(), &xn_[i * E], E, c.rms_eps);
+  for (int i = first; i < n; i += kLogitRows) {
+    const int rows = std::min(kLogitRows, n - i);
+    matmul(M.output(), &xn_[i * E], rows, E, logits_.data(), c.n_vocab, pool_);
+    if (on_logits)
+      for (int r = 0; r < rows; ++r) (*on_logits)(base + static_cast<size_t>(i + r), logits_.data() + static_cast<size_t>(r) * c.n_vocab);
+  }
+}
+
+}  // namespace tessera

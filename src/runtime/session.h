@@ -1,0 +1,50 @@
+// A decoding session: the KV cache and every activation buffer, allocated once up front,
+// plus the forward pass over a batch of tokens. Steady-state decoding allocates nothing.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "models/llama.h"
+
+namespace tessera {
+
+struct SessionOptions {
+  int n_ctx = 4096;    // KV cache capacity in tokens (clamped to the model's training context)
+  int n_batch = 512;   // tokens per forward pass; longer prompts are split
+  int n_threads = 0;   // 0: all cores
+};
+
+class Session {
+ public:
+  Session(const LlamaModel& model, const SessionOptions& opt);
+
+  // Appends tokens at positions n_past().. and leaves the last token's logits in logits().
+  void eval(const std::vector<int32_t>& tokens);
+  // Like eval, but calls on_logits(i, logits) for every token i of `tokens`.
+  void eval_all(const std::vector<int32_t>& tokens,
+                const std::function<void(size_t, const float*)>& on_logits);
+
+  const float* logits() const { return logits_.data(); }
+  int n_past() const { return n_past_; }
+  int n_ctx() const { return n_ctx_; }
+  void truncate(int n);  // forget cached positions >= n
+  const LlamaModel& model() const { return model_; }
+  ThreadPool& pool() { return pool_; }
+  size_t kv_bytes() const { return (k_cache_.size() + v_cache_.size()) * sizeof(uint16_t); }
+
+ private:
+  void forward(const int32_t* tokens, int n, bool all_logits,
+               const std::function<void(size_t, const float*)>* on_logits, size_t base);
+
+  const LlamaModel& model_;
+  ThreadPool pool_;
+  int n_ctx_, n_batch_;
+  int n_past_ = 0;
+  std::vector<uint16_t> k_cache_, v_cache_;  // [layer][pos][kv_dim], fp16
+  std::vector<float> x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_, logits_;
+  static constexpr int kLogitRows = 32;  // rows of logits computed at once when all are wanted
+};
+
+}  // namespace tessera

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Bad input to the CLI: each case must exit nonzero (not by a signal) with exactly one line on
+# stderr starting "tessera: error:", and leave no output file behind.
+set -u
+bin="$1"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+model="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+head -c 100000 /dev/urandom >"$tmp/random.gguf"
+head -c 1000000 "$model" >"$tmp/truncated.gguf"
+printf 'GGUF\003\000\000\000\377\377\377\377\377\377\377\377\000\000\000\000\000\000\000\000' >"$tmp/hostile.gguf"
+long="$(printf 'word %.0s' $(seq 1 400))"
+
+pass=0 fail=0
+check() {  # name, then the command's arguments
+  local name="$1"; shift
+  "$bin" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  local rc=$? lines
+  lines=$(wc -l <"$tmp/err")
+  if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [ "$lines" -eq 1 ] && grep -q '^tessera: error: ' "$tmp/err"; then
+    pass=$((pass + 1)); echo "ok   $name: $(cat "$tmp/err")"
+  else
+    fail=$((fail + 1)); echo "FAIL $name: rc=$rc stderr lines=$lines: $(head -c 300 "$tmp/err")"
+  fi
+}
+
+check "missing model"        run -m "$tmp/nope.gguf" -p hi
+check "model is a directory" run -m "$tmp" -p hi
+check "random bytes model"   run -m "$tmp/random.gguf" -p hi
+check "truncated model"      run -m "$tmp/truncated.gguf" -p hi
+check "hostile counts"       run -m "$tmp/hostile.gguf" -p hi
+check "empty file"           run -m /dev/null -p hi
+check "empty prompt"         run -m "$model" -p ""
+check "prompt over context"  run -m "$model" -c 64 -p "$long"
+check "unknown flag"         run -m "$model" -p hi --bogus
+check "unknown subcommand"   frobnicate
+check "no subcommand"
+check "bad thread count"     run -m "$model" -p hi -t 0
+check "bad temperature"      run -m "$model" -p hi --temp -1
+check "bad top-p"            run -m "$model" -p hi --top-p 2
+check "missing flag value"   run -m "$model" -p
+check "unwritable output"    run -m "$model" -p hi -n 4 -o "$tmp/no/such/dir/out.txt"
+check "output is a dir"      run -m "$model" -p hi -n 4 -o "$tmp"
+check "bad isa"              run -m "$model" -p hi --isa sse9
+check "tokenize bad model"   tokenize -m "$tmp/random.gguf" -p hi
+[ -z "$(ls "$tmp" | grep -v -e random.gguf -e truncated.gguf -e hostile.gguf -e out -e err)" ] || { echo "FAIL leftover files: $(ls "$tmp")"; fail=$((fail + 1)); }
+
+# and the good path: -o writes the whole answer atomically
+if "$bin" run -m "$model" -p "Say hi" -n 8 -o "$tmp/answer.txt" 2>/dev/null && [ -s "$tmp/answer.txt" ]; then
+  pass=$((pass + 1)); echo "ok   output file written"
+else
+  fail=$((fail + 1)); echo "FAIL output file not written"
+fi
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ]

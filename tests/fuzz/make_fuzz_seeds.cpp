@@ -1,0 +1,41 @@
+// Writes a seed corpus for the fuzzers: small valid GGUF files (one with a tokenizer),
+// a prefix of the real model's header, and a few texts.
+#include <cstdio>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "formats/gguf_writer.h"
+
+using namespace tessera;
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: make_fuzz_seeds DIR\n");
+    return 2;
+  }
+  const std::string dir = std::string(argv[1]) + "/seeds";
+  std::system(("mkdir -p '" + dir + "'").c_str());
+  GgufWriter a;
+  a.set("general.architecture", GgufValue::make_string("llama"));
+  a.set("n", GgufValue::make_u32(3));
+  a.set("f", GgufValue::make_f32_array({1.0f, 2.0f}));
+  a.add_tensor("w", DType::Q4_1, {64, 2}, std::vector<uint8_t>(80, 7));
+  a.add_tensor("b", DType::F16, {5}, std::vector<uint8_t>(10, 1));
+  a.write(dir + "/small.gguf");
+  GgufWriter t;
+  t.set("tokenizer.ggml.model", GgufValue::make_string("gpt2"));
+  t.set("tokenizer.ggml.pre", GgufValue::make_string("smollm"));
+  t.set("tokenizer.ggml.tokens", GgufValue::make_strings({"<|im_start|>", "a", "b", "ab", "\xC4\xA0", "\xC4\xA0" "a"}));
+  t.set("tokenizer.ggml.token_type", GgufValue::make_i32_array({3, 1, 1, 1, 1, 1}));
+  t.set("tokenizer.ggml.merges", GgufValue::make_strings({"a b", "\xC4\xA0 a"}));
+  t.set("tokenizer.ggml.bos_token_id", GgufValue::make_u32(0));
+  t.write(dir + "/tokenizer.gguf");
+  std::ifstream model(TESSERA_DEFAULT_MODEL, std::ios::binary);
+  std::vector<char> head(4096);
+  model.read(head.data(), static_cast<std::streamsize>(head.size()));
+  std::ofstream(dir + "/model_head.gguf", std::ios::binary).write(head.data(), model.gcount());
+  std::ofstream(dir + "/text1.txt") << "<|im_start|>user\nHello, world! 12345 don't\t\n  x<|im_end|>";
+  std::ofstream(dir + "/text2.txt") << "int main() {\n    return 0; // ünïcödé 日本語 🙂\n}\n";
+  return 0;
+}

@@ -1,0 +1,219 @@
+// Kernel checks in the spirit of llama.cpp's test-backend-ops: every dtype over shapes with odd
+// and tail sizes, against a float64 reference; the SIMD path bitwise equal to its scalar twin;
+// results invariant to batch size and thread count.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/fp16.h"
+#include "kernels/kernels.h"
+
+using namespace tessera;
+
+namespace {
+
+// Random weights of a type, plus the exact value of every element in double.
+struct RandomMatrix {
+  std::vector<uint8_t> bytes;
+  std::vector<double> exact;  // rows x cols
+  WeightMatrix w;
+};
+
+RandomMatrix make_matrix(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  RandomMatrix m;
+  const size_t rb = row_bytes(t, static_cast<uint64_t>(cols));
+  m.bytes.resize(rb * static_cast<size_t>(rows));
+  m.exact.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = m.bytes.data() + r * rb;
+    double* ex = m.exact.data() + r * cols;
+    for (int64_t b = 0; b < cols; ++b) {
+      if (t == DType::F32) {
+        const float v = u(rng);
+        std::memcpy(row + 4 * b, &v, 4);
+        ex[b] = v;
+      } else if (t == DType::F16) {
+        const uint16_t h = float_to_fp16(u(rng));
+        std::memcpy(row + 2 * b, &h, 2);
+        ex[b] = fp16_to_float(h);
+      } else if (t == DType::BF16) {
+        const uint16_t h = float_to_bf16(u(rng));
+        std::memcpy(row + 2 * b, &h, 2);
+        ex[b] = bf16_to_float(h);
+      }
+    }
+    if (t == DType::F32 || t == DType::F16 || t == DType::BF16) continue;
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const uint16_t d = float_to_fp16(0.001f + 0.05f * std::fabs(u(rng)));
+      const uint16_t mn = float_to_fp16(0.3f * u(rng));
+      const double dd = fp16_to_float(d), mm = fp16_to_float(mn);
+      double* ex = m.exact.data() + r * cols + 32 * b;
+      if (t == DType::Q8_0) {
+        uint8_t* p = row + 34 * b;
+        std::memcpy(p, &d, 2);
+        for (int j = 0; j < 32; ++j) {
+          const int8_t q = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+          p[2 + j] = static_cast<uint8_t>(q);
+          ex[j] = dd * q;
+        }
+      } else {
+        const bool q41 = t == DType::Q4_1;
+        uint8_t* p = row + (q41 ? 20 : 18) * b;
+        std::memcpy(p, &d, 2);
+        if (q41) std::memcpy(p + 2, &mn, 2);
+        uint8_t* qs = p + (q41 ? 4 : 2);
+        for (int j = 0; j < 16; ++j) {
+          const int lo = static_cast<int>(rng() % 16), hi = static_cast<int>(rng() % 16);
+          qs[j] = static_cast<uint8_t>(lo | (hi << 4));
+          ex[j] = q41 ? dd * lo + mm : dd * (lo - 8);
+          ex[j + 16] = q41 ? dd * hi + mm : dd * (hi - 8);
+        }
+      }
+    }
+  }
+  m.w.type = t;
+  m.w.rows = rows;
+  m.w.cols = cols;
+  m.w.data = m.bytes.data();
+  m.w.row_stride = rb;
+  return m;
+}
+
+std::vector<float> random_x(int64_t m, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(m * k));
+  for (auto& v : x) v = n(rng);
+  return x;
+}
+
+bool has_avx512() { return detected_isa() == Isa::Avx512; }
+
+struct Case {
+  DType type;
+  std::vector<int64_t> ks;
+};
+
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      {DType::F32, {1, 5, 15, 16, 17, 31, 33, 100, 576}},
+      {DType::F16, {1, 7, 16, 17, 48, 100, 576}},
+      {DType::BF16, {3, 16, 31, 64, 100}},
+      {DType::Q8_0, {32, 64, 96, 576, 1536}},
+      {DType::Q4_0, {32, 96, 576, 1536}},
+      {DType::Q4_1, {32, 64, 160, 576, 1536}},
+  };
+  return c;
+}
+
+}  // namespace
+
+// Tolerance against float64 (documented in docs/numerics.md): fp32 accumulation of K products
+// in 16 lanes, plus one rounding of each dequantized weight, relative to sum |w x|.
+TEST(Kernels, MatmulMatchesFloat64AndScalarTwinBitwise) {
+  const std::vector<int64_t> ns = {1, 3, 8, 13};
+  const std::vector<int64_t> ms = {1, 2, 3, 4, 5, 7};
+  for (const Case& c : cases()) {
+    for (int64_t K : c.ks) {
+      for (int64_t N : ns) {
+        const RandomMatrix W = make_matrix(c.type, N, K, static_cast<uint32_t>(K * 131 + N));
+        for (int64_t M : ms) {
+          const std::vector<float> x = random_x(M, K, static_cast<uint32_t>(M + 7 * K));
+          std::vector<float> y_ref(static_cast<size_t>(M * N)), y_simd(y_ref.size());
+          ref::matmul_rows(W.w, 0, N, x.data(), M, K, y_ref.data(), N);
+          for (int64_t t = 0; t < M; ++t) {
+            for (int64_t r = 0; r < N; ++r) {
+              double want = 0, mag = 0;
+              for (int64_t k = 0; k < K; ++k) {
+                const double p = W.exact[static_cast<size_t>(r * K + k)] * x[static_cast<size_t>(t * K + k)];
+                want += p;
+                mag += std::fabs(p);
+              }
+              const double tol = 4e-7 * std::sqrt(static_cast<double>(K)) * mag + 1e-30;
+              ASSERT_NEAR(y_ref[static_cast<size_t>(t * N + r)], want, tol)
+                  << dtype_name(c.type) << " K=" << K << " N=" << N << " M=" << M << " t=" << t << " r=" << r;
+            }
+          }
+          if (!has_avx512()) continue;
+          avx512::matmul_rows(W.w, 0, N, x.data(), M, K, y_simd.data(), N);
+          ASSERT_EQ(std::memcmp(y_ref.data(), y_simd.data(), y_ref.size() * 4), 0)
+              << "avx512 differs from scalar: " << dtype_name(c.type) << " K=" << K << " N=" << N << " M=" << M;
+        }
+      }
+    }
+  }
+}
+
+// A row's result must not depend on the batch it shares or on the thread count.
+TEST(Kernels, MatmulIsBatchAndThreadInvariant) {
+  ThreadPool one(1), two(2);
+  for (const Case& c : cases()) {
+    const int64_t K = c.ks.back(), N = 37, M = 11;
+    const RandomMatrix W = make_matrix(c.type, N, K, 99);
+    const std::vector<float> x = random_x(M, K, 5);
+    std::vector<float> batch1(static_cast<size_t>(M * N)), batch2(batch1.size()), single(static_cast<size_t>(N));
+    matmul(W.w, x.data(), M, K, batch1.data(), N, one);
+    matmul(W.w, x.data(), M, K, batch2.data(), N, two);
+    ASSERT_EQ(std::memcmp(batch1.data(), batch2.data(), batch1.size() * 4), 0) << dtype_name(c.type);
+    for (int64_t t = 0; t < M; ++t) {
+      matmul(W.w, x.data() + t * K, 1, K, single.data(), N, two);
+      ASSERT_EQ(std::memcmp(single.data(), batch1.data() + t * N, N * 4), 0) << dtype_name(c.type) << " token " << t;
+    }
+    // uneven sub-batches (as chunked prefill makes them)
+    std::vector<float> chunked(batch1.size());
+    for (int64_t t0 = 0; t0 < M;) {
+      const int64_t n = std::min<int64_t>(M - t0, 1 + t0 % 4);
+      matmul(W.w, x.data() + t0 * K, n, K, chunked.data() + t0 * N, N, two);
+      t0 += n;
+    }
+    ASSERT_EQ(std::memcmp(chunked.data(), batch1.data(), batch1.size() * 4), 0) << dtype_name(c.type);
+  }
+}
+
+TEST(Kernels, AttentionMatchesFloat64) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  for (int64_t n_kv : {1, 2, 17, 64, 300}) {
+    const int hd = 64;
+    const int64_t stride = 3 * hd;  // as in a KV cache with 3 heads
+    std::vector<uint16_t> k(static_cast<size_t>(n_kv * stride)), v(k.size());
+    for (auto& e : k) e = float_to_fp16(n(rng));
+    for (auto& e : v) e = float_to_fp16(n(rng));
+    std::vector<float> q(hd), out_ref(hd), out_simd(hd), scratch(static_cast<size_t>(n_kv));
+    for (auto& e : q) e = n(rng);
+    const float scale = 0.125f;
+    // float64 reference
+    std::vector<double> s(static_cast<size_t>(n_kv));
+    double mx = -1e300, sum = 0;
+    for (int64_t j = 0; j < n_kv; ++j) {
+      double d = 0;
+      for (int i = 0; i < hd; ++i) d += static_cast<double>(q[i]) * fp16_to_float(k[j * stride + i]);
+      s[j] = d * scale;
+      mx = std::max(mx, s[j]);
+    }
+    for (auto& e : s) sum += e = std::exp(e - mx);
+    ref::attention_f16(q.data(), k.data(), v.data(), n_kv, stride, hd, scale, out_ref.data(), scratch.data());
+    if (has_avx512())
+      avx512::attention_f16(q.data(), k.data(), v.data(), n_kv, stride, hd, scale, out_simd.data(), scratch.data());
+    for (int i = 0; i < hd; ++i) {
+      double want = 0;
+      for (int64_t j = 0; j < n_kv; ++j) want += s[j] / sum * fp16_to_float(v[j * stride + i]);
+      EXPECT_NEAR(out_ref[i], want, 2e-5) << "n_kv=" << n_kv;
+      if (has_avx512()) EXPECT_NEAR(out_simd[i], want, 2e-5) << "n_kv=" << n_kv;
+    }
+  }
+}
+
+TEST(Kernels, IsaCapFallsBackToScalar) {
+  const Isa before = active_isa();
+  set_isa_cap(Isa::Scalar);
+  EXPECT_EQ(active_isa(), Isa::Scalar);
+  set_isa_cap(Isa::Avx512);
+  EXPECT_EQ(active_isa(), detected_isa());
+  set_isa_cap(before);
+}

@@ -1,0 +1,305 @@
+// The decoder against two references: llama.cpp's logits (teacher-forced, fixture) and a plain
+// float64 forward pass over the same dequantized weights.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "formats/gguf_writer.h"
+#include "models/llama.h"
+#include "runtime/generate.h"
+#include "runtime/session.h"
+#include "test_util.h"
+
+using namespace tessera;
+
+namespace {
+
+const LlamaModel& model() {
+  static auto m = LlamaModel::load(test::model_path());
+  return *m;
+}
+
+const nlohmann::json& teacher_fixture() {
+  static const auto j = nlohmann::json::parse(test::read_file(test::source_path("tests/fixtures/teacher_forced_llamacpp.json")));
+  return j;
+}
+
+std::vector<int32_t> fixture_tokens() { return teacher_fixture()["tokens"].get<std::vector<int32_t>>(); }
+
+std::vector<std::vector<float>> all_logits(const std::vector<int32_t>& toks, int n_batch, int n_threads) {
+  SessionOptions o;
+  o.n_ctx = 1024;
+  o.n_batch = n_batch;
+  o.n_threads = n_threads;
+  Session s(model(), o);
+  std::vector<std::vector<float>> out(toks.size());
+  const int V = model().config().n_vocab;
+  s.eval_all(toks, [&](size_t i, const float* l) { out[i].assign(l, l + V); });
+  return out;
+}
+
+// Plain float64 forward pass for the first P tokens: logits for every position.
+std::vector<std::vector<double>> reference_logits(const std::vector<int32_t>& toks) {
+  const LlamaModel& M = model();
+  const LlamaConfig& c = M.config();
+  const int P = static_cast<int>(toks.size()), E = c.n_embd, hd = c.head_dim, KV = c.n_head_kv * hd, FF = c.n_ff;
+  auto deq = [](const WeightMatrix& w) {
+    std::vector<double> out(static_cast<size_t>(w.rows * w.cols));
+    for (int64_t r = 0; r < w.rows; ++r) test::dequantize_row_f64(w.type, w.data + r * w.row_stride, &out[r * w.cols], w.cols);
+    return out;
+  };
+  auto matvec = [](const std::vector<double>& W, int rows, int cols, const double* x, double* y) {
+    for (int r = 0; r < rows; ++r) {
+      double s = 0;
+      const double* w = &W[static_cast<size_t>(r) * cols];
+      for (int k = 0; k < cols; ++k) s += w[k] * x[k];
+      y[r] = s;
+    }
+  };
+  auto rmsnorm = [&](const double* x, const std::vector<float>& w, double* y) {
+    double ss = 0;
+    for (int i = 0; i < E; ++i) ss += x[i] * x[i];
+    const double s = 1.0 / std::sqrt(ss / E + c.rms_eps);
+    for (int i = 0; i < E; ++i) y[i] = x[i] * s * w[i];
+  };
+  auto rope = [&](double* v, int heads, int pos) {
+    for (int h = 0; h < heads; ++h)
+      for (int i = 0; i < hd; i += 2) {
+        const double th = pos * std::pow(static_cast<double>(c.rope_base), -static_cast<double>(i) / hd);
+        double* p = v + h * hd + i;
+        const double a = p[0], b = p[1];
+        p[0] = a * std::cos(th) - b * std::sin(th);
+        p[1] = a * std::sin(th) + b * std::cos(th);
+      }
+  };
+  std::vector<double> x(static_cast<size_t>(P) * E), xn(E), q(static_cast<size_t>(P) * E), k(static_cast<size_t>(P) * KV),
+      v(k.size()), att(E), o(E), g(FF), u(FF), d(E);
+  for (int p = 0; p < P; ++p)
+    test::dequantize_row_f64(M.token_embd().type, M.token_embd().data + static_cast<size_t>(toks[p]) * M.token_embd().row_stride, &x[static_cast<size_t>(p) * E], E);
+  for (const LlamaLayer& L : M.layers()) {
+    const auto wq = deq(L.wq), wk = deq(L.wk), wv = deq(L.wv), wo = deq(L.wo), wg = deq(L.w_gate), wu = deq(L.w_up), wd = deq(L.w_down);
+    for (int p = 0; p < P; ++p) {
+      rmsnorm(&x[static_cast<size_t>(p) * E], L.attn_norm, xn.data());
+      matvec(wq, E, E, xn.data(), &q[static_cast<size_t>(p) * E]);
+      matvec(wk, KV, E, xn.data(), &k[static_cast<size_t>(p) * KV]);
+      matvec(wv, KV, E, xn.data(), &v[static_cast<size_t>(p) * KV]);
+      rope(&q[static_cast<size_t>(p) * E], c.n_head, p);
+      rope(&k[static_cast<size_t>(p) * KV], c.n_head_kv, p);
+    }
+    for (int p = 0; p < P; ++p) {
+      for (int h = 0; h < c.n_head; ++h) {
+        const int gk = h / (c.n_head / c.n_head_kv);
+        std::vector<double> s(static_cast<size_t>(p) + 1);
+        double mx = -1e300, sum = 0;
+        for (int j = 0; j <= p; ++j) {
+          double dot = 0;
+          for (int i = 0; i < hd; ++i) dot += q[static_cast<size_t>(p) * E + h * hd + i] * k[static_cast<size_t>(j) * KV + gk * hd + i];
+          s[j] = dot / std::sqrt(static_cast<double>(hd));
+          mx = std::max(mx, s[j]);
+        }
+        for (auto& e : s) sum += e = std::exp(e - mx);
+        for (int i = 0; i < hd; ++i) {
+          double a = 0;
+          for (int j = 0; j <= p; ++j) a += s[j] / sum * v[static_cast<size_t>(j) * KV + gk * hd + i];
+          att[h * hd + i] = a;
+        }
+      }
+      matvec(wo, E, E, att.data(), o.data());
+      double* xp = &x[static_cast<size_t>(p) * E];
+      for (int i = 0; i < E; ++i) xp[i] += o[i];
+      rmsnorm(xp, L.ffn_norm, xn.data());
+      matvec(wg, FF, E, xn.data(), g.data());
+      matvec(wu, FF, E, xn.data(), u.data());
+      for (int i = 0; i < FF; ++i) g[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
+      matvec(wd, E, FF, g.data(), d.data());
+      for (int i = 0; i < E; ++i) xp[i] += d[i];
+    }
+  }
+  const WeightMatrix& out = M.output();
+  std::vector<std::vector<double>> logits(static_cast<size_t>(P), std::vector<double>(static_cast<size_t>(c.n_vocab)));
+  std::vector<double> row(E);
+  std::vector<std::vector<double>> xns(static_cast<size_t>(P), std::vector<double>(E));
+  for (int p = 0; p < P; ++p) rmsnorm(&x[static_cast<size_t>(p) * E], M.output_norm(), xns[p].data());
+  for (int r = 0; r < c.n_vocab; ++r) {
+    test::dequantize_row_f64(out.type, out.data + static_cast<size_t>(r) * out.row_stride, row.data(), E);
+    for (int p = 0; p < P; ++p) {
+      double s = 0;
+      for (int i = 0; i < E; ++i) s += row[i] * xns[p][i];
+      logits[p][r] = s;
+    }
+  }
+  return logits;
+}
+
+template <typename T>
+std::vector<double> log_softmax(const std::vector<T>& l) {
+  double mx = -1e300;
+  for (T v : l) mx = std::max(mx, static_cast<double>(v));
+  double s = 0;
+  for (T v : l) s += std::exp(static_cast<double>(v) - mx);
+  const double lse = mx + std::log(s);
+  std::vector<double> out(l.size());
+  for (size_t i = 0; i < l.size(); ++i) out[i] = static_cast<double>(l[i]) - lse;
+  return out;
+}
+
+}  // namespace
+
+TEST(Model, ConfigOfDefaultModel) {
+  const LlamaConfig& c = model().config();
+  EXPECT_EQ(c.n_embd, 576);
+  EXPECT_EQ(c.n_layer, 30);
+  EXPECT_EQ(c.n_head, 9);
+  EXPECT_EQ(c.n_head_kv, 3);
+  EXPECT_EQ(c.n_ff, 1536);
+  EXPECT_EQ(c.n_vocab, 49152);
+  EXPECT_TRUE(c.tied_embeddings);
+  EXPECT_FLOAT_EQ(c.rope_base, 100000.0f);
+}
+
+// Teacher-forced: tessera's top-1 next token agrees with llama.cpp's at >= 99% of positions.
+TEST(Model, TeacherForcedTop1AgreesWithLlamaCpp) {
+  const auto toks = fixture_tokens();
+  const auto& positions = teacher_fixture()["positions"];
+  ASSERT_GE(toks.size(), 500u);
+  ASSERT_EQ(positions.size(), toks.size());
+  const auto logits = all_logits(toks, 512, 2);
+  size_t agree = 0;
+  double max_top_diff = 0;
+  for (size_t i = 0; i < toks.size(); ++i) {
+    const auto& l = logits[i];
+    const int32_t ours = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
+    const int32_t theirs = positions[i]["top"][0][0];
+    const double their_logit = positions[i]["top"][0][1];
+    agree += ours == theirs;
+    max_top_diff = std::max(max_top_diff, std::fabs(l[static_cast<size_t>(theirs)] - their_logit));
+  }
+  const double rate = static_cast<double>(agree) / static_cast<double>(toks.size());
+  std::printf("teacher-forced top-1 agreement with llama.cpp: %zu/%zu = %.4f; max |logit diff| at llama.cpp's top-1: %.4f\n",
+              agree, toks.size(), rate, max_top_diff);
+  RecordProperty("top1_agreement", std::to_string(rate));
+  EXPECT_GE(rate, 0.99);
+}
+
+// Mean KL(reference || tessera) of the next-token distribution over the first positions.
+TEST(Model, KlDivergenceFromFloat64ReferenceIsSmall) {
+  auto toks = fixture_tokens();
+  toks.resize(32);
+  const auto ref = reference_logits(toks);
+  const auto ours = all_logits(toks, 512, 2);
+  double kl_sum = 0, kl_max = 0;
+  size_t same_top = 0;
+  for (size_t p = 0; p < toks.size(); ++p) {
+    const auto lr = log_softmax(ref[p]), lo = log_softmax(ours[p]);
+    double kl = 0;
+    for (size_t i = 0; i < lr.size(); ++i) kl += std::exp(lr[i]) * (lr[i] - lo[i]);
+    kl_sum += kl;
+    kl_max = std::max(kl_max, kl);
+    same_top += std::max_element(lr.begin(), lr.end()) - lr.begin() == std::max_element(lo.begin(), lo.end()) - lo.begin();
+  }
+  const double kl_mean = kl_sum / static_cast<double>(toks.size());
+  std::printf("KL(float64 reference || tessera) over %zu positions: mean %.3g, max %.3g; same top-1 %zu/%zu\n",
+              toks.size(), kl_mean, kl_max, same_top, toks.size());
+  EXPECT_LE(kl_mean, 1e-3);
+}
+
+// Prefill in one chunk, in uneven chunks, token by token, on 1 or 2 threads: identical bits.
+TEST(Model, LogitsAreInvariantToChunkingAndThreads) {
+  auto toks = fixture_tokens();
+  toks.resize(40);
+  const auto base = all_logits(toks, 512, 2);
+  for (auto [batch, threads] : {std::pair{512, 1}, std::pair{7, 2}, std::pair{1, 2}, std::pair{16, 1}}) {
+    const auto other = all_logits(toks, batch, threads);
+    for (size_t p = 0; p < toks.size(); ++p)
+      ASSERT_EQ(std::memcmp(base[p].data(), other[p].data(), base[p].size() * 4), 0)
+          << "position " << p << " batch " << batch << " threads " << threads;
+  }
+}
+
+TEST(Model, GreedyAnswerIsSensibleAndDeterministic) {
+  auto run = [] {
+    SessionOptions o;
+    o.n_ctx = 256;
+    Session s(model(), o);
+    Sampler sampler(SamplerOptions{});
+    const std::string prompt = apply_chat_template(model(), {{"user", "What is the capital of France?"}}, true);
+    std::string out;
+    generate(s, model().tokenizer().encode(prompt, true), 24, sampler, [&](const std::string& p) { out += p; });
+    return out;
+  };
+  const std::string a = run();
+  EXPECT_NE(a.find("Paris"), std::string::npos) << a;
+  EXPECT_EQ(a, run());
+}
+
+TEST(Model, ChatTemplateMatchesSmolLM2) {
+  const std::string t = apply_chat_template(model(), {{"user", "hi"}}, true);
+  EXPECT_EQ(t, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+               "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+  const std::string s = apply_chat_template(model(), {{"system", "Be brief."}, {"user", "hi"}}, false);
+  EXPECT_EQ(s, "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n");
+}
+
+TEST(Model, ContextOverflowAndBadTokensAreErrors) {
+  SessionOptions o;
+  o.n_ctx = 8;
+  Session s(model(), o);
+  EXPECT_THROW(s.eval(std::vector<int32_t>(9, 1)), Error);
+  EXPECT_THROW(s.eval({-1}), Error);
+  EXPECT_THROW(s.eval({model().config().n_vocab}), Error);
+  EXPECT_EQ(s.n_past(), 0);
+}
+
+// Damaged copies of the real model: each load fails with a message naming the problem.
+TEST(Model, DamagedModelFilesAreRejected) {
+  const std::string dir = std::filesystem::temp_directory_path() / "tessera_model_test";
+  std::filesystem::create_directories(dir);
+  auto f = GgufFile::open(test::model_path());
+  auto rewrite = [&](const std::string& name, auto&& edit) {
+    GgufWriter w;
+    for (const auto& [k, v] : f->metadata()) w.set(k, v);
+    std::vector<GgufTensor> ts = f->tensors();
+    edit(w, ts);
+    for (const auto& t : ts) w.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+    const std::string p = dir + "/" + name;
+    w.write(p);
+    return p;
+  };
+  auto load_error = [](const std::string& p) {
+    try {
+      LlamaModel::load(p);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  const std::string missing = rewrite("missing.gguf", [](GgufWriter&, std::vector<GgufTensor>& ts) {
+    ts.erase(std::remove_if(ts.begin(), ts.end(), [](const GgufTensor& t) { return t.name == "blk.3.ffn_up.weight"; }), ts.end());
+  });
+  EXPECT_NE(load_error(missing).find("missing tensor 'blk.3.ffn_up.weight'"), std::string::npos);
+  const std::string badvocab = rewrite("vocab.gguf", [](GgufWriter& w, std::vector<GgufTensor>&) {
+    w.set("tokenizer.ggml.bos_token_id", GgufValue::make_u32(1u << 30));
+  });
+  EXPECT_NE(load_error(badvocab).find("bos_token_id"), std::string::npos);
+  const std::string heads = rewrite("heads.gguf", [](GgufWriter& w, std::vector<GgufTensor>&) {
+    w.set("llama.attention.head_count", GgufValue::make_u32(7));
+  });
+  EXPECT_NE(load_error(heads).find("heads"), std::string::npos);
+  const std::string arch = rewrite("arch.gguf", [](GgufWriter& w, std::vector<GgufTensor>&) {
+    w.set("general.architecture", GgufValue::make_string("mamba"));
+  });
+  EXPECT_NE(load_error(arch).find("architecture"), std::string::npos);
+  // truncated copy of the real file
+  const std::string bytes = test::read_file(test::model_path());
+  const std::string cut = dir + "/cut.gguf";
+  {
+    std::ofstream o(cut, std::ios::binary);
+    o.write(bytes.data(), static_cast<std::streamsize>(bytes.size() / 2));
+  }
+  EXPECT_NE(load_error(cut).find("truncated"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}

@@ -1,0 +1,325 @@
+// The tessera command line: run, chat, bench, tokenize.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <new>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/error.h"
+#include "kernels/kernels.h"
+#include "models/llama.h"
+#include "runtime/generate.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+
+using namespace tessera;
+
+namespace {
+
+std::string default_model_path() {
+  if (const char* e = std::getenv("TESSERA_MODEL")) return e;
+  const std::string rel = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (std::filesystem::exists(rel)) return rel;
+  return std::string(TESSERA_SOURCE_DIR) + "/" + rel;
+}
+
+struct CommonArgs {
+  std::string model;
+  int threads = 0;
+  int ctx = 4096;
+  int batch = 512;
+  std::string isa;
+};
+
+void add_common(CLI::App* app, CommonArgs& a) {
+  app->add_option("-m,--model", a.model, "GGUF model file (default: the bundled SmolLM2-135M-Instruct Q4_1)");
+  app->add_option("-t,--threads", a.threads, "threads (default: all cores)")->check(CLI::Range(1, 1024));
+  app->add_option("-c,--ctx-size", a.ctx, "context size in tokens")->check(CLI::Range(1, 1 << 24));
+  app->add_option("-b,--batch-size", a.batch, "tokens per forward pass")->check(CLI::Range(1, 8192));
+  app->add_option("--isa", a.isa, "cap the kernel instruction set: scalar or avx512")->check(CLI::IsMember({"scalar", "avx512"}));
+}
+
+std::unique_ptr<LlamaModel> load(CommonArgs& a) {
+  if (a.isa == "scalar") set_isa_cap(Isa::Scalar);
+  if (a.model.empty()) {
+    a.model = default_model_path();
+    if (!std::filesystem::exists(a.model))
+      fail("default model not found at '%s': run scripts/setup.sh (or pass -m MODEL.gguf)", a.model.c_str());
+  }
+  return LlamaModel::load(a.model);
+}
+
+SessionOptions session_options(const CommonArgs& a) {
+  SessionOptions o;
+  o.n_ctx = a.ctx;
+  o.n_batch = a.batch;
+  o.n_threads = a.threads;
+  return o;
+}
+
+void add_sampling(CLI::App* app, SamplerOptions& s) {
+  app->add_option("--temp", s.temperature, "temperature (0: greedy)")->check(CLI::Range(0.0, 100.0));
+  app->add_option("--top-k", s.top_k, "top-k (0: off)")->check(CLI::Range(0, 1 << 24));
+  app->add_option("--top-p", s.top_p, "top-p (1: off)")->check(CLI::Range(0.0, 1.0));
+  app->add_option("--min-p", s.min_p, "min-p (0: off)")->check(CLI::Range(0.0, 1.0));
+  app->add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)")->check(CLI::Range(0.0, 100.0));
+  app->add_option("--repeat-last-n", s.repeat_last_n, "tokens the penalty looks back over")->check(CLI::Range(0, 1 << 20));
+  app->add_option("-s,--seed", s.seed, "random seed");
+}
+
+void print_stats(const GenerateStats& st) {
+  std::fprintf(stderr, "\n[prompt: %d tokens, %.1f tok/s | generation: %d tokens, %.1f tok/s]\n",
+               st.prompt_tokens, st.prompt_tps(), st.generated_tokens, st.generate_tps());
+}
+
+// Writes text to `path` via a temporary file and a rename: never a half-written output.
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    if (!f) fail("cannot write output file '%s'", path.c_str());
+    f << text;
+    f.close();
+    if (!f) {
+      std::remove(tmp.c_str());
+      fail("cannot write output file '%s'", path.c_str());
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    fail("cannot write output file '%s'", path.c_str());
+  }
+}
+
+void check_output_writable(const std::string& path) {
+  if (path.empty()) return;
+  const std::filesystem::path p(path);
+  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
+  if (!std::filesystem::is_directory(dir) || ::access(dir.c_str(), W_OK) != 0 ||
+      std::filesystem::is_directory(p) || (std::filesystem::exists(p) && ::access(p.c_str(), W_OK) != 0))
+    fail("cannot write output file '%s'", path.c_str());
+}
+
+int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, const std::string& system,
+            const SamplerOptions& so, const std::string& out_path) {
+  if (prompt.empty()) fail("the prompt is empty (pass -p TEXT)");
+  check_output_writable(out_path);
+  auto model = load(a);
+  Sampler sampler(so);
+  Session session(*model, session_options(a));
+  std::string text = prompt;
+  if (!raw) {
+    std::vector<ChatMessage> msgs;
+    if (!system.empty()) msgs.push_back({"system", system});
+    msgs.push_back({"user", prompt});
+    text = apply_chat_template(*model, msgs, true);
+  }
+  const std::vector<int32_t> ids = model->tokenizer().encode(text, /*parse_special=*/!raw);
+  if (ids.empty()) fail("the prompt is empty after tokenization");
+  if (static_cast<int>(ids.size()) >= session.n_ctx())
+    fail("the prompt is %zu tokens, longer than the context of %d tokens (raise -c)", ids.size(), session.n_ctx());
+  std::string collected;
+  const GenerateStats st = generate(session, ids, n_predict, sampler, [&](const std::string& piece) {
+    collected += piece;
+    if (out_path.empty()) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    }
+  });
+  if (out_path.empty()) std::fputc('\n', stdout);
+  else write_atomically(out_path, collected);
+  print_stats(st);
+  return 0;
+}
+
+int cmd_chat(CommonArgs& a, int n_predict, const std::string& system, const SamplerOptions& so) {
+  auto model = load(a);
+  Sampler sampler(so);
+  Session session(*model, session_options(a));
+  const bool tty = ::isatty(0);
+  bool first = true;
+  std::string line;
+  for (;;) {
+    if (tty) std::fputs("> ", stdout), std::fflush(stdout);
+    if (!std::getline(std::cin, line)) break;
+    if (line.empty()) continue;
+    std::string text;
+    if (first) {
+      std::vector<ChatMessage> msgs;
+      if (!system.empty()) msgs.push_back({"system", system});
+      msgs.push_back({"user", line});
+      text = apply_chat_template(*model, msgs, true);
+    } else {
+      // the cache already holds the assistant's <|im_end|>; close that line and add the turn
+      text = "\n<|im_start|>user\n" + line + "<|im_end|>\n<|im_start|>assistant\n";
+    }
+    const std::vector<int32_t> ids = model->tokenizer().encode(text, true);
+    if (session.n_past() + static_cast<int>(ids.size()) >= session.n_ctx()) {
+      std::fprintf(stderr, "tessera: error: the conversation no longer fits in the context of %d tokens\n", session.n_ctx());
+      return 1;
+    }
+    const GenerateStats st = generate(session, ids, n_predict, sampler, [](const std::string& piece) {
+      std::fwrite(piece.data(), 1, piece.size(), stdout);
+      std::fflush(stdout);
+    });
+    std::fputc('\n', stdout);
+    print_stats(st);
+    first = false;
+  }
+  return 0;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// llama-bench style: pp = one batch of n_prompt random tokens in a fresh context;
+// tg = n_gen single-token decodes from an empty context.
+int cmd_bench(CommonArgs& a, int n_prompt, int n_gen, int reps, bool json) {
+  auto model = load(a);
+  SessionOptions so = session_options(a);
+  so.n_ctx = std::max(so.n_ctx, n_prompt + n_gen + 1);
+  so.n_batch = std::max(so.n_batch, n_prompt);
+  Session session(*model, so);
+  const int nv = model->config().n_vocab;
+  std::mt19937 rng(42);
+  auto clock = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
+  struct Row { std::string test; std::vector<double> tps; };
+  std::vector<Row> rows;
+  if (n_prompt > 0) {
+    Row r{"pp" + std::to_string(n_prompt), {}};
+    std::vector<int32_t> toks(static_cast<size_t>(n_prompt));
+    for (int rep = -1; rep < reps; ++rep) {  // rep -1 warms up
+      for (auto& t : toks) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(nv));
+      session.truncate(0);
+      const double t0 = clock();
+      session.eval(toks);
+      const double dt = clock() - t0;
+      if (rep >= 0) r.tps.push_back(n_prompt / dt);
+    }
+    rows.push_back(r);
+  }
+  if (n_gen > 0) {
+    Row r{"tg" + std::to_string(n_gen), {}};
+    for (int rep = -1; rep < reps; ++rep) {
+      session.truncate(0);
+      int32_t tok = static_cast<int32_t>(rng() % static_cast<uint32_t>(nv));
+      const double t0 = clock();
+      for (int i = 0; i < n_gen; ++i) {
+        session.eval({tok});
+        tok = static_cast<int32_t>(std::max_element(session.logits(), session.logits() + nv) - session.logits());
+      }
+      const double dt = clock() - t0;
+      if (rep >= 0) r.tps.push_back(n_gen / dt);
+    }
+    rows.push_back(r);
+  }
+  const int threads = session.pool().size();
+  if (json) {
+    std::printf("[");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      std::printf("%s{\"test\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"median_tps\": %.3f, \"samples_tps\": [", i ? ", " : "",
+                  rows[i].test.c_str(), threads, isa_name(active_isa()), median(rows[i].tps));
+      for (size_t k = 0; k < rows[i].tps.size(); ++k) std::printf("%s%.3f", k ? ", " : "", rows[i].tps[k]);
+      std::printf("]}");
+    }
+    std::printf("]\n");
+  } else {
+    std::printf("| model | isa | threads | test | t/s (median) | min | max |\n|---|---|---|---|---|---|---|\n");
+    const std::string name = std::filesystem::path(a.model).filename().string();
+    for (const Row& r : rows) {
+      const auto [mn, mx] = std::minmax_element(r.tps.begin(), r.tps.end());
+      std::printf("| %s | %s | %d | %s | %.2f | %.2f | %.2f |\n", name.c_str(), isa_name(active_isa()), threads,
+                  r.test.c_str(), median(r.tps), *mn, *mx);
+    }
+  }
+  return 0;
+}
+
+int cmd_tokenize(CommonArgs& a, const std::string& text, bool special) {
+  auto model = load(a);
+  const auto ids = model->tokenizer().encode(text, special);
+  for (size_t i = 0; i < ids.size(); ++i) std::printf("%s%d", i ? " " : "", ids[i]);
+  std::printf("\n");
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tessera: on-device inference for small vision-language models"};
+  app.require_subcommand(1);
+  CommonArgs common;
+  SamplerOptions samp;
+  std::string prompt, system, out_path, text;
+  int n_predict = 256;
+  bool raw = false, special = false, json = false;
+  int n_prompt = 512, n_gen = 128, reps = 5;
+
+  auto* run = app.add_subcommand("run", "generate a reply to one prompt");
+  add_common(run, common);
+  add_sampling(run, samp);
+  run->add_option("-p,--prompt", prompt, "the prompt")->required();
+  run->add_option("-n,--n-predict", n_predict, "tokens to generate at most")->check(CLI::Range(0, 1 << 24));
+  run->add_flag("--raw", raw, "pass the prompt as is (no chat template, special-token text not parsed)");
+  run->add_option("--system", system, "system prompt (default: the model's own)");
+  run->add_option("-o,--output", out_path, "write the generated text to this file instead of stdout");
+
+  auto* chat = app.add_subcommand("chat", "interactive chat; the KV cache is kept between turns");
+  add_common(chat, common);
+  add_sampling(chat, samp);
+  chat->add_option("-n,--n-predict", n_predict, "tokens to generate at most per turn")->check(CLI::Range(0, 1 << 24));
+  chat->add_option("--system", system, "system prompt (default: the model's own)");
+
+  auto* bench = app.add_subcommand("bench", "prompt-processing and generation speed (like llama-bench)");
+  add_common(bench, common);
+  bench->add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test)")->check(CLI::Range(0, 1 << 16));
+  bench->add_option("-n,--n-gen", n_gen, "generated tokens (tg test)")->check(CLI::Range(0, 1 << 16));
+  bench->add_option("-r,--repetitions", reps, "repetitions")->check(CLI::Range(1, 1000));
+  bench->add_flag("--json", json, "JSON output");
+
+  auto* tokenize = app.add_subcommand("tokenize", "print the token ids of a text");
+  add_common(tokenize, common);
+  tokenize->add_option("-p,--prompt", text, "text")->required();
+  tokenize->add_flag("--special", special, "parse special-token text such as <|im_start|>");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string msg = e.what();
+    std::replace(msg.begin(), msg.end(), '\n', ' ');
+    std::fprintf(stderr, "tessera: error: %s (see tessera --help)\n", msg.c_str());
+    return 2;
+  }
+  try {
+    if (*run) return cmd_run(common, prompt, n_predict, raw, system, samp, out_path);
+    if (*chat) return cmd_chat(common, n_predict, system, samp);
+    if (*bench) return cmd_bench(common, n_prompt, n_gen, reps, json);
+    if (*tokenize) return cmd_tokenize(common, text, special);
+  } catch (const Error& e) {
+    std::fprintf(stderr, "tessera: error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "tessera: error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tessera: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
