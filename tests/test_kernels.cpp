@@ -197,9 +197,9 @@ TEST(Kernels, AttentionMatchesFloat64) {
       mx = std::max(mx, s[j]);
     }
     for (auto& e : s) sum += e = std::exp(e - mx);
-    ref::attention_f16(q.data(), k.data(), v.data(), n_kv, stride, hd, scale, out_ref.data(), scratch.data());
+    ref::attention(q.data(), k.data(), v.data(), DType::F16, n_kv, stride, hd, scale, out_ref.data(), scratch.data());
     if (has_avx512())
-      avx512::attention_f16(q.data(), k.data(), v.data(), n_kv, stride, hd, scale, out_simd.data(), scratch.data());
+      avx512::attention(q.data(), k.data(), v.data(), DType::F16, n_kv, stride, hd, scale, out_simd.data(), scratch.data());
     for (int i = 0; i < hd; ++i) {
       double want = 0;
       for (int64_t j = 0; j < n_kv; ++j) want += s[j] / sum * fp16_to_float(v[j * stride + i]);
@@ -216,4 +216,89 @@ TEST(Kernels, IsaCapFallsBackToScalar) {
   set_isa_cap(Isa::Avx512);
   EXPECT_EQ(active_isa(), detected_isa());
   set_isa_cap(before);
+}
+
+TEST(Kernels, AttentionF32CacheMatchesF16Path) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  const int hd = 64;
+  const int64_t n_kv = 50;
+  std::vector<uint16_t> k16(static_cast<size_t>(n_kv * hd)), v16(k16.size());
+  std::vector<float> k32(k16.size()), v32(k16.size());
+  for (size_t i = 0; i < k16.size(); ++i) {
+    k16[i] = float_to_fp16(n(rng));
+    v16[i] = float_to_fp16(n(rng));
+    k32[i] = fp16_to_float(k16[i]);
+    v32[i] = fp16_to_float(v16[i]);
+  }
+  std::vector<float> q(hd), a(hd), b(hd), scratch(static_cast<size_t>(n_kv));
+  for (auto& e : q) e = n(rng);
+  attention(q.data(), k16.data(), v16.data(), DType::F16, n_kv, hd, hd, 0.125f, a.data(), scratch.data());
+  attention(q.data(), k32.data(), v32.data(), DType::F32, n_kv, hd, hd, 0.125f, b.data(), scratch.data());
+  for (int i = 0; i < hd; ++i) EXPECT_EQ(a[i], b[i]);  // same values in, same order: same bits
+}
+
+// 8-bit activations: quantization semantics, scalar twin vs AVX-512 bitwise, error vs float64
+// bounded by the activation quantization step, batch invariance.
+TEST(Kernels, QuantizeRowQ8_1FollowsGgml) {
+  std::vector<float> x(64);
+  for (int i = 0; i < 64; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i - 20) * 0.37f;
+  x[5] = 0.5f * (127.0f / 43.0f * 0 + 1);  // arbitrary
+  std::vector<BlockQ8_1> y(2);
+  quantize_row_q8_1(x.data(), y.data(), 64);
+  for (int b = 0; b < 2; ++b) {
+    float amax = 0;
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[static_cast<size_t>(32 * b + i)]));
+    for (int i = 0; i < 32; ++i) {
+      const int q = static_cast<int>(std::nearbyint(x[static_cast<size_t>(32 * b + i)] * (127.0f / amax)));
+      EXPECT_EQ(y[static_cast<size_t>(b)].q[i], q);
+      sum += q;
+    }
+    EXPECT_EQ(y[static_cast<size_t>(b)].d, float_to_fp16(amax / 127.0f));
+    EXPECT_EQ(y[static_cast<size_t>(b)].s, float_to_fp16(amax / 127.0f * static_cast<float>(sum)));
+  }
+  std::vector<float> zero(32, 0.0f);
+  quantize_row_q8_1(zero.data(), y.data(), 32);
+  EXPECT_EQ(y[0].d, 0);
+  for (int i = 0; i < 32; ++i) EXPECT_EQ(y[0].q[i], 0);
+}
+
+TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
+    for (int64_t K : {32, 64, 576, 1536}) {
+      for (int64_t N : {1, 3, 8, 13}) {
+        const RandomMatrix W = make_matrix(t, N, K, static_cast<uint32_t>(K + N));
+        for (int64_t M : {1, 2, 5}) {
+          const std::vector<float> x = random_x(M, K, static_cast<uint32_t>(M * 3 + K));
+          const int64_t nb = K / 32;
+          std::vector<BlockQ8_1> xq(static_cast<size_t>(M * nb));
+          for (int64_t i = 0; i < M; ++i) quantize_row_q8_1(x.data() + i * K, xq.data() + i * nb, K);
+          std::vector<float> y_ref(static_cast<size_t>(M * N)), y_simd(y_ref.size());
+          ref::matmul_q8_rows(W.w, 0, N, xq.data(), M, nb, y_ref.data(), N);
+          for (int64_t i = 0; i < M; ++i) {
+            for (int64_t r = 0; r < N; ++r) {
+              double want = 0, mag = 0;
+              for (int64_t k = 0; k < K; ++k) {
+                const double p = W.exact[static_cast<size_t>(r * K + k)] * x[static_cast<size_t>(i * K + k)];
+                want += p;
+                mag += std::fabs(p);
+              }
+              // each activation moves by at most half a step (amax/254) plus fp16 rounding of d
+              ASSERT_NEAR(y_ref[static_cast<size_t>(i * N + r)], want, 0.01 * mag + 1e-6)
+                  << dtype_name(t) << " K=" << K << " N=" << N << " M=" << M;
+            }
+          }
+          if (!has_avx512()) continue;
+          avx512::matmul_q8_rows(W.w, 0, N, xq.data(), M, nb, y_simd.data(), N);
+          ASSERT_EQ(std::memcmp(y_ref.data(), y_simd.data(), y_ref.size() * 4), 0)
+              << "avx512 differs from scalar: " << dtype_name(t) << " K=" << K << " N=" << N << " M=" << M;
+          // batch invariance: token 0 alone gives the same bits
+          std::vector<float> single(static_cast<size_t>(N));
+          avx512::matmul_q8_rows(W.w, 0, N, xq.data(), 1, nb, single.data(), N);
+          ASSERT_EQ(std::memcmp(single.data(), y_simd.data(), N * 4), 0);
+        }
+      }
+    }
+  }
 }

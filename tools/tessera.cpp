@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -15,6 +16,8 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/fp16.h"
+#include "formats/gguf_writer.h"
 #include "kernels/kernels.h"
 #include "models/llama.h"
 #include "runtime/generate.h"
@@ -38,6 +41,8 @@ struct CommonArgs {
   int ctx = 4096;
   int batch = 512;
   std::string isa;
+  std::string cache_type = "f16";
+  bool q8_act = false;
 };
 
 void add_common(CLI::App* app, CommonArgs& a) {
@@ -45,6 +50,8 @@ void add_common(CLI::App* app, CommonArgs& a) {
   app->add_option("-t,--threads", a.threads, "threads (default: all cores)")->check(CLI::Range(1, 1024));
   app->add_option("-c,--ctx-size", a.ctx, "context size in tokens")->check(CLI::Range(1, 1 << 24));
   app->add_option("-b,--batch-size", a.batch, "tokens per forward pass")->check(CLI::Range(1, 8192));
+  app->add_option("--cache-type", a.cache_type, "KV cache element type: f16 (default) or f32")->check(CLI::IsMember({"f16", "f32"}));
+  app->add_flag("--q8-activations", a.q8_act, "quantize matmul inputs to 8 bits per 32 like llama.cpp's CPU backend (W4A8)");
   app->add_option("--isa", a.isa, "cap the kernel instruction set: scalar or avx512")->check(CLI::IsMember({"scalar", "avx512"}));
 }
 
@@ -63,6 +70,8 @@ SessionOptions session_options(const CommonArgs& a) {
   o.n_ctx = a.ctx;
   o.n_batch = a.batch;
   o.n_threads = a.threads;
+  o.kv_type = a.cache_type == "f32" ? DType::F32 : DType::F16;
+  o.q8_activations = a.q8_act;
   return o;
 }
 
@@ -247,6 +256,42 @@ int cmd_bench(CommonArgs& a, int n_prompt, int n_gen, int reps, bool json) {
   return 0;
 }
 
+// Rewrites a GGUF with every computable block-quantized or float tensor converted to `type`
+// (exact for f32: each weight is the value the kernels compute with), metadata unchanged.
+int cmd_convert(const std::string& in, const std::string& out, const std::string& type) {
+  if (in.empty()) fail("pass the input model with -m");
+  check_output_writable(out);
+  auto f = GgufFile::open(in);
+  const DType to = type == "f32" ? DType::F32 : type == "f16" ? DType::F16 : DType::BF16;
+  GgufWriter w;
+  for (const auto& [k, v] : f->metadata()) w.set(k, v);
+  if (const GgufValue* ft = f->find("general.file_type"); ft && ft->type == GgufType::UINT32)
+    w.set("general.file_type", GgufValue::make_u32(to == DType::F32 ? 0 : to == DType::F16 ? 1 : 32));
+  std::vector<float> row;
+  for (const auto& t : f->tensors()) {
+    if (!info(t.type).computable) fail("tensor '%s' has type %s, which cannot be converted", t.name.c_str(), dtype_name(t.type));
+    const uint64_t n = t.dims[0], rows = t.n_elements / n;
+    std::vector<uint8_t> data(row_bytes(to, n) * rows);
+    row.resize(n);
+    for (uint64_t r = 0; r < rows; ++r) {
+      dequantize_row(t.type, t.data + r * row_bytes(t.type, n), row.data(), static_cast<int64_t>(n));
+      uint8_t* dst = data.data() + r * row_bytes(to, n);
+      for (uint64_t i = 0; i < n; ++i) {
+        if (to == DType::F32) {
+          std::memcpy(dst + 4 * i, &row[i], 4);
+        } else {
+          const uint16_t h = to == DType::F16 ? float_to_fp16(row[i]) : float_to_bf16(row[i]);
+          std::memcpy(dst + 2 * i, &h, 2);
+        }
+      }
+    }
+    w.add_tensor(t.name, to, t.dims, std::move(data));
+  }
+  w.write(out);
+  std::fprintf(stderr, "wrote %s (%zu tensors as %s)\n", out.c_str(), f->tensors().size(), dtype_name(to));
+  return 0;
+}
+
 int cmd_tokenize(CommonArgs& a, const std::string& text, bool special) {
   auto model = load(a);
   const auto ids = model->tokenizer().encode(text, special);
@@ -294,6 +339,12 @@ int main(int argc, char** argv) {
   tokenize->add_option("-p,--prompt", text, "text")->required();
   tokenize->add_flag("--special", special, "parse special-token text such as <|im_start|>");
 
+  auto* convert = app.add_subcommand("convert", "rewrite a GGUF with its weights as f32, f16 or bf16");
+  std::string conv_in, conv_type = "f32";
+  convert->add_option("-m,--model", conv_in, "input GGUF")->required();
+  convert->add_option("-o,--output", out_path, "output GGUF")->required();
+  convert->add_option("--type", conv_type, "f32 (exact), f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -311,6 +362,7 @@ int main(int argc, char** argv) {
     if (*chat) return cmd_chat(common, n_predict, system, samp);
     if (*bench) return cmd_bench(common, n_prompt, n_gen, reps, json);
     if (*tokenize) return cmd_tokenize(common, text, special);
+    if (*convert) return cmd_convert(conv_in, out_path, conv_type);
   } catch (const Error& e) {
     std::fprintf(stderr, "tessera: error: %s\n", e.what());
     return 1;

@@ -20,18 +20,31 @@ bench/peers/build_llamacpp.sh
 python3 bench/peers/gen_tokenizer_fixture.py --model "$MODEL" --bin "$BIN" \
     --out tests/fixtures/tokenizer_corpus.json
 
-MODEL_SHA=$(sha256sum "$MODEL" | cut -d' ' -f1)
-"$BIN/llamacpp_logits" -m "$MODEL" -f tests/fixtures/english_text.txt \
-    -o tests/fixtures/teacher_forced_llamacpp.json -t "$THREADS" \
-    --model-sha256 "$(basename "$MODEL"):sha256=$MODEL_SHA" --llama-commit "$LLAMA_COMMIT"
+logits() {  # model, output, extra flags...
+  local model="$1" out="$2"; shift 2
+  "$BIN/llamacpp_logits" -m "$model" -f tests/fixtures/english_text.txt -o "$out" -t "$THREADS" \
+      --model-sha256 "$(basename "$model"):sha256=$(sha256sum "$model" | cut -d' ' -f1)" \
+      --llama-commit "$LLAMA_COMMIT" "$@"
+}
+# 1. llama.cpp's defaults (f16 KV cache, flash attention auto) on the Q4_1 file
+logits "$MODEL" tests/fixtures/teacher_forced_llamacpp.json
+# 2. f32 KV cache, flash attention off: only llama.cpp's 8-bit activations remain
+logits "$MODEL" tests/fixtures/teacher_forced_llamacpp_kvf32_nofa.json --kv-f32 --fa off
+# 3. defaults on the exact f32 conversion of the same weights (needs tessera built)
+[[ -x build/tessera ]] || { echo "build tessera first (bash scripts/setup.sh)" >&2; exit 1; }
+F32="$ROOT/.peers/$(basename "${MODEL%.gguf}").F32.gguf"
+build/tessera convert -m "$MODEL" -o "$F32" --type f32
+logits "$F32" tests/fixtures/teacher_forced_llamacpp_f32weights.json
 
 python3 - <<'PY'
 import json, os
-d = json.load(open("tests/fixtures/teacher_forced_llamacpp.json"))
-n = len(d["tokens"])
-assert n >= 600, n
-assert len(d["positions"]) == n == len(d["logsumexp"])
-size = os.path.getsize("tests/fixtures/teacher_forced_llamacpp.json")
-assert size < 1_000_000, size
-print(f"[gen_fixtures] teacher_forced_llamacpp.json: {n} tokens, {size} bytes")
+for name in ["teacher_forced_llamacpp", "teacher_forced_llamacpp_kvf32_nofa", "teacher_forced_llamacpp_f32weights"]:
+    path = f"tests/fixtures/{name}.json"
+    d = json.load(open(path))
+    n = len(d["tokens"])
+    assert n >= 600, n
+    assert len(d["positions"]) == n == len(d["logsumexp"])
+    size = os.path.getsize(path)
+    assert size < 1_000_000, size
+    print(f"[gen_fixtures] {name}.json: {n} tokens, {size} bytes")
 PY

@@ -55,28 +55,30 @@ Isa active_isa() {
   return static_cast<Isa>(std::min(cap, static_cast<int>(detected_isa())));
 }
 
+// The kernel table entry for the active ISA level.
+#if defined(TESSERA_HAVE_AVX512)
+#define TESSERA_PICK(fn) (active_isa() == Isa::Avx512 ? &avx512::fn : &ref::fn)
+#else
+#define TESSERA_PICK(fn) (&ref::fn)
+#endif
+
 void matmul(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys,
             ThreadPool& pool) {
-  auto rows = active_isa() == Isa::Avx512 ?
-#if defined(TESSERA_HAVE_AVX512)
-                                          &avx512::matmul_rows
-#else
-                                          &ref::matmul_rows
-#endif
-                                          : &ref::matmul_rows;
+  auto rows = TESSERA_PICK(matmul_rows);
   // Row ranges are multiples of 8 so the decode kernel runs full 8-row groups.
   pool.parallel_for(w.rows, 8, [&](int64_t r0, int64_t r1) { rows(w, r0, r1, x, m, xs, y, ys); });
 }
 
-void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
-                   int64_t kv_stride, int head_dim, float scale, float* out, float* scratch) {
-#if defined(TESSERA_HAVE_AVX512)
-  if (active_isa() == Isa::Avx512) {
-    avx512::attention_f16(q, k, v, n_kv, kv_stride, head_dim, scale, out, scratch);
-    return;
-  }
-#endif
-  ref::attention_f16(q, k, v, n_kv, kv_stride, head_dim, scale, out, scratch);
+void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq_stride, float* y,
+               int64_t ys, ThreadPool& pool) {
+  if (!supports_q8_activations(w.type)) fail("8-bit activations are not supported for %s weights", dtype_name(w.type));
+  auto rows = TESSERA_PICK(matmul_q8_rows);
+  pool.parallel_for(w.rows, 8, [&](int64_t r0, int64_t r1) { rows(w, r0, r1, xq, m, xq_stride, y, ys); });
+}
+
+void attention(const float* q, const void* k, const void* v, DType kv_type, int64_t n_kv,
+               int64_t kv_stride, int head_dim, float scale, float* out, float* scratch) {
+  TESSERA_PICK(attention)(q, k, v, kv_type, n_kv, kv_stride, head_dim, scale, out, scratch);
 }
 
 }  // namespace tessera

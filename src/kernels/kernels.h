@@ -32,22 +32,40 @@ void matmul(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float*
 void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n);
 
 // One attention head for one query: out = softmax(scale * q·K^T) V over n_kv cached keys.
-// K/V rows are fp16, `kv_stride` elements apart; `scratch` holds n_kv floats.
-void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
-                   int64_t kv_stride, int head_dim, float scale, float* out, float* scratch);
+// K/V rows are F16 or F32 (kv_type), `kv_stride` elements apart; `scratch` holds n_kv floats.
+void attention(const float* q, const void* k, const void* v, DType kv_type, int64_t n_kv,
+               int64_t kv_stride, int head_dim, float scale, float* out, float* scratch);
+
+// --- 8-bit activations (ggml's W4A8/W8A8 numerics) -------------------------------------
+// Activations quantized per block of 32 exactly as ggml's quantize_row_q8_1 does: d = amax/127
+// (stored fp16), q = round-half-even(x * 127/amax), s = fp16(d * sum q). Matmuls over them use
+// integer block dot products, d_w*d_x scaling into 8 float lanes and (Q4_1) + m_w*s_x, in the
+// order ggml's AVX2 kernels use, so results track llama.cpp's CPU backend to float rounding.
+struct BlockQ8_1 {
+  uint16_t d, s;
+  int8_t q[32];
+};
+static_assert(sizeof(BlockQ8_1) == 36);
+bool supports_q8_activations(DType weight_type);  // Q4_0, Q4_1, Q8_0
+void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);  // k % 32 == 0
+// y[t*ys + r] = W[r] · x_t with x_t given as k/32 blocks per token, `xq_stride` blocks apart.
+void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq_stride, float* y,
+               int64_t ys, ThreadPool& pool);
 
 // Per-ISA implementations (row range [r0, r1) of the output), used by matmul() and tests.
+#define TESSERA_KERNEL_DECLS                                                                     \
+  void matmul_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m,     \
+                   int64_t xs, float* y, int64_t ys);                                            \
+  void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq,        \
+                      int64_t m, int64_t xq_stride, float* y, int64_t ys);                       \
+  void attention(const float* q, const void* k, const void* v, DType kv_type, int64_t n_kv,      \
+                 int64_t kv_stride, int head_dim, float scale, float* out, float* scratch);
 namespace ref {
-void matmul_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m,
-                 int64_t xs, float* y, int64_t ys);
-void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
-                   int64_t kv_stride, int head_dim, float scale, float* out, float* scratch);
+TESSERA_KERNEL_DECLS
 }  // namespace ref
 namespace avx512 {
-void matmul_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m,
-                 int64_t xs, float* y, int64_t ys);
-void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
-                   int64_t kv_stride, int head_dim, float scale, float* out, float* scratch);
+TESSERA_KERNEL_DECLS
 }  // namespace avx512
+#undef TESSERA_KERNEL_DECLS
 
 }  // namespace tessera

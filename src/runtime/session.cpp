@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <thread>
 
 #include "core/error.h"
@@ -14,12 +15,16 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
     : model_(model),
       pool_(opt.n_threads > 0 ? opt.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
       n_ctx_(std::min(opt.n_ctx, model.config().n_ctx_train)),
-      n_batch_(opt.n_batch) {
+      n_batch_(opt.n_batch),
+      kv_type_(opt.kv_type),
+      kv_elem_(opt.kv_type == DType::F32 ? 4 : 2),
+      q8_act_(opt.q8_activations) {
   const LlamaConfig& c = model.config();
+  if (kv_type_ != DType::F16 && kv_type_ != DType::F32) fail("KV cache type must be f16 or f32");
   if (opt.n_ctx < 1) fail("context size must be at least 1 (got %d)", opt.n_ctx);
   if (n_batch_ < 1 || n_batch_ > 8192) fail("batch size must be in [1, 8192] (got %d)", n_batch_);
   const size_t kv = static_cast<size_t>(c.n_head_kv) * c.head_dim;
-  k_cache_.assign(static_cast<size_t>(c.n_layer) * n_ctx_ * kv, 0);
+  k_cache_.assign(static_cast<size_t>(c.n_layer) * n_ctx_ * kv * kv_elem_, 0);
   v_cache_.assign(k_cache_.size(), 0);
   const size_t B = static_cast<size_t>(n_batch_);
   x_.resize(B * c.n_embd);
@@ -32,6 +37,19 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
   gate_.resize(B * c.n_ff);
   up_.resize(B * c.n_ff);
   logits_.resize(static_cast<size_t>(kLogitRows) * c.n_vocab);
+  if (q8_act_) xq_.resize(B * static_cast<size_t>(std::max(c.n_embd, c.n_ff)) / 32 + 1);
+}
+
+void Session::linear(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, int64_t ys,
+                     bool reuse_quantized) {
+  if (!q8_act_ || !supports_q8_activations(w.type) || w.cols % 32 != 0) {
+    matmul(w, x, n, xs, y, ys, pool_);
+    return;
+  }
+  const int64_t nb = w.cols / 32;
+  if (!reuse_quantized)
+    for (int i = 0; i < n; ++i) quantize_row_q8_1(x + i * xs, xq_.data() + i * nb, w.cols);
+  matmul_q8(w, xq_.data(), n, nb, y, ys, pool_);
 }
 
 void Session::truncate(int n) { n_past_ = std::clamp(n, 0, n_past_); }
@@ -70,21 +88,27 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
 
   for (int l = 0; l < c.n_layer; ++l) {
     const LlamaLayer& L = M.layers()[static_cast<size_t>(l)];
-    uint16_t* kc = k_cache_.data() + static_cast<size_t>(l) * n_ctx_ * KV;
-    uint16_t* vc = v_cache_.data() + static_cast<size_t>(l) * n_ctx_ * KV;
+    uint8_t* kc = k_cache_.data() + static_cast<size_t>(l) * n_ctx_ * KV * kv_elem_;
+    uint8_t* vc = v_cache_.data() + static_cast<size_t>(l) * n_ctx_ * KV * kv_elem_;
 
     for (int i = 0; i < n; ++i) rms_norm(&x_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
-    matmul(L.wq, xn_.data(), n, E, q_.data(), E, pool_);
-    matmul(L.wk, xn_.data(), n, E, k_.data(), KV, pool_);
-    matmul(L.wv, xn_.data(), n, E, v_.data(), KV, pool_);
+    linear(L.wq, xn_.data(), n, E, q_.data(), E, false);
+    linear(L.wk, xn_.data(), n, E, k_.data(), KV, L.wk.type == L.wq.type);
+    linear(L.wv, xn_.data(), n, E, v_.data(), KV, L.wv.type == L.wq.type);
     for (int i = 0; i < n; ++i) {
       rope_pairs(&q_[i * E], c.n_head, hd, p0 + i, c.rope_base);
       rope_pairs(&k_[i * KV], c.n_head_kv, hd, p0 + i, c.rope_base);
-      uint16_t* kd = kc + static_cast<size_t>(p0 + i) * KV;
-      uint16_t* vd = vc + static_cast<size_t>(p0 + i) * KV;
-      for (int64_t j = 0; j < KV; ++j) {
-        kd[j] = float_to_fp16(k_[i * KV + j]);
-        vd[j] = float_to_fp16(v_[i * KV + j]);
+      const size_t at = (static_cast<size_t>(p0 + i) * KV) * kv_elem_;
+      if (kv_type_ == DType::F32) {
+        std::memcpy(kc + at, &k_[i * KV], KV * 4);
+        std::memcpy(vc + at, &v_[i * KV], KV * 4);
+      } else {
+        uint16_t* kd = reinterpret_cast<uint16_t*>(kc + at);
+        uint16_t* vd = reinterpret_cast<uint16_t*>(vc + at);
+        for (int64_t j = 0; j < KV; ++j) {
+          kd[j] = float_to_fp16(k_[i * KV + j]);
+          vd[j] = float_to_fp16(v_[i * KV + j]);
+        }
       }
     }
     // attention: one task per (token, head); token i sees positions 0 .. p0+i
@@ -94,18 +118,18 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
       for (int64_t t = t0; t < t1; ++t) {
         const int i = static_cast<int>(t / c.n_head), h = static_cast<int>(t % c.n_head);
         const int g = h / group;
-        attention_f16(&q_[i * E + h * hd], kc + g * hd, vc + g * hd, p0 + i + 1, KV, hd, scale,
-                      &att_[i * E + h * hd], scores.data());
+        attention(&q_[i * E + h * hd], kc + g * hd * kv_elem_, vc + g * hd * kv_elem_, kv_type_, p0 + i + 1, KV,
+                  hd, scale, &att_[i * E + h * hd], scores.data());
       }
     });
-    matmul(L.wo, att_.data(), n, E, tmp_.data(), E, pool_);
+    linear(L.wo, att_.data(), n, E, tmp_.data(), E, false);
     add_inplace(x_.data(), tmp_.data(), n * E);
 
     for (int i = 0; i < n; ++i) rms_norm(&x_[i * E], L.ffn_norm.data(), &xn_[i * E], E, c.rms_eps);
-    matmul(L.w_gate, xn_.data(), n, E, gate_.data(), FF, pool_);
-    matmul(L.w_up, xn_.data(), n, E, up_.data(), FF, pool_);
+    linear(L.w_gate, xn_.data(), n, E, gate_.data(), FF, false);
+    linear(L.w_up, xn_.data(), n, E, up_.data(), FF, L.w_up.type == L.w_gate.type);
     swiglu(gate_.data(), up_.data(), n * FF);
-    matmul(L.w_down, gate_.data(), n, FF, tmp_.data(), E, pool_);
+    linear(L.w_down, gate_.data(), n, FF, tmp_.data(), E, false);
     add_inplace(x_.data(), tmp_.data(), n * E);
   }
   n_past_ += n;
@@ -114,7 +138,7 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
   for (int i = first; i < n; ++i) rms_norm(&x_[i * E], M.output_norm().data(), &xn_[i * E], E, c.rms_eps);
   for (int i = first; i < n; i += kLogitRows) {
     const int rows = std::min(kLogitRows, n - i);
-    matmul(M.output(), &xn_[i * E], rows, E, logits_.data(), c.n_vocab, pool_);
+    linear(M.output(), &xn_[i * E], rows, E, logits_.data(), c.n_vocab, false);
     if (on_logits)
       for (int r = 0; r < rows; ++r) (*on_logits)(base + static_cast<size_t>(i + r), logits_.data() + static_cast<size_t>(r) * c.n_vocab);
   }

@@ -14,6 +14,10 @@ struct SessionOptions {
   int n_ctx = 4096;    // KV cache capacity in tokens (clamped to the model's training context)
   int n_batch = 512;   // tokens per forward pass; longer prompts are split
   int n_threads = 0;   // 0: all cores
+  DType kv_type = DType::F16;  // KV cache element type: F16 (default, as llama.cpp) or F32
+  // Quantize matmul inputs to 8 bits per block of 32, as ggml's CPU backend does (W4A8/W8A8):
+  // llama.cpp's numerics. Off by default: fp32 activations track the float64 reference closer.
+  bool q8_activations = false;
 };
 
 class Session {
@@ -32,17 +36,23 @@ class Session {
   void truncate(int n);  // forget cached positions >= n
   const LlamaModel& model() const { return model_; }
   ThreadPool& pool() { return pool_; }
-  size_t kv_bytes() const { return (k_cache_.size() + v_cache_.size()) * sizeof(uint16_t); }
+  size_t kv_bytes() const { return k_cache_.size() + v_cache_.size(); }
 
  private:
   void forward(const int32_t* tokens, int n, bool all_logits,
                const std::function<void(size_t, const float*)>* on_logits, size_t base);
+  // y = W x for n rows of x (row length W.cols, stride xs): fp32 or 8-bit activations.
+  void linear(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, int64_t ys, bool reuse_quantized);
 
   const LlamaModel& model_;
   ThreadPool pool_;
   int n_ctx_, n_batch_;
   int n_past_ = 0;
-  std::vector<uint16_t> k_cache_, v_cache_;  // [layer][pos][kv_dim], fp16
+  DType kv_type_;
+  size_t kv_elem_;                          // bytes per cached element
+  bool q8_act_;
+  std::vector<uint8_t> k_cache_, v_cache_;  // [layer][pos][kv_dim] of kv_type_
+  std::vector<BlockQ8_1> xq_;               // quantized activations (q8_act_)
   std::vector<float> x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_, logits_;
   static constexpr int kLogitRows = 32;  // rows of logits computed at once when all are wanted
 };

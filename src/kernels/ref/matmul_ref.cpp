@@ -70,29 +70,5 @@ void matmul_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, 
   }
 }
 
-void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
-                   int64_t kv_stride, int head_dim, float scale, float* out, float* scratch) {
-  float mx = -INFINITY;
-  for (int64_t j = 0; j < n_kv; ++j) {
-    const uint16_t* kj = k + j * kv_stride;
-    float s = 0;
-    for (int d = 0; d < head_dim; ++d) s += q[d] * fp16_to_float(kj[d]);
-    scratch[j] = s * scale;
-    mx = std::fmax(mx, scratch[j]);
-  }
-  float sum = 0;
-  for (int64_t j = 0; j < n_kv; ++j) {
-    scratch[j] = std::exp(scratch[j] - mx);
-    sum += scratch[j];
-  }
-  for (int d = 0; d < head_dim; ++d) out[d] = 0;
-  for (int64_t j = 0; j < n_kv; ++j) {
-    const uint16_t* vj = v + j * kv_stride;
-    for (int d = 0; d < head_dim; ++d) out[d] += scratch[j] * fp16_to_float(vj[d]);
-  }
-  const float inv = 1.0f / sum;
-  for (int d = 0; d < head_dim; ++d) out[d] *= inv;
-}
-
 }  // namespace ref
 }  // namespace tessera

@@ -223,21 +223,24 @@ void matmul_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, 
   }
 }
 
-void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t n_kv,
-                   int64_t kv_stride, int head_dim, float scale, float* out, float* scratch) {
-  if (head_dim % 16 != 0 || head_dim > 256) {
-    ref::attention_f16(q, k, v, n_kv, kv_stride, head_dim, scale, out, scratch);
-    return;
-  }
+namespace {
+
+template <DType T>
+inline __m512 kv16(const void* base, int64_t i) {
+  if constexpr (T == DType::F32) return _mm512_loadu_ps(static_cast<const float*>(base) + i);
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + i)));
+}
+
+template <DType T>
+void attention_t(const float* q, const void* k, const void* v, int64_t n_kv, int64_t kv_stride,
+                 int head_dim, float scale, float* out, float* scratch) {
   const int nc = head_dim / 16;
   __m512 qv[16];
   for (int c = 0; c < nc; ++c) qv[c] = _mm512_loadu_ps(q + 16 * c);
   float mx = -INFINITY;
   for (int64_t j = 0; j < n_kv; ++j) {
-    const uint16_t* kj = k + j * kv_stride;
     __m512 acc = _mm512_setzero_ps();
-    for (int c = 0; c < nc; ++c)
-      acc = _mm512_fmadd_ps(qv[c], _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(kj + 16 * c))), acc);
+    for (int c = 0; c < nc; ++c) acc = _mm512_fmadd_ps(qv[c], kv16<T>(k, j * kv_stride + 16 * c), acc);
     const float s = reduce16(acc) * scale;
     scratch[j] = s;
     mx = s > mx ? s : mx;
@@ -250,13 +253,24 @@ void attention_f16(const float* q, const uint16_t* k, const uint16_t* v, int64_t
   __m512 o[16];
   for (int c = 0; c < nc; ++c) o[c] = _mm512_setzero_ps();
   for (int64_t j = 0; j < n_kv; ++j) {
-    const uint16_t* vj = v + j * kv_stride;
     const __m512 p = _mm512_set1_ps(scratch[j]);
-    for (int c = 0; c < nc; ++c)
-      o[c] = _mm512_fmadd_ps(p, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(vj + 16 * c))), o[c]);
+    for (int c = 0; c < nc; ++c) o[c] = _mm512_fmadd_ps(p, kv16<T>(v, j * kv_stride + 16 * c), o[c]);
   }
   const __m512 inv = _mm512_set1_ps(1.0f / sum);
   for (int c = 0; c < nc; ++c) _mm512_storeu_ps(out + 16 * c, _mm512_mul_ps(o[c], inv));
+}
+
+}  // namespace
+
+void attention(const float* q, const void* k, const void* v, DType kv_type, int64_t n_kv,
+               int64_t kv_stride, int head_dim, float scale, float* out, float* scratch) {
+  if (head_dim % 16 != 0 || head_dim > 256 || (kv_type != DType::F16 && kv_type != DType::F32)) {
+    ref::attention(q, k, v, kv_type, n_kv, kv_stride, head_dim, scale, out, scratch);
+  } else if (kv_type == DType::F16) {
+    attention_t<DType::F16>(q, k, v, n_kv, kv_stride, head_dim, scale, out, scratch);
+  } else {
+    attention_t<DType::F32>(q, k, v, n_kv, kv_stride, head_dim, scale, out, scratch);
+  }
 }
 
 }  // namespace tessera::avx512

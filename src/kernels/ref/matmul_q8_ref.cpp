@@ -1,0 +1,102 @@
+// Scalar twin of the 8-bit-activation matmul: ggml's quantize_row_q8_1 and the block dot
+// products of its AVX2 kernels (8 float lanes, each fed by the integer sum of 4 products),
+// written out element by element. The AVX-512 version reproduces it bit for bit.
+#include <cmath>
+#include <cstring>
+
+#include "core/fp16.h"
+#include "kernels/kernels.h"
+
+namespace tessera {
+
+bool supports_q8_activations(DType t) { return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0; }
+
+void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k) {
+  for (int64_t b = 0; b < k / 32; ++b) {
+    const float* xb = x + 32 * b;
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
+    const float d = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) {
+      const int q = static_cast<int>(std::nearbyint(xb[i] * id));  // ties to even, as _mm256_round_ps
+      y[b].q[i] = static_cast<int8_t>(q);
+      sum += q;
+    }
+    y[b].d = float_to_fp16(d);
+    y[b].s = float_to_fp16(d * static_cast<float>(sum));
+  }
+}
+
+namespace ref {
+
+namespace {
+
+// Weight quants of block b as 32 signed/unsigned ints, plus the block's scale and min.
+void weight_block(DType t, const uint8_t* row, int64_t b, int q[32], float& d, float& m) {
+  uint16_t h;
+  if (t == DType::Q8_0) {
+    const uint8_t* p = row + 34 * b;
+    std::memcpy(&h, p, 2);
+    d = fp16_to_float(h);
+    m = 0;
+    for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(p[2 + i]);
+    return;
+  }
+  const bool q41 = t == DType::Q4_1;
+  const uint8_t* p = row + (q41 ? 20 : 18) * b;
+  std::memcpy(&h, p, 2);
+  d = fp16_to_float(h);
+  m = 0;
+  if (q41) {
+    std::memcpy(&h, p + 2, 2);
+    m = fp16_to_float(h);
+  }
+  const uint8_t* qs = p + (q41 ? 4 : 2);
+  const int off = q41 ? 0 : 8;
+  for (int i = 0; i < 16; ++i) {
+    q[i] = (qs[i] & 15) - off;
+    q[i + 16] = (qs[i] >> 4) - off;
+  }
+}
+
+// ggml's hsum_float_8: ((a4+a0)+(a6+a2)) + ((a5+a1)+(a7+a3))
+float hsum8(const float a[8]) {
+  float r[4];
+  for (int i = 0; i < 4; ++i) r[i] = a[i + 4] + a[i];
+  const float r0 = r[0] + r[2], r1 = r[1] + r[3];
+  return r0 + r1;
+}
+
+}  // namespace
+
+void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m,
+                    int64_t xq_stride, float* y, int64_t ys) {
+  const int64_t nb = w.cols / 32;
+  int q[32];
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* row = w.data + r * w.row_stride;
+    for (int64_t t = 0; t < m; ++t) {
+      const BlockQ8_1* xb = xq + t * xq_stride;
+      float acc[8] = {0};
+      float summs = 0;
+      for (int64_t b = 0; b < nb; ++b) {
+        float d, mn;
+        weight_block(w.type, row, b, q, d, mn);
+        const float dx = fp16_to_float(xb[b].d);
+        if (w.type == DType::Q4_1) summs += mn * fp16_to_float(xb[b].s);
+        const float dd = d * dx;
+        for (int j = 0; j < 8; ++j) {
+          int s = 0;
+          for (int e = 4 * j; e < 4 * j + 4; ++e) s += q[e] * xb[b].q[e];
+          acc[j] = std::fma(dd, static_cast<float>(s), acc[j]);
+        }
+      }
+      y[t * ys + r] = hsum8(acc) + summs;
+    }
+  }
+}
+
+}  // namespace ref
+}  // namespace tessera
