@@ -6,7 +6,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
 packages=(cmake g++ make pkg-config python3 python3-pip libgtest-dev libbenchmark-dev
-          nlohmann-json3-dev libcli11-dev clang libclang-rt-14-dev)
+          nlohmann-json3-dev libcli11-dev clang libclang-rt-14-dev libpng-dev libjpeg-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -22,6 +22,6 @@ fi
 bash scripts/fetch_model.sh
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" 2>&1 | grep -E "error|warning: unused" || true
+cmake --build build -j"$(nproc)" 2>&1 | grep -E "error:|warning: unused" || true
 test -x build/tessera || { echo "setup: build failed" >&2; exit 1; }
 echo "setup: built build/tessera"

@@ -11,7 +11,7 @@ cd "$root"
 fuzz_seconds="${TESSERA_FUZZ_SECONDS:-60}"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_FUZZERS=ON >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target fuzz_gguf fuzz_tokenizer make_fuzz_seeds 2>&1 | grep -E "error" || true
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_gguf fuzz_tokenizer make_fuzz_seeds 2>&1 | grep -E "error:" || true
 seeds="$(mktemp -d)"
 trap 'rm -rf "$seeds"' EXIT
 build-fuzz/make_fuzz_seeds "$seeds"

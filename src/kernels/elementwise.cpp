@@ -34,4 +34,24 @@ void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
+void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
+  double mean = 0;
+  for (int64_t i = 0; i < n; ++i) mean += x[i];
+  mean /= static_cast<double>(n);
+  double var = 0;
+  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  var /= static_cast<double>(n);
+  const float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
+  const float m = static_cast<float>(mean);
+  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) * inv * w[i] + b[i];
+}
+
+void gelu_tanh(float* x, int64_t n) {
+  constexpr float k = 0.7978845608028654f;  // sqrt(2/pi)
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    x[i] = 0.5f * v * (1.0f + std::tanh(k * (v + 0.044715f * v * v * v)));
+  }
+}
+
 }  // namespace tessera

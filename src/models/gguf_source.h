@@ -1,0 +1,26 @@
+// TensorSource over a GGUF file's tensors.
+#pragma once
+#include <map>
+
+#include "formats/gguf.h"
+#include "models/tensor_source.h"
+
+namespace tessera {
+
+class GgufTensorSource : public TensorSource {
+ public:
+  explicit GgufTensorSource(const GgufFile& f) : file_(f) {
+    for (const auto& t : f.tensors()) views_[t.name] = TensorView{t.name, t.type, t.dims, t.data};
+  }
+  const TensorView* find(const std::string& name) const override {
+    auto it = views_.find(name);
+    return it == views_.end() ? nullptr : &it->second;
+  }
+  std::string describe() const override { return file_.name(); }
+
+ private:
+  const GgufFile& file_;
+  std::map<std::string, TensorView> views_;
+};
+
+}  // namespace tessera

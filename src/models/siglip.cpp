@@ -1,0 +1,212 @@
+#include "models/siglip.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "kernels/elementwise.h"
+#include "models/gguf_source.h"
+
+namespace tessera {
+
+namespace {
+
+uint64_t u(int x) { return static_cast<uint64_t>(x); }
+
+Linear linear(const TensorSource& s, const std::string& w, const std::string& b, int rows, int cols) {
+  Linear l;
+  l.w = s.matrix(w, rows, cols);
+  if (!b.empty()) l.b = s.floats(b, {u(rows)});
+  return l;
+}
+
+// y[n][rows] = x[n][cols] W^T + b
+void apply(const Linear& l, const float* x, int n, float* y, ThreadPool& pool) {
+  matmul(l.w, x, n, l.w.cols, y, l.w.rows, pool);
+  if (!l.b.empty())
+    for (int i = 0; i < n; ++i) add_inplace(y + static_cast<size_t>(i) * l.w.rows, l.b.data(), l.w.rows);
+}
+
+void check_config(const SiglipConfig& c, const std::string& file) {
+  auto bad = [&](const char* what) { fail("%s: vision config: %s", file.c_str(), what); };
+  if (c.patch_size < 1 || c.patch_size > 64) bad("patch size out of range");
+  if (c.image_size < c.patch_size || c.image_size > 4096 || c.image_size % c.patch_size) bad("image size is not a multiple of the patch size");
+  if (c.hidden < 1 || c.hidden > 16384 || c.ff < 1 || c.ff > 65536) bad("widths out of range");
+  if (c.layers < 1 || c.layers > 256) bad("layer count out of range");
+  if (c.heads < 1 || c.hidden % c.heads || (c.hidden / c.heads) % 2) bad("head count does not divide the width");
+  const int side = c.image_size / c.patch_size;
+  if (c.scale_factor < 1 || side % c.scale_factor) bad("pixel-shuffle scale factor does not divide the patch grid");
+  if (!(c.eps > 0 && c.eps < 1)) bad("layer-norm epsilon out of range");
+  if (c.text_hidden < 1 || c.text_hidden > 65536) bad("projection width out of range");
+}
+
+}  // namespace
+
+void Idefics3Vision::load_weights(const TensorSource& s, bool g) {
+  const SiglipConfig& c = cfg_;
+  const int P = c.patch_size, H = c.hidden;
+  const std::string vp = g ? "v." : "model.vision_model.";
+  // the conv kernel [H][3][P][P] is a matrix of rows (c, ky, kx): the order im2col produces
+  {
+    const TensorView& t = s.need(g ? "v.patch_embd.weight" : vp + "embeddings.patch_embedding.weight", {u(P), u(P), 3, u(H)});
+    patch_.w.type = t.type;
+    patch_.w.rows = H;
+    patch_.w.cols = 3 * P * P;
+    patch_.w.data = t.data;
+    patch_.w.row_stride = row_bytes(t.type, patch_.w.cols);
+  }
+  patch_.b = s.floats(g ? "v.patch_embd.bias" : vp + "embeddings.patch_embedding.bias", {u(H)});
+  pos_ = s.floats(g ? "v.position_embd.weight" : vp + "embeddings.position_embedding.weight", {u(H), u(c.n_patches())});
+  layers_.resize(static_cast<size_t>(c.layers));
+  for (int i = 0; i < c.layers; ++i) {
+    SiglipLayer& L = layers_[static_cast<size_t>(i)];
+    const std::string p = g ? "v.blk." + std::to_string(i) + "." : vp + "encoder.layers." + std::to_string(i) + ".";
+    auto name = [&](const char* gguf, const char* hf) { return p + (g ? gguf : hf); };
+    L.ln1_w = s.floats(name("ln1.weight", "layer_norm1.weight"), {u(H)});
+    L.ln1_b = s.floats(name("ln1.bias", "layer_norm1.bias"), {u(H)});
+    L.ln2_w = s.floats(name("ln2.weight", "layer_norm2.weight"), {u(H)});
+    L.ln2_b = s.floats(name("ln2.bias", "layer_norm2.bias"), {u(H)});
+    L.q = linear(s, name("attn_q.weight", "self_attn.q_proj.weight"), name("attn_q.bias", "self_attn.q_proj.bias"), H, H);
+    L.k = linear(s, name("attn_k.weight", "self_attn.k_proj.weight"), name("attn_k.bias", "self_attn.k_proj.bias"), H, H);
+    L.v = linear(s, name("attn_v.weight", "self_attn.v_proj.weight"), name("attn_v.bias", "self_attn.v_proj.bias"), H, H);
+    std::string out = name("attn_out", "self_attn.out_proj");
+    if (g && !s.find(out + ".weight")) out = p + "attn_output";
+    L.o = linear(s, out + ".weight", out + ".bias", H, H);
+    if (g) {
+      // llama.cpp's converters have named SigLIP's fc1/fc2 both ways round: go by shape
+      const TensorView* up = s.find(p + "ffn_up.weight");
+      const bool up_is_fc1 = up && up->dims.size() == 2 && up->dims[0] == u(H);
+      const std::string f1 = p + (up_is_fc1 ? "ffn_up" : "ffn_down"), f2 = p + (up_is_fc1 ? "ffn_down" : "ffn_up");
+      L.fc1 = linear(s, f1 + ".weight", f1 + ".bias", c.ff, H);
+      L.fc2 = linear(s, f2 + ".weight", f2 + ".bias", H, c.ff);
+    } else {
+      L.fc1 = linear(s, p + "mlp.fc1.weight", p + "mlp.fc1.bias", c.ff, H);
+      L.fc2 = linear(s, p + "mlp.fc2.weight", p + "mlp.fc2.bias", H, c.ff);
+    }
+  }
+  post_w_ = s.floats(g ? "v.post_ln.weight" : vp + "post_layernorm.weight", {u(H)});
+  post_b_ = s.floats(g ? "v.post_ln.bias" : vp + "post_layernorm.bias", {u(H)});
+  const int in = H * c.scale_factor * c.scale_factor;
+  proj_ = s.matrix(g ? "mm.model.fc.weight" : "model.connector.modality_projection.proj.weight", c.text_hidden, in);
+}
+
+std::unique_ptr<Idefics3Vision> Idefics3Vision::load_mmproj(const std::string& path) {
+  std::unique_ptr<Idefics3Vision> v(new Idefics3Vision());
+  v->file_ = GgufFile::open(path);
+  const GgufFile& f = *v->file_;
+  const std::string arch = f.get_string("general.architecture");
+  if (arch != "clip") fail("%s: not an mmproj file (architecture '%s', expected 'clip')", path.c_str(), arch.c_str());
+  const std::string proj = f.get_string("clip.projector_type", f.get_string("clip.vision.projector_type", ""));
+  if (proj != "idefics3") fail("%s: projector type '%s' is not supported (expected 'idefics3')", path.c_str(), proj.c_str());
+  if (!f.get_bool("clip.has_vision_encoder", true)) fail("%s: the file has no vision encoder", path.c_str());
+  SiglipConfig& c = v->cfg_;
+  c.image_size = static_cast<int>(f.get_int("clip.vision.image_size", 1, 4096));
+  c.patch_size = static_cast<int>(f.get_int("clip.vision.patch_size", 1, 64));
+  c.hidden = static_cast<int>(f.get_int("clip.vision.embedding_length", 1, 16384));
+  c.ff = static_cast<int>(f.get_int("clip.vision.feed_forward_length", 1, 65536));
+  c.layers = static_cast<int>(f.get_int("clip.vision.block_count", 1, 256));
+  c.heads = static_cast<int>(f.get_int("clip.vision.attention.head_count", 1, 1024));
+  c.eps = static_cast<float>(f.get_float("clip.vision.attention.layer_norm_epsilon", 1e-12, 0.1, 1e-6));
+  c.scale_factor = static_cast<int>(f.get_int("clip.vision.projector.scale_factor", 1, 64, 4));
+  c.text_hidden = static_cast<int>(f.get_int("clip.vision.projection_dim", 1, 65536));
+  check_config(c, path);
+  // image_mean / image_std: exactly 3 finite numbers each (short arrays were a llama.cpp CVE)
+  for (const char* key : {"clip.vision.image_mean", "clip.vision.image_std"}) {
+    const GgufValue* a = f.find(key);
+    if (!a) continue;
+    if (a->type != GgufType::ARRAY || a->count != 3 || gguf_scalar_size(a->elem) == 0)
+      fail("%s: %s must be an array of 3 numbers", path.c_str(), key);
+    const bool is_std = std::strcmp(key, "clip.vision.image_std") == 0;
+    for (int i = 0; i < 3; ++i) {
+      const double x = a->double_at(static_cast<uint64_t>(i));
+      if (!std::isfinite(x) || (is_std && !(x > 1e-6)) || std::fabs(x) > 1e3)
+        fail("%s: %s[%d] = %g is out of range", path.c_str(), key, i, x);
+      (is_std ? v->pre_.std : v->pre_.mean)[i] = static_cast<float>(x);
+    }
+  }
+  v->pre_.tile = c.image_size;
+  v->pre_.longest_edge = static_cast<int>(f.get_int("clip.vision.preproc_image_size", c.image_size, 4 * 4096, 4 * c.image_size));
+  GgufTensorSource src(f);
+  v->load_weights(src, true);
+  return v;
+}
+
+std::unique_ptr<Idefics3Vision> Idefics3Vision::from_hf(const SiglipConfig& cfg, const TensorSource& src,
+                                                        const Idefics3PreprocessConfig& pre) {
+  check_config(cfg, src.describe());
+  std::unique_ptr<Idefics3Vision> v(new Idefics3Vision());
+  v->cfg_ = cfg;
+  v->pre_ = pre;
+  v->load_weights(src, false);
+  return v;
+}
+
+void Idefics3Vision::encode_tile(const float* chw, float* out, ThreadPool& pool, std::vector<float>* encoder_out) const {
+  const SiglipConfig& c = cfg_;
+  const int S = c.image_size, P = c.patch_size, side = S / P, N = c.n_patches(), H = c.hidden, hd = H / c.heads;
+  thread_local std::vector<float> cols, x, xn, q, k, v, att, tmp, ff;
+  cols.resize(static_cast<size_t>(N) * 3 * P * P);
+  x.resize(static_cast<size_t>(N) * H);
+  xn.resize(x.size());
+  q.resize(x.size());
+  k.resize(x.size());
+  v.resize(x.size());
+  att.resize(x.size());
+  tmp.resize(x.size());
+  ff.resize(static_cast<size_t>(N) * c.ff);
+  // im2col: patch (py, px) -> row of (channel, ky, kx)
+  for (int py = 0; py < side; ++py)
+    for (int px = 0; px < side; ++px) {
+      float* dst = &cols[static_cast<size_t>(py * side + px) * 3 * P * P];
+      for (int ch = 0; ch < 3; ++ch)
+        for (int ky = 0; ky < P; ++ky)
+          std::memcpy(dst + (ch * P + ky) * P, chw + (static_cast<size_t>(ch) * S + py * P + ky) * S + px * P, P * sizeof(float));
+    }
+  apply(patch_, cols.data(), N, x.data(), pool);
+  add_inplace(x.data(), pos_.data(), static_cast<int64_t>(N) * H);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  for (const SiglipLayer& L : layers_) {
+    for (int i = 0; i < N; ++i) layer_norm(&x[static_cast<size_t>(i) * H], L.ln1_w.data(), L.ln1_b.data(), &xn[static_cast<size_t>(i) * H], H, c.eps);
+    apply(L.q, xn.data(), N, q.data(), pool);
+    apply(L.k, xn.data(), N, k.data(), pool);
+    apply(L.v, xn.data(), N, v.data(), pool);
+    pool.parallel_for(static_cast<int64_t>(N) * c.heads, 1, [&](int64_t t0, int64_t t1) {
+      thread_local std::vector<float> scores;
+      scores.resize(static_cast<size_t>(N));
+      for (int64_t t = t0; t < t1; ++t) {
+        const int i = static_cast<int>(t / c.heads), h = static_cast<int>(t % c.heads);
+        attention(&q[static_cast<size_t>(i) * H + h * hd], &k[static_cast<size_t>(h) * hd], &v[static_cast<size_t>(h) * hd],
+                  DType::F32, N, H, hd, scale, &att[static_cast<size_t>(i) * H + h * hd], scores.data());
+      }
+    });
+    apply(L.o, att.data(), N, tmp.data(), pool);
+    add_inplace(x.data(), tmp.data(), static_cast<int64_t>(N) * H);
+    for (int i = 0; i < N; ++i) layer_norm(&x[static_cast<size_t>(i) * H], L.ln2_w.data(), L.ln2_b.data(), &xn[static_cast<size_t>(i) * H], H, c.eps);
+    apply(L.fc1, xn.data(), N, ff.data(), pool);
+    gelu_tanh(ff.data(), static_cast<int64_t>(N) * c.ff);
+    apply(L.fc2, ff.data(), N, tmp.data(), pool);
+    add_inplace(x.data(), tmp.data(), static_cast<int64_t>(N) * H);
+  }
+  for (int i = 0; i < N; ++i) layer_norm(&x[static_cast<size_t>(i) * H], post_w_.data(), post_b_.data(), &xn[static_cast<size_t>(i) * H], H, c.eps);
+  if (encoder_out) encoder_out->assign(xn.begin(), xn.end());
+  connector(xn.data(), out, pool);
+}
+
+// Idefics3Connector.pixel_shuffle: output token (hb, wb) of the (side/s)^2 grid holds, at
+// feature ((i*s + j) * H + d), patch (s*hb + i, s*wb + j) feature d.
+void Idefics3Vision::connector(const float* enc, float* out, ThreadPool& pool) const {
+  const SiglipConfig& c = cfg_;
+  const int side = c.image_size / c.patch_size, s = c.scale_factor, g = side / s, H = c.hidden;
+  const int T = g * g, F = H * s * s;
+  thread_local std::vector<float> shuffled;
+  shuffled.resize(static_cast<size_t>(T) * F);
+  for (int hb = 0; hb < g; ++hb)
+    for (int wb = 0; wb < g; ++wb)
+      for (int i = 0; i < s; ++i)
+        for (int j = 0; j < s; ++j)
+          std::memcpy(&shuffled[static_cast<size_t>(hb * g + wb) * F + static_cast<size_t>(i * s + j) * H],
+                      enc + static_cast<size_t>((s * hb + i) * side + s * wb + j) * H, H * sizeof(float));
+  matmul(proj_, shuffled.data(), T, F, out, c.text_hidden, pool);
+}
+
+}  // namespace tessera

@@ -1,0 +1,66 @@
+// SigLIP vision encoder (Idefics3/SmolVLM flavour) and the Idefics3 connector: patch embedding,
+// learned position embeddings, pre-norm encoder blocks with bidirectional attention and a
+// GELU-tanh MLP, post-layernorm; then pixel shuffle and a bias-free linear projection.
+// One call encodes one tile; tiles never see each other, so per-tile results can be cached.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "formats/gguf.h"
+#include "kernels/kernels.h"
+#include "models/tensor_source.h"
+#include "vision/idefics3_preprocess.h"
+
+namespace tessera {
+
+struct SiglipConfig {
+  int image_size = 512, patch_size = 16, hidden = 768, layers = 12, heads = 12, ff = 3072;
+  float eps = 1e-6f;
+  int scale_factor = 4;   // pixel shuffle
+  int text_hidden = 576;  // projector output width
+  int n_patches() const { return (image_size / patch_size) * (image_size / patch_size); }
+  int tokens_per_tile() const { return n_patches() / (scale_factor * scale_factor); }
+};
+
+struct Linear {
+  WeightMatrix w;
+  std::vector<float> b;  // empty when the layer has no bias
+};
+
+struct SiglipLayer {
+  std::vector<float> ln1_w, ln1_b, ln2_w, ln2_b;
+  Linear q, k, v, o, fc1, fc2;
+};
+
+class Idefics3Vision {
+ public:
+  // llama.cpp's mmproj GGUF (clip.* keys, v.* and mm.* tensors).
+  static std::unique_ptr<Idefics3Vision> load_mmproj(const std::string& path);
+  // Tensors named as Hugging Face's Idefics3ForConditionalGeneration saves them.
+  static std::unique_ptr<Idefics3Vision> from_hf(const SiglipConfig& cfg, const TensorSource& src,
+                                                 const Idefics3PreprocessConfig& pre);
+
+  const SiglipConfig& config() const { return cfg_; }
+  const Idefics3PreprocessConfig& preprocess_config() const { return pre_; }
+
+  // Encodes one normalised tile [3][S][S] into tokens_per_tile() x text_hidden embeddings.
+  // encoder_out (optional): the post-layernorm encoder output, n_patches x hidden.
+  void encode_tile(const float* chw, float* out, ThreadPool& pool, std::vector<float>* encoder_out = nullptr) const;
+  // Pixel shuffle + projection of an encoder output (exposed for tests).
+  void connector(const float* encoded, float* out, ThreadPool& pool) const;
+
+ private:
+  Idefics3Vision() = default;
+  void load_weights(const TensorSource& src, bool gguf_names);
+  std::unique_ptr<GgufFile> file_;
+  SiglipConfig cfg_;
+  Idefics3PreprocessConfig pre_;
+  Linear patch_;
+  std::vector<float> pos_, post_w_, post_b_;
+  std::vector<SiglipLayer> layers_;
+  WeightMatrix proj_;
+};
+
+}  // namespace tessera

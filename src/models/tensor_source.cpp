@@ -1,0 +1,51 @@
+#include "models/tensor_source.h"
+
+#include "core/error.h"
+
+namespace tessera {
+
+namespace {
+std::string shape_str(const std::vector<uint64_t>& d) {
+  std::string s;
+  for (auto x : d) s += (s.empty() ? "" : "x") + std::to_string(x);
+  return s;
+}
+}  // namespace
+
+const TensorView& TensorSource::need(const std::string& name, const std::vector<uint64_t>& dims) const {
+  const TensorView* t = find(name);
+  if (!t) fail("%s: missing tensor '%s'", describe().c_str(), name.c_str());
+  if (t->dims != dims)
+    fail("%s: tensor '%s' has shape %s, expected %s", describe().c_str(), name.c_str(), shape_str(t->dims).c_str(),
+         shape_str(dims).c_str());
+  if (!info(t->type).computable)
+    fail("%s: tensor '%s' has type %s, which this engine cannot compute with yet", describe().c_str(), name.c_str(),
+         dtype_name(t->type));
+  if (dims[0] % info(t->type).block_elems != 0)
+    fail("%s: tensor '%s' rows are not whole blocks", describe().c_str(), name.c_str());
+  return *t;
+}
+
+WeightMatrix TensorSource::matrix(const std::string& name, int64_t rows, int64_t cols) const {
+  const TensorView& t = need(name, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)});
+  WeightMatrix w;
+  w.type = t.type;
+  w.rows = rows;
+  w.cols = cols;
+  w.data = t.data;
+  w.row_stride = row_bytes(t.type, static_cast<uint64_t>(cols));
+  return w;
+}
+
+std::vector<float> TensorSource::floats(const std::string& name, const std::vector<uint64_t>& dims) const {
+  const TensorView& t = need(name, dims);
+  uint64_t n = 1;
+  for (auto d : dims) n *= d;
+  std::vector<float> v(static_cast<size_t>(n));
+  const uint64_t row = dims[0];
+  for (uint64_t r = 0; r < n / row; ++r)
+    dequantize_row(t.type, t.data + r * row_bytes(t.type, row), v.data() + r * row, static_cast<int64_t>(row));
+  return v;
+}
+
+}  // namespace tessera

@@ -1,0 +1,34 @@
+// Named weight tensors from any container (GGUF, safetensors), shapes in GGUF order
+// (dims[0] is the row length), so model loaders are written once.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "kernels/kernels.h"
+
+namespace tessera {
+
+struct TensorView {
+  std::string name;
+  DType type = DType::F32;
+  std::vector<uint64_t> dims;
+  const uint8_t* data = nullptr;
+};
+
+class TensorSource {
+ public:
+  virtual ~TensorSource() = default;
+  virtual const TensorView* find(const std::string& name) const = 0;
+  virtual std::string describe() const = 0;  // file name, for messages
+
+  // The tensor, checked to exist, to have exactly `dims` and a type the kernels compute with.
+  const TensorView& need(const std::string& name, const std::vector<uint64_t>& dims) const;
+  // A rows x cols matrix (dims {cols, rows}) as a kernel operand.
+  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols) const;
+  // A tensor of n elements (any dims whose product is n: conv kernels, position tables) as fp32.
+  std::vector<float> floats(const std::string& name, const std::vector<uint64_t>& dims) const;
+};
+
+}  // namespace tessera

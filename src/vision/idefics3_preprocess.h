@@ -1,0 +1,36 @@
+// Image preprocessing of Hugging Face's Idefics3ImageProcessor (SmolVLM), reproduced exactly:
+// resize the longest edge to `longest_edge` (even-rounded other side), stretch both sides up to
+// multiples of the tile size, cut tiles row-major, add the whole frame resized to one tile as
+// the global image (last), then rescale and normalise. Resampling is Pillow's LANCZOS.
+#pragma once
+#include <vector>
+
+#include "formats/image.h"
+#include "vision/resize.h"
+
+namespace tessera {
+
+struct Idefics3PreprocessConfig {
+  int longest_edge = 2048;  // processor "size.longest_edge"
+  int tile = 512;           // processor "max_image_size.longest_edge" (the encoder's image size)
+  bool split = true;        // do_image_splitting
+  float mean[3] = {0.5f, 0.5f, 0.5f};
+  float std[3] = {0.5f, 0.5f, 0.5f};
+  ResampleFilter filter = ResampleFilter::Lanczos;
+};
+
+struct PreprocessedImage {
+  int rows = 0, cols = 0;      // tile grid (0 x 0 when the image is not split)
+  int resized_w = 0, resized_h = 0;  // size after the tile-multiple stretch
+  std::vector<ImageRGB> tiles;  // rows*cols tiles row-major, then the global image
+};
+
+PreprocessedImage preprocess_idefics3(const ImageRGB& image, const Idefics3PreprocessConfig& cfg);
+
+// One tile as a normalised float tensor, channel-major [3][h][w] (what the encoder reads).
+void tile_to_chw(const ImageRGB& tile, const Idefics3PreprocessConfig& cfg, float* out);
+
+// The output size of the first resize (Hugging Face's get_resize_output_image_size).
+void idefics3_resize_size(int w, int h, int longest_edge, int& out_w, int& out_h);
+
+}  // namespace tessera
