@@ -19,6 +19,9 @@
 #include "core/fp16.h"
 #include "formats/gguf_writer.h"
 #include "kernels/kernels.h"
+#include "formats/image.h"
+#include "models/hf_loader.h"
+#include "models/idefics3.h"
 #include "models/llama.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
@@ -55,15 +58,21 @@ void add_common(CLI::App* app, CommonArgs& a) {
   app->add_option("--isa", a.isa, "cap the kernel instruction set: scalar or avx512")->check(CLI::IsMember({"scalar", "avx512"}));
 }
 
-std::unique_ptr<LlamaModel> load(CommonArgs& a) {
+// -m FILE.gguf, or -m DIR for a Hugging Face directory (which may hold a vision tower too).
+HfModel load_any(CommonArgs& a) {
   if (a.isa == "scalar") set_isa_cap(Isa::Scalar);
   if (a.model.empty()) {
     a.model = default_model_path();
     if (!std::filesystem::exists(a.model))
       fail("default model not found at '%s': run scripts/setup.sh (or pass -m MODEL.gguf)", a.model.c_str());
   }
-  return LlamaModel::load(a.model);
+  if (std::filesystem::is_directory(a.model)) return load_hf_dir(a.model);
+  HfModel m;
+  m.text = LlamaModel::load(a.model);
+  return m;
 }
+
+std::unique_ptr<LlamaModel> load(CommonArgs& a) { return std::move(load_any(a).text); }
 
 SessionOptions session_options(const CommonArgs& a) {
   SessionOptions o;
@@ -118,13 +127,50 @@ void check_output_writable(const std::string& path) {
     fail("cannot write output file '%s'", path.c_str());
 }
 
+struct VisionArgs {
+  std::string mmproj, image;
+};
+
 int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, const std::string& system,
-            const SamplerOptions& so, const std::string& out_path) {
+            const SamplerOptions& so, const std::string& out_path, const VisionArgs& va) {
   if (prompt.empty()) fail("the prompt is empty (pass -p TEXT)");
   check_output_writable(out_path);
-  auto model = load(a);
+  if (va.image.empty() && !va.mmproj.empty()) fail("--mmproj given without --image");
+  const bool hf_dir = !a.model.empty() && std::filesystem::is_directory(a.model);
+  if (!va.image.empty() && va.mmproj.empty() && !hf_dir)
+    fail("--image needs the vision model: pass --mmproj MMPROJ.gguf (or -m a SmolVLM Hugging Face directory)");
+  // read the image first: a bad image fails fast, before any model is loaded
+  ImageRGB image;
+  if (!va.image.empty()) image = load_image(va.image);
+  HfModel loaded = load_any(a);
+  std::unique_ptr<LlamaModel>& model = loaded.text;
   Sampler sampler(so);
   Session session(*model, session_options(a));
+  if (!va.image.empty()) {
+    std::unique_ptr<Idefics3Vision> vision = va.mmproj.empty() ? std::move(loaded.vision) : Idefics3Vision::load_mmproj(va.mmproj);
+    if (!vision) fail("'%s' has no vision tower", a.model.c_str());
+    Idefics3 vlm(*model, *vision);
+    VisionTimings tm;
+    ImagePrompt ip = vlm.build(image, prompt, session.pool(), &tm);
+    if (static_cast<int>(ip.tokens.size()) >= session.n_ctx())
+      fail("the image prompt is %zu tokens, longer than the context of %d tokens (raise -c)", ip.tokens.size(), session.n_ctx());
+    std::string collected;
+    const GenerateStats st = generate(session, ip.tokens, n_predict, sampler, [&](const std::string& piece) {
+      collected += piece;
+      if (out_path.empty()) {
+        std::fwrite(piece.data(), 1, piece.size(), stdout);
+        std::fflush(stdout);
+      }
+    }, nullptr, &ip.embeddings);
+    if (out_path.empty()) std::fputc('\n', stdout);
+    else write_atomically(out_path, collected);
+    std::fprintf(stderr, "\n[image %dx%d -> %d tiles (%dx%d grid + global) | preprocess %.1f ms | vision encode %.1f ms (%.1f ms/tile) | connector %.1f ms]\n",
+                 image.width, image.height, ip.tiles, ip.rows, ip.cols, tm.preprocess_s * 1e3, tm.encode_total() * 1e3,
+                 tm.encode_total() * 1e3 / std::max(1, ip.tiles), tm.connector_s * 1e3);
+    std::fprintf(stderr, "[prefill: %d tokens, %.1f ms, %.1f tok/s | decode: %d tokens, %.1f ms, %.1f tok/s]\n", st.prompt_tokens,
+                 st.prompt_seconds * 1e3, st.prompt_tps(), st.generated_tokens, st.generate_seconds * 1e3, st.generate_tps());
+    return 0;
+  }
   std::string text = prompt;
   if (!raw) {
     std::vector<ChatMessage> msgs;
@@ -320,6 +366,9 @@ int main(int argc, char** argv) {
   run->add_flag("--raw", raw, "pass the prompt as is (no chat template, special-token text not parsed)");
   run->add_option("--system", system, "system prompt (default: the model's own)");
   run->add_option("-o,--output", out_path, "write the generated text to this file instead of stdout");
+  VisionArgs vision;
+  run->add_option("--mmproj", vision.mmproj, "vision model (llama.cpp mmproj GGUF) for --image");
+  run->add_option("--image", vision.image, "a PNG or JPEG image to ask about (SmolVLM)");
 
   auto* chat = app.add_subcommand("chat", "interactive chat; the KV cache is kept between turns");
   add_common(chat, common);
@@ -358,7 +407,7 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (*run) return cmd_run(common, prompt, n_predict, raw, system, samp, out_path);
+    if (*run) return cmd_run(common, prompt, n_predict, raw, system, samp, out_path, vision);
     if (*chat) return cmd_chat(common, n_predict, system, samp);
     if (*bench) return cmd_bench(common, n_prompt, n_gen, reps, json);
     if (*tokenize) return cmd_tokenize(common, text, special);

@@ -4,7 +4,10 @@
 #include <queue>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "formats/unicode.h"
+
+#include <nlohmann/json.hpp>
 
 namespace tessera {
 
@@ -13,64 +16,80 @@ constexpr int64_t kMaxVocab = 1 << 22;
 }
 
 Tokenizer::Tokenizer(const GgufFile& f) {
+  TokenizerSpec sp;
+  sp.source = f.name();
   const std::string model = f.get_string("tokenizer.ggml.model");
   if (model != "gpt2") fail("%s: tokenizer model '%s' is not supported (only byte-level BPE 'gpt2')", f.name().c_str(), model.c_str());
-  pre_ = f.get_string("tokenizer.ggml.pre", "default");
+  sp.pre = f.get_string("tokenizer.ggml.pre", "default");
+  const GgufValue& toks = f.get("tokenizer.ggml.tokens");
+  if (toks.type != GgufType::ARRAY || toks.elem != GgufType::STRING)
+    fail("%s: tokenizer.ggml.tokens must be an array of strings", f.name().c_str());
+  if (toks.strs.empty() || static_cast<int64_t>(toks.strs.size()) > kMaxVocab)
+    fail("%s: vocabulary size %zu is out of range", f.name().c_str(), toks.strs.size());
+  sp.tokens = toks.strs;
+  sp.types.assign(sp.tokens.size(), TokenType::Normal);
+  if (const GgufValue* tt = f.find("tokenizer.ggml.token_type")) {
+    if (tt->type != GgufType::ARRAY || tt->count != sp.tokens.size() || gguf_scalar_size(tt->elem) == 0)
+      fail("%s: tokenizer.ggml.token_type must be a numeric array of %zu entries", f.name().c_str(), sp.tokens.size());
+    for (size_t i = 0; i < sp.tokens.size(); ++i) {
+      const int64_t t = tt->int_at(i);
+      if (t < 1 || t > 6) fail("%s: token %zu has invalid type %lld", f.name().c_str(), i, static_cast<long long>(t));
+      sp.types[i] = static_cast<TokenType>(t);
+    }
+  }
+  const GgufValue& merges = f.get("tokenizer.ggml.merges");
+  if (merges.type != GgufType::ARRAY || merges.elem != GgufType::STRING)
+    fail("%s: tokenizer.ggml.merges must be an array of strings", f.name().c_str());
+  sp.merges = merges.strs;
+  const int64_t nv = static_cast<int64_t>(sp.tokens.size());
+  if (const GgufValue* vs = f.find("llama.vocab_size"); vs && vs->is_integer() && vs->as_int() != nv)
+    fail("%s: llama.vocab_size %lld does not match %lld tokens", f.name().c_str(), static_cast<long long>(vs->as_int()), static_cast<long long>(nv));
+  sp.bos = static_cast<int32_t>(f.get_int("tokenizer.ggml.bos_token_id", 0, nv - 1, -1));
+  sp.eos = static_cast<int32_t>(f.get_int("tokenizer.ggml.eos_token_id", 0, nv - 1, -1));
+  sp.eot = static_cast<int32_t>(f.get_int("tokenizer.ggml.eot_token_id", 0, nv - 1, -1));
+  init(std::move(sp));
+}
+
+Tokenizer::Tokenizer(TokenizerSpec spec) { init(std::move(spec)); }
+
+void Tokenizer::init(TokenizerSpec sp) {
+  const char* src = sp.source.c_str();
+  const int64_t nv = static_cast<int64_t>(sp.tokens.size());
+  if (nv == 0 || nv > kMaxVocab) fail("%s: vocabulary size %lld is out of range", src, static_cast<long long>(nv));
+  if (sp.types.size() != sp.tokens.size()) fail("%s: token types do not match the vocabulary", src);
+  for (int32_t id : {sp.bos, sp.eos, sp.eot})
+    if (id < -1 || id >= nv) fail("%s: special token id %d is out of range", src, id);
+  pre_ = sp.pre;
   // Pre-tokenizers that split every digit on its own before the GPT-2 pattern (llama.cpp's
   // starcoder family); others use the GPT-2 pattern alone.
   static const char* kDigitSplit[] = {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"};
   split_digits_ = std::find_if(std::begin(kDigitSplit), std::end(kDigitSplit),
                                [&](const char* p) { return pre_ == p; }) != std::end(kDigitSplit);
   if (!split_digits_ && pre_ != "default" && pre_ != "gpt-2" && pre_ != "gpt2")
-    fail("%s: pre-tokenizer '%s' is not supported", f.name().c_str(), pre_.c_str());
-
-  const GgufValue& toks = f.get("tokenizer.ggml.tokens");
-  if (toks.type != GgufType::ARRAY || toks.elem != GgufType::STRING)
-    fail("%s: tokenizer.ggml.tokens must be an array of strings", f.name().c_str());
-  if (toks.strs.empty() || static_cast<int64_t>(toks.strs.size()) > kMaxVocab)
-    fail("%s: vocabulary size %zu is out of range", f.name().c_str(), toks.strs.size());
-  tokens_ = toks.strs;
-  types_.assign(tokens_.size(), TokenType::Normal);
-  if (const GgufValue* tt = f.find("tokenizer.ggml.token_type")) {
-    if (tt->type != GgufType::ARRAY || tt->count != tokens_.size() || gguf_scalar_size(tt->elem) == 0)
-      fail("%s: tokenizer.ggml.token_type must be a numeric array of %zu entries", f.name().c_str(), tokens_.size());
-    for (size_t i = 0; i < tokens_.size(); ++i) {
-      const int64_t t = tt->int_at(i);
-      if (t < 1 || t > 6) fail("%s: token %zu has invalid type %lld", f.name().c_str(), i, static_cast<long long>(t));
-      types_[i] = static_cast<TokenType>(t);
-    }
-  }
+    fail("%s: pre-tokenizer '%s' is not supported", src, pre_.c_str());
+  tokens_ = std::move(sp.tokens);
+  types_ = std::move(sp.types);
   token_ids_.reserve(tokens_.size());
   for (size_t i = 0; i < tokens_.size(); ++i) token_ids_.emplace(tokens_[i], static_cast<int32_t>(i));
-
-  const GgufValue& merges = f.get("tokenizer.ggml.merges");
-  if (merges.type != GgufType::ARRAY || merges.elem != GgufType::STRING)
-    fail("%s: tokenizer.ggml.merges must be an array of strings", f.name().c_str());
-  merge_ranks_.reserve(merges.strs.size());
-  for (size_t i = 0; i < merges.strs.size(); ++i) {
-    const std::string& m = merges.strs[i];
-    const size_t sp = m.find(' ', 1);
-    if (sp == std::string::npos || sp + 1 >= m.size())
-      fail("%s: merge %zu ('%s') is not of the form 'left right'", f.name().c_str(), i, m.substr(0, 64).c_str());
+  merge_ranks_.reserve(sp.merges.size());
+  for (size_t i = 0; i < sp.merges.size(); ++i) {
+    const std::string& m = sp.merges[i];
+    const size_t space = m.find(' ', 1);
+    if (space == std::string::npos || space + 1 >= m.size())
+      fail("%s: merge %zu ('%s') is not of the form 'left right'", src, i, m.substr(0, 64).c_str());
     merge_ranks_.emplace(m, static_cast<int32_t>(i));
   }
-
-  const int64_t nv = static_cast<int64_t>(tokens_.size());
-  if (const GgufValue* vs = f.find("llama.vocab_size"); vs && vs->is_integer() && vs->as_int() != nv)
-    fail("%s: llama.vocab_size %lld does not match %lld tokens", f.name().c_str(), static_cast<long long>(vs->as_int()), static_cast<long long>(nv));
-  bos_ = static_cast<int32_t>(f.get_int("tokenizer.ggml.bos_token_id", 0, nv - 1, -1));
-  eos_ = static_cast<int32_t>(f.get_int("tokenizer.ggml.eos_token_id", 0, nv - 1, -1));
+  bos_ = sp.bos;
+  eos_ = sp.eos;
   if (eos_ >= 0) eog_.push_back(eos_);
-  if (f.find("tokenizer.ggml.eot_token_id"))
-    eog_.push_back(static_cast<int32_t>(f.get_int("tokenizer.ggml.eot_token_id", 0, nv - 1)));
+  if (sp.eot >= 0 && sp.eot != eos_) eog_.push_back(sp.eot);
   // Like llama.cpp, treat well-known end-of-generation control tokens as stops too.
   for (const char* t : {"<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<end_of_utterance>", "<|end|>"}) {
     const int32_t id = find(t);
-    if (id >= 0 && types_[static_cast<size_t>(id)] == TokenType::Control &&
+    if (id >= 0 && (types_[static_cast<size_t>(id)] == TokenType::Control || types_[static_cast<size_t>(id)] == TokenType::UserDefined) &&
         std::find(eog_.begin(), eog_.end(), id) == eog_.end())
       eog_.push_back(id);
   }
-
   for (size_t i = 0; i < tokens_.size(); ++i) {
     const TokenType t = types_[i];
     if ((t == TokenType::Control || t == TokenType::UserDefined || t == TokenType::Unknown) && !tokens_[i].empty())
@@ -79,6 +98,62 @@ Tokenizer::Tokenizer(const GgufFile& f) {
   std::stable_sort(special_by_length_.begin(), special_by_length_.end(), [&](int32_t a, int32_t b) {
     return tokens_[static_cast<size_t>(a)].size() > tokens_[static_cast<size_t>(b)].size();
   });
+}
+
+TokenizerSpec Tokenizer::spec_from_hf_json(const std::string& path) {
+  MappedFile f(path);
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(f.data(), f.data() + f.size());
+  } catch (const nlohmann::json::exception&) {
+    fail("%s: not valid JSON", path.c_str());
+  }
+  TokenizerSpec sp;
+  sp.source = path;
+  try {
+    const auto& model = j.at("model");
+    if (model.value("type", "") != "BPE") fail("%s: tokenizer model '%s' is not supported (only BPE)", path.c_str(), model.value("type", "?").c_str());
+    const auto& vocab = model.at("vocab");
+    if (!vocab.is_object() || vocab.empty() || vocab.size() > static_cast<size_t>(kMaxVocab)) fail("%s: bad vocabulary", path.c_str());
+    // the vocabulary may be sparse where added tokens fill in: size it by the largest id
+    int64_t n = 0;
+    for (auto it = vocab.begin(); it != vocab.end(); ++it) n = std::max<int64_t>(n, it.value().get<int64_t>() + 1);
+    std::vector<std::pair<std::string, int64_t>> added;
+    if (j.contains("added_tokens"))
+      for (const auto& a : j["added_tokens"]) {
+        added.emplace_back(a.at("content").get<std::string>(), a.at("id").get<int64_t>());
+        n = std::max<int64_t>(n, added.back().second + 1);
+      }
+    if (n > kMaxVocab) fail("%s: token id %lld is out of range", path.c_str(), static_cast<long long>(n - 1));
+    sp.tokens.assign(static_cast<size_t>(n), std::string());
+    sp.types.assign(static_cast<size_t>(n), TokenType::Unused);
+    for (auto it = vocab.begin(); it != vocab.end(); ++it) {
+      const int64_t id = it.value().get<int64_t>();
+      if (id < 0) fail("%s: negative token id", path.c_str());
+      sp.tokens[static_cast<size_t>(id)] = it.key();
+      sp.types[static_cast<size_t>(id)] = TokenType::Normal;
+    }
+    if (j.contains("added_tokens"))
+      for (const auto& a : j["added_tokens"]) {
+        const int64_t id = a.at("id").get<int64_t>();
+        if (id < 0) fail("%s: negative token id", path.c_str());
+        sp.tokens[static_cast<size_t>(id)] = a.at("content").get<std::string>();
+        sp.types[static_cast<size_t>(id)] = a.value("special", false) ? TokenType::Control : TokenType::UserDefined;
+      }
+    for (const auto& m : model.at("merges")) {
+      if (m.is_string()) sp.merges.push_back(m.get<std::string>());
+      else if (m.is_array() && m.size() == 2) sp.merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
+      else fail("%s: malformed merge", path.c_str());
+    }
+    // pre-tokenizer: ByteLevel, optionally after Digits(individual_digits)
+    const std::string pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"].dump() : "";
+    if (pre.find("ByteLevel") == std::string::npos) fail("%s: only byte-level BPE pre-tokenizers are supported", path.c_str());
+    const bool digits = pre.find("\"individual_digits\":true") != std::string::npos;
+    sp.pre = digits ? "smollm" : "gpt2";
+  } catch (const nlohmann::json::exception& e) {
+    fail("%s: unexpected tokenizer.json layout (%s)", path.c_str(), e.what());
+  }
+  return sp;
 }
 
 bool Tokenizer::is_eog(int32_t id) const { return std::find(eog_.begin(), eog_.end(), id) != eog_.end(); }

@@ -13,9 +13,22 @@ namespace tessera {
 
 enum class TokenType : int32_t { Normal = 1, Unknown = 2, Control = 3, UserDefined = 4, Unused = 5, Byte = 6 };
 
+// Everything a byte-level BPE tokenizer is made of, whatever file it came from.
+struct TokenizerSpec {
+  std::vector<std::string> tokens;
+  std::vector<TokenType> types;     // same length as tokens
+  std::vector<std::string> merges;  // "left right", by rank
+  std::string pre = "default";      // pre-tokenizer name as llama.cpp spells it
+  int32_t bos = -1, eos = -1, eot = -1;
+  std::string source;               // file name, for messages
+};
+
 class Tokenizer {
  public:
   explicit Tokenizer(const GgufFile& f);  // validates everything it reads
+  explicit Tokenizer(TokenizerSpec spec);
+  // Hugging Face tokenizer.json (BPE model, ByteLevel pre-tokenizer, optionally individual digits).
+  static TokenizerSpec spec_from_hf_json(const std::string& path);
 
   // parse_special: text like "<|im_start|>" becomes that control token.
   std::vector<int32_t> encode(std::string_view text, bool parse_special) const;
@@ -41,6 +54,7 @@ class Tokenizer {
   std::unordered_map<std::string, int32_t> merge_ranks_;  // "left right" -> rank
   std::vector<int32_t> special_by_length_;  // control/user-defined tokens, longest first
   std::vector<int32_t> eog_;
+  void init(TokenizerSpec spec);
   std::string pre_;
   bool split_digits_ = true;
   int32_t bos_ = -1, eos_ = -1;

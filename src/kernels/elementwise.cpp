@@ -26,6 +26,22 @@ void rope_pairs(float* x, int n_heads, int head_dim, int64_t pos, float base) {
   }
 }
 
+void rope_neox(float* x, int n_heads, int head_dim, int64_t pos, float base) {
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(head_dim));
+  const int half = head_dim / 2;
+  float theta = static_cast<float>(pos);
+  for (int i = 0; i < half; ++i) {
+    const float c = std::cos(theta), s = std::sin(theta);
+    for (int h = 0; h < n_heads; ++h) {
+      float* p = x + h * head_dim;
+      const float a = p[i], b = p[i + half];
+      p[i] = a * c - b * s;
+      p[i + half] = a * s + b * c;
+    }
+    theta *= theta_scale;
+  }
+}
+
 void swiglu(float* g, const float* u, int64_t n) {
   for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
 }

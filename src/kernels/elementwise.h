@@ -9,6 +9,8 @@ namespace tessera {
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 // Rotate adjacent pairs (x[2i], x[2i+1]) of each head by pos * base^(-2i/head_dim) (GGUF llama layout).
 void rope_pairs(float* x, int n_heads, int head_dim, int64_t pos, float base);
+// Rotate (x[i], x[i + head_dim/2]) of each head (Hugging Face's rotate_half layout).
+void rope_neox(float* x, int n_heads, int head_dim, int64_t pos, float base);
 // g = silu(g) * u
 void swiglu(float* g, const float* u, int64_t n);
 void add_inplace(float* y, const float* x, int64_t n);

@@ -1,45 +1,51 @@
 #include "models/llama.h"
 
 #include "core/error.h"
+#include "models/gguf_source.h"
 
 namespace tessera {
 
-namespace {
+void LlamaModel::check_config() const {
+  const LlamaConfig& c = cfg_;
+  if (c.n_embd < 1 || c.n_embd > 65536 || c.n_layer < 1 || c.n_layer > 1024 || c.n_ff < 1 || c.n_ff > (1 << 20))
+    fail("text model: sizes out of range");
+  if (c.n_head < 1 || c.n_head_kv < 1 || c.n_head_kv > c.n_head) fail("text model: head counts out of range");
+  if (c.n_embd % c.n_head != 0) fail("text model: embedding length %d is not a multiple of %d heads", c.n_embd, c.n_head);
+  if (c.n_head % c.n_head_kv != 0) fail("text model: %d heads are not a multiple of %d KV heads", c.n_head, c.n_head_kv);
+  if ((c.n_embd / c.n_head) % 2 != 0) fail("text model: head dimension %d is odd", c.n_embd / c.n_head);
+  if (!(c.rope_base >= 1.0f && c.rope_base < 1e12f) || !(c.rms_eps > 0 && c.rms_eps < 1)) fail("text model: rope base or norm epsilon out of range");
+  if (c.n_ctx_train < 1 || c.n_ctx_train > (1 << 24)) fail("text model: context length out of range");
+}
 
-const GgufTensor& need_tensor(const GgufFile& f, const std::string& name, std::vector<uint64_t> dims) {
-  const GgufTensor* t = f.find_tensor(name);
-  if (!t) fail("%s: missing tensor '%s'", f.name().c_str(), name.c_str());
-  if (t->dims != dims) {
-    std::string want, got;
-    for (auto d : dims) want += (want.empty() ? "" : "x") + std::to_string(d);
-    for (auto d : t->dims) got += (got.empty() ? "" : "x") + std::to_string(d);
-    fail("%s: tensor '%s' has shape %s, expected %s", f.name().c_str(), name.c_str(), got.c_str(), want.c_str());
+void LlamaModel::load_weights(const TensorSource& s, bool g, const std::string& p) {
+  const LlamaConfig& c = cfg_;
+  const int64_t E = c.n_embd, KV = static_cast<int64_t>(c.n_head_kv) * c.head_dim, FF = c.n_ff;
+  auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
+  tok_embd_ = s.matrix(g ? "token_embd.weight" : p + "embed_tokens.weight", c.n_vocab, E);
+  const std::string out_name = g ? "output.weight" : "lm_head.weight";
+  if (!cfg_.tied_embeddings && s.find(out_name)) {
+    output_ = s.matrix(out_name, c.n_vocab, E);
+  } else {
+    output_ = tok_embd_;
+    cfg_.tied_embeddings = true;
   }
-  if (!info(t->type).computable)
-    fail("%s: tensor '%s' has type %s, which this engine cannot compute with yet", f.name().c_str(),
-         name.c_str(), dtype_name(t->type));
-  return *t;
+  output_norm_ = s.floats(g ? "output_norm.weight" : p + "norm.weight", {u(E)});
+  layers_.resize(static_cast<size_t>(c.n_layer));
+  for (int i = 0; i < c.n_layer; ++i) {
+    const std::string b = g ? "blk." + std::to_string(i) + "." : p + "layers." + std::to_string(i) + ".";
+    auto n = [&](const char* gguf, const char* hf) { return b + (g ? gguf : hf); };
+    LlamaLayer& L = layers_[static_cast<size_t>(i)];
+    L.attn_norm = s.floats(n("attn_norm.weight", "input_layernorm.weight"), {u(E)});
+    L.ffn_norm = s.floats(n("ffn_norm.weight", "post_attention_layernorm.weight"), {u(E)});
+    L.wq = s.matrix(n("attn_q.weight", "self_attn.q_proj.weight"), E, E);
+    L.wk = s.matrix(n("attn_k.weight", "self_attn.k_proj.weight"), KV, E);
+    L.wv = s.matrix(n("attn_v.weight", "self_attn.v_proj.weight"), KV, E);
+    L.wo = s.matrix(n("attn_output.weight", "self_attn.o_proj.weight"), E, E);
+    L.w_gate = s.matrix(n("ffn_gate.weight", "mlp.gate_proj.weight"), FF, E);
+    L.w_up = s.matrix(n("ffn_up.weight", "mlp.up_proj.weight"), FF, E);
+    L.w_down = s.matrix(n("ffn_down.weight", "mlp.down_proj.weight"), E, FF);
+  }
 }
-
-WeightMatrix matrix(const GgufFile& f, const std::string& name, int64_t rows, int64_t cols) {
-  const GgufTensor& t = need_tensor(f, name, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)});
-  WeightMatrix w;
-  w.type = t.type;
-  w.rows = rows;
-  w.cols = cols;
-  w.data = t.data;
-  w.row_stride = row_bytes(t.type, static_cast<uint64_t>(cols));
-  return w;
-}
-
-std::vector<float> vec(const GgufFile& f, const std::string& name, int64_t n) {
-  const GgufTensor& t = need_tensor(f, name, {static_cast<uint64_t>(n)});
-  std::vector<float> v(static_cast<size_t>(n));
-  dequantize_row(t.type, t.data, v.data(), n);
-  return v;
-}
-
-}  // namespace
 
 std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
   std::unique_ptr<LlamaModel> m(new LlamaModel());
@@ -63,33 +69,28 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
   if (c.head_dim % 2 != 0) fail("%s: head dimension %d is odd", path.c_str(), c.head_dim);
   const int64_t rope_dims = f.get_int("llama.rope.dimension_count", 1, 1 << 16, c.head_dim);
   if (rope_dims != c.head_dim) fail("%s: partial RoPE (%lld of %d dims) is not supported", path.c_str(), static_cast<long long>(rope_dims), c.head_dim);
-
   m->tokenizer_ = std::make_unique<Tokenizer>(f);
   c.n_vocab = m->tokenizer_->n_vocab();
+  m->chat_template_ = f.get_string("tokenizer.chat_template", "");
+  m->check_config();
+  auto src = std::make_shared<GgufTensorSource>(f);
+  m->load_weights(*src, true, "");
+  m->source_ = src;
+  return m;
+}
 
-  const int64_t E = c.n_embd, KV = static_cast<int64_t>(c.n_head_kv) * c.head_dim, FF = c.n_ff;
-  m->tok_embd_ = matrix(f, "token_embd.weight", c.n_vocab, E);
-  if (f.find_tensor("output.weight")) {
-    m->output_ = matrix(f, "output.weight", c.n_vocab, E);
-  } else {
-    m->output_ = m->tok_embd_;
-    c.tied_embeddings = true;
-  }
-  m->output_norm_ = vec(f, "output_norm.weight", E);
-  m->layers_.resize(static_cast<size_t>(c.n_layer));
-  for (int i = 0; i < c.n_layer; ++i) {
-    const std::string p = "blk." + std::to_string(i) + ".";
-    LlamaLayer& L = m->layers_[static_cast<size_t>(i)];
-    L.attn_norm = vec(f, p + "attn_norm.weight", E);
-    L.ffn_norm = vec(f, p + "ffn_norm.weight", E);
-    L.wq = matrix(f, p + "attn_q.weight", E, E);
-    L.wk = matrix(f, p + "attn_k.weight", KV, E);
-    L.wv = matrix(f, p + "attn_v.weight", KV, E);
-    L.wo = matrix(f, p + "attn_output.weight", E, E);
-    L.w_gate = matrix(f, p + "ffn_gate.weight", FF, E);
-    L.w_up = matrix(f, p + "ffn_up.weight", FF, E);
-    L.w_down = matrix(f, p + "ffn_down.weight", E, FF);
-  }
+std::unique_ptr<LlamaModel> LlamaModel::from_hf(const LlamaConfig& cfg, std::unique_ptr<Tokenizer> tok,
+                                                std::shared_ptr<const TensorSource> src, const std::string& prefix) {
+  std::unique_ptr<LlamaModel> m(new LlamaModel());
+  m->cfg_ = cfg;
+  m->cfg_.rope_neox = true;
+  m->cfg_.head_dim = cfg.n_head > 0 ? cfg.n_embd / cfg.n_head : 0;
+  m->check_config();
+  if (tok->n_vocab() > m->cfg_.n_vocab)
+    fail("%s: the tokenizer has %d tokens but the model only %d embeddings", src->describe().c_str(), tok->n_vocab(), m->cfg_.n_vocab);
+  m->tokenizer_ = std::move(tok);
+  m->load_weights(*src, false, prefix);
+  m->source_ = std::move(src);
   return m;
 }
 

@@ -8,6 +8,7 @@
 #include "formats/gguf.h"
 #include "formats/tokenizer.h"
 #include "kernels/kernels.h"
+#include "models/tensor_source.h"
 
 namespace tessera {
 
@@ -16,6 +17,9 @@ struct LlamaConfig {
   int n_ctx_train = 0;
   float rope_base = 10000.0f, rms_eps = 1e-5f;
   bool tied_embeddings = false;
+  // Hugging Face checkpoints rotate halves (x[i], x[i + d/2]); GGUF files from llama.cpp's
+  // converter have Q/K rows permuted so adjacent pairs rotate. Same maths, different layout.
+  bool rope_neox = false;
 };
 
 struct LlamaLayer {
@@ -25,23 +29,30 @@ struct LlamaLayer {
 
 class LlamaModel {
  public:
-  static std::unique_ptr<LlamaModel> load(const std::string& path);  // throws tessera::Error
+  static std::unique_ptr<LlamaModel> load(const std::string& path);  // GGUF; throws tessera::Error
+  // Weights named as Hugging Face saves them under `prefix` ("model." for LlamaForCausalLM,
+  // "model.text_model." inside Idefics3); `src` must outlive the model.
+  static std::unique_ptr<LlamaModel> from_hf(const LlamaConfig& cfg, std::unique_ptr<Tokenizer> tok,
+                                             std::shared_ptr<const TensorSource> src, const std::string& prefix);
 
   const LlamaConfig& config() const { return cfg_; }
   const Tokenizer& tokenizer() const { return *tokenizer_; }
-  const GgufFile& file() const { return *file_; }
   const std::vector<LlamaLayer>& layers() const { return layers_; }
   const WeightMatrix& token_embd() const { return tok_embd_; }
   const WeightMatrix& output() const { return output_; }
   const std::vector<float>& output_norm() const { return output_norm_; }
-  std::string chat_template() const { return file_->get_string("tokenizer.chat_template", ""); }
+  const std::string& chat_template() const { return chat_template_; }
   size_t weight_bytes() const;
 
   void embed(int32_t token, float* out) const;  // checks the id range
 
  private:
   LlamaModel() = default;
+  void load_weights(const TensorSource& src, bool gguf_names, const std::string& prefix);
+  void check_config() const;
   std::unique_ptr<GgufFile> file_;
+  std::shared_ptr<const TensorSource> source_;
+  std::string chat_template_;
   std::unique_ptr<Tokenizer> tokenizer_;
   LlamaConfig cfg_;
   std::vector<LlamaLayer> layers_;

@@ -131,17 +131,18 @@ std::unique_ptr<Idefics3Vision> Idefics3Vision::load_mmproj(const std::string& p
   return v;
 }
 
-std::unique_ptr<Idefics3Vision> Idefics3Vision::from_hf(const SiglipConfig& cfg, const TensorSource& src,
+std::unique_ptr<Idefics3Vision> Idefics3Vision::from_hf(const SiglipConfig& cfg, std::shared_ptr<const TensorSource> src,
                                                         const Idefics3PreprocessConfig& pre) {
-  check_config(cfg, src.describe());
+  check_config(cfg, src->describe());
   std::unique_ptr<Idefics3Vision> v(new Idefics3Vision());
   v->cfg_ = cfg;
   v->pre_ = pre;
-  v->load_weights(src, false);
+  v->load_weights(*src, false);
+  v->source_ = std::move(src);
   return v;
 }
 
-void Idefics3Vision::encode_tile(const float* chw, float* out, ThreadPool& pool, std::vector<float>* encoder_out) const {
+void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& pool) const {
   const SiglipConfig& c = cfg_;
   const int S = c.image_size, P = c.patch_size, side = S / P, N = c.n_patches(), H = c.hidden, hd = H / c.heads;
   thread_local std::vector<float> cols, x, xn, q, k, v, att, tmp, ff;
@@ -187,9 +188,7 @@ void Idefics3Vision::encode_tile(const float* chw, float* out, ThreadPool& pool,
     apply(L.fc2, ff.data(), N, tmp.data(), pool);
     add_inplace(x.data(), tmp.data(), static_cast<int64_t>(N) * H);
   }
-  for (int i = 0; i < N; ++i) layer_norm(&x[static_cast<size_t>(i) * H], post_w_.data(), post_b_.data(), &xn[static_cast<size_t>(i) * H], H, c.eps);
-  if (encoder_out) encoder_out->assign(xn.begin(), xn.end());
-  connector(xn.data(), out, pool);
+  for (int i = 0; i < N; ++i) layer_norm(&x[static_cast<size_t>(i) * H], post_w_.data(), post_b_.data(), encoded + static_cast<size_t>(i) * H, H, c.eps);
 }
 
 // Idefics3Connector.pixel_shuffle: output token (hb, wb) of the (side/s)^2 grid holds, at

@@ -39,22 +39,22 @@ class Idefics3Vision {
   // llama.cpp's mmproj GGUF (clip.* keys, v.* and mm.* tensors).
   static std::unique_ptr<Idefics3Vision> load_mmproj(const std::string& path);
   // Tensors named as Hugging Face's Idefics3ForConditionalGeneration saves them.
-  static std::unique_ptr<Idefics3Vision> from_hf(const SiglipConfig& cfg, const TensorSource& src,
+  static std::unique_ptr<Idefics3Vision> from_hf(const SiglipConfig& cfg, std::shared_ptr<const TensorSource> src,
                                                  const Idefics3PreprocessConfig& pre);
 
   const SiglipConfig& config() const { return cfg_; }
   const Idefics3PreprocessConfig& preprocess_config() const { return pre_; }
 
-  // Encodes one normalised tile [3][S][S] into tokens_per_tile() x text_hidden embeddings.
-  // encoder_out (optional): the post-layernorm encoder output, n_patches x hidden.
-  void encode_tile(const float* chw, float* out, ThreadPool& pool, std::vector<float>* encoder_out = nullptr) const;
-  // Pixel shuffle + projection of an encoder output (exposed for tests).
+  // Encodes one normalised tile [3][S][S] into n_patches x hidden (after the post-layernorm).
+  void encode_tile(const float* chw, float* encoded, ThreadPool& pool) const;
+  // Pixel shuffle + projection: n_patches x hidden -> tokens_per_tile() x text_hidden.
   void connector(const float* encoded, float* out, ThreadPool& pool) const;
 
  private:
   Idefics3Vision() = default;
   void load_weights(const TensorSource& src, bool gguf_names);
   std::unique_ptr<GgufFile> file_;
+  std::shared_ptr<const TensorSource> source_;  // keeps the weights' file mapped
   SiglipConfig cfg_;
   Idefics3PreprocessConfig pre_;
   Linear patch_;

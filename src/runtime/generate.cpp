@@ -35,7 +35,7 @@ std::string apply_chat_template(const LlamaModel& model, const std::vector<ChatM
 
 GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int n_predict,
                        Sampler& sampler, const std::function<void(const std::string&)>& on_piece,
-                       std::vector<int32_t>* out_tokens) {
+                       std::vector<int32_t>* out_tokens, const std::vector<float>* embeddings) {
   const Tokenizer& tok = session.model().tokenizer();
   const int n_vocab = session.model().config().n_vocab;
   GenerateStats st;
@@ -43,9 +43,15 @@ GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int
   if (session.n_past() + static_cast<int>(prompt.size()) > session.n_ctx())
     fail("the prompt (%zu tokens) does not fit in the context (%d tokens, %d already used)",
          prompt.size(), session.n_ctx(), session.n_past());
-  for (int32_t t : prompt) sampler.accept(t);
+  for (int32_t t : prompt)
+    if (t >= 0) sampler.accept(t);
   double t0 = now();
-  session.eval(prompt);
+  if (embeddings) {
+    const size_t E = static_cast<size_t>(session.model().config().n_embd);
+    session.eval(prompt, embeddings->data(), embeddings->size() / E);
+  } else {
+    session.eval(prompt);
+  }
   st.prompt_tokens = static_cast<int>(prompt.size());
   st.prompt_seconds = now() - t0;
 

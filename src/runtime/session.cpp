@@ -61,6 +61,19 @@ void Session::eval(const std::vector<int32_t>& tokens) {
   }
 }
 
+void Session::eval(const std::vector<int32_t>& tokens, const float* embeddings, size_t n_embeddings) {
+  size_t slots = 0;
+  for (int32_t t : tokens) slots += t == kEmbeddingSlot;
+  if (slots != n_embeddings) fail("%zu embedding slots in the prompt but %zu embeddings given", slots, n_embeddings);
+  const size_t E = static_cast<size_t>(model_.config().n_embd);
+  const float* next = embeddings;
+  for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(n_batch_)) {
+    const int n = static_cast<int>(std::min<size_t>(n_batch_, tokens.size() - i));
+    forward(tokens.data() + i, n, false, nullptr, i, next);
+    for (int j = 0; j < n; ++j) next += tokens[i + static_cast<size_t>(j)] == kEmbeddingSlot ? E : 0;
+  }
+}
+
 void Session::eval_all(const std::vector<int32_t>& tokens,
                        const std::function<void(size_t, const float*)>& on_logits) {
   for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(n_batch_)) {
@@ -70,13 +83,15 @@ void Session::eval_all(const std::vector<int32_t>& tokens,
 }
 
 void Session::forward(const int32_t* tokens, int n, bool all_logits,
-                      const std::function<void(size_t, const float*)>* on_logits, size_t base) {
+                      const std::function<void(size_t, const float*)>* on_logits, size_t base,
+                      const float* embeddings) {
   const LlamaModel& M = model_;
   const LlamaConfig& c = M.config();
   if (n_past_ + n > n_ctx_)
     fail("context is full: %d cached + %d new tokens exceed the context size of %d", n_past_, n, n_ctx_);
   for (int i = 0; i < n; ++i)
-    if (tokens[i] < 0 || tokens[i] >= c.n_vocab) fail("token id %d is out of range [0, %d)", tokens[i], c.n_vocab);
+    if ((tokens[i] < 0 || tokens[i] >= c.n_vocab) && !(embeddings && tokens[i] == kEmbeddingSlot))
+      fail("token id %d is out of range [0, %d)", tokens[i], c.n_vocab);
 
   const int64_t E = c.n_embd, KV = static_cast<int64_t>(c.n_head_kv) * c.head_dim, FF = c.n_ff;
   const int hd = c.head_dim;
@@ -84,7 +99,14 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
   const int group = c.n_head / c.n_head_kv;
   const int p0 = n_past_;
 
-  for (int i = 0; i < n; ++i) M.embed(tokens[i], &x_[static_cast<size_t>(i * E)]);
+  for (int i = 0; i < n; ++i) {
+    if (tokens[i] == kEmbeddingSlot) {
+      std::memcpy(&x_[static_cast<size_t>(i * E)], embeddings, E * sizeof(float));
+      embeddings += E;
+    } else {
+      M.embed(tokens[i], &x_[static_cast<size_t>(i * E)]);
+    }
+  }
 
   for (int l = 0; l < c.n_layer; ++l) {
     const LlamaLayer& L = M.layers()[static_cast<size_t>(l)];
@@ -96,8 +118,9 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
     linear(L.wk, xn_.data(), n, E, k_.data(), KV, L.wk.type == L.wq.type);
     linear(L.wv, xn_.data(), n, E, v_.data(), KV, L.wv.type == L.wq.type);
     for (int i = 0; i < n; ++i) {
-      rope_pairs(&q_[i * E], c.n_head, hd, p0 + i, c.rope_base);
-      rope_pairs(&k_[i * KV], c.n_head_kv, hd, p0 + i, c.rope_base);
+      auto rope = c.rope_neox ? rope_neox : rope_pairs;
+      rope(&q_[i * E], c.n_head, hd, p0 + i, c.rope_base);
+      rope(&k_[i * KV], c.n_head_kv, hd, p0 + i, c.rope_base);
       const size_t at = (static_cast<size_t>(p0 + i) * KV) * kv_elem_;
       if (kv_type_ == DType::F32) {
         std::memcpy(kc + at, &k_[i * KV], KV * 4);

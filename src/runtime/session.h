@@ -26,6 +26,10 @@ class Session {
 
   // Appends tokens at positions n_past().. and leaves the last token's logits in logits().
   void eval(const std::vector<int32_t>& tokens);
+  // Like eval, but every token equal to kEmbeddingSlot takes the next row of `embeddings`
+  // (n_embd floats each) instead of a token embedding: how image features enter the prompt.
+  static constexpr int32_t kEmbeddingSlot = -1;
+  void eval(const std::vector<int32_t>& tokens, const float* embeddings, size_t n_embeddings);
   // Like eval, but calls on_logits(i, logits) for every token i of `tokens`.
   void eval_all(const std::vector<int32_t>& tokens,
                 const std::function<void(size_t, const float*)>& on_logits);
@@ -40,7 +44,8 @@ class Session {
 
  private:
   void forward(const int32_t* tokens, int n, bool all_logits,
-               const std::function<void(size_t, const float*)>* on_logits, size_t base);
+               const std::function<void(size_t, const float*)>* on_logits, size_t base,
+               const float* embeddings = nullptr);
   // y = W x for n rows of x (row length W.cols, stride xs): fp32 or 8-bit activations.
   void linear(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, int64_t ys, bool reuse_quantized);
 

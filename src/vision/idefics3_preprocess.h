@@ -17,6 +17,9 @@ struct Idefics3PreprocessConfig {
   float mean[3] = {0.5f, 0.5f, 0.5f};
   float std[3] = {0.5f, 0.5f, 0.5f};
   ResampleFilter filter = ResampleFilter::Lanczos;
+  // transformers 5's default Idefics3ImageProcessor resizes with torchvision (PyTorch's uint8
+  // antialiased kernels); Idefics3ImageProcessorPil with Pillow. See docs/vision.md.
+  ResampleArithmetic arithmetic = ResampleArithmetic::Torch;
 };
 
 struct PreprocessedImage {

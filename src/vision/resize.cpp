@@ -1,5 +1,6 @@
 #include "vision/resize.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -31,12 +32,13 @@ double bilinear(double x) {
 
 struct Coeffs {
   int ksize = 0;
+  int precision = kPrecisionBits;  // fraction bits of k
   std::vector<int> bounds;  // xmin, count per output
   std::vector<int32_t> k;   // fixed point, ksize per output
 };
 
-// Pillow's precompute_coeffs + normalize_coeffs_8bpc.
-Coeffs precompute(int in_size, int out_size, ResampleFilter f) {
+// Pillow's precompute_coeffs + normalize_coeffs_8bpc (or PyTorch's int16 variant).
+Coeffs precompute(int in_size, int out_size, ResampleFilter f, ResampleArithmetic arith) {
   double (*filter)(double) = f == ResampleFilter::Lanczos ? lanczos : f == ResampleFilter::Bicubic ? bicubic : bilinear;
   const double support0 = f == ResampleFilter::Lanczos ? 3.0 : f == ResampleFilter::Bicubic ? 2.0 : 1.0;
   const double scale = static_cast<double>(in_size) / out_size;
@@ -47,6 +49,8 @@ Coeffs precompute(int in_size, int out_size, ResampleFilter f) {
   c.bounds.resize(static_cast<size_t>(out_size) * 2);
   c.k.assign(static_cast<size_t>(out_size) * c.ksize, 0);
   std::vector<double> w(static_cast<size_t>(c.ksize));
+  std::vector<double> all(static_cast<size_t>(out_size) * c.ksize, 0.0);
+  double wmax = 0.0;
   for (int xx = 0; xx < out_size; ++xx) {
     const double center = (xx + 0.5) * scale;
     const double ss = 1.0 / filterscale;
@@ -55,6 +59,7 @@ Coeffs precompute(int in_size, int out_size, ResampleFilter f) {
     int xmax = static_cast<int>(center + support + 0.5);
     if (xmax > in_size) xmax = in_size;
     xmax -= xmin;
+    xmax = std::min(xmax, c.ksize);  // (PyTorch clamps the rare one-too-many tap; Pillow would overrun)
     double ww = 0.0;
     for (int x = 0; x < xmax; ++x) {
       w[static_cast<size_t>(x)] = filter((x + xmin - center + 0.5) * ss);
@@ -63,29 +68,41 @@ Coeffs precompute(int in_size, int out_size, ResampleFilter f) {
     for (int x = 0; x < xmax; ++x) {
       double v = w[static_cast<size_t>(x)];
       if (ww != 0.0) v /= ww;
-      c.k[static_cast<size_t>(xx) * c.ksize + x] =
-          v < 0 ? static_cast<int32_t>(-0.5 + v * (1 << kPrecisionBits)) : static_cast<int32_t>(0.5 + v * (1 << kPrecisionBits));
+      all[static_cast<size_t>(xx) * c.ksize + x] = v;
+      wmax = std::max(wmax, v);
     }
     c.bounds[2 * static_cast<size_t>(xx)] = xmin;
     c.bounds[2 * static_cast<size_t>(xx) + 1] = xmax;
   }
+  if (arith == ResampleArithmetic::Torch) {
+    // as many fraction bits as keep the largest weight inside int16
+    int p = 0;
+    for (; p < 22; ++p)
+      if (static_cast<int>(0.5 + wmax * (1 << (p + 1))) >= (1 << 15)) break;
+    c.precision = p;
+  }
+  for (size_t i = 0; i < all.size(); ++i) {
+    const double v = all[i];
+    const double scaled = v * (1 << c.precision);
+    c.k[i] = v < 0 ? static_cast<int32_t>(-0.5 + scaled) : static_cast<int32_t>(0.5 + scaled);
+  }
   return c;
 }
 
-inline uint8_t clip8(int32_t v) {
+inline uint8_t clip8(int32_t v, int precision) {
   if (v <= 0) return 0;
-  v >>= kPrecisionBits;
+  v >>= precision;
   return v > 255 ? 255 : static_cast<uint8_t>(v);
 }
 
 }  // namespace
 
-ImageRGB resize_like_pil(const ImageRGB& in, int out_w, int out_h, ResampleFilter f) {
+ImageRGB resize_like_pil(const ImageRGB& in, int out_w, int out_h, ResampleFilter f, ResampleArithmetic arith) {
   if (out_w <= 0 || out_h <= 0 || out_w > (1 << 16) || out_h > (1 << 16)) fail("resize to %dx%d is out of range", out_w, out_h);
   if (in.width == out_w && in.height == out_h) return in;  // Pillow returns a copy
   const bool need_h = out_w != in.width, need_v = out_h != in.height;
-  const Coeffs ch = precompute(in.width, out_w, f);
-  Coeffs cv = precompute(in.height, out_h, f);
+  const Coeffs ch = precompute(in.width, out_w, f, arith);
+  Coeffs cv = precompute(in.height, out_h, f, arith);
   const ImageRGB* src = &in;
   ImageRGB tmp;
   if (need_h) {
@@ -102,16 +119,16 @@ ImageRGB resize_like_pil(const ImageRGB& in, int out_w, int out_h, ResampleFilte
       for (int xx = 0; xx < out_w; ++xx) {
         const int xmin = ch.bounds[2 * static_cast<size_t>(xx)], n = ch.bounds[2 * static_cast<size_t>(xx) + 1];
         const int32_t* k = &ch.k[static_cast<size_t>(xx) * ch.ksize];
-        int32_t s0 = 1 << (kPrecisionBits - 1), s1 = s0, s2 = s0;
+        int32_t s0 = 1 << (ch.precision - 1), s1 = s0, s2 = s0;
         for (int x = 0; x < n; ++x) {
           const uint8_t* p = s + 3 * (x + xmin);
           s0 += p[0] * k[x];
           s1 += p[1] * k[x];
           s2 += p[2] * k[x];
         }
-        d[3 * xx] = clip8(s0);
-        d[3 * xx + 1] = clip8(s1);
-        d[3 * xx + 2] = clip8(s2);
+        d[3 * xx] = clip8(s0, ch.precision);
+        d[3 * xx + 1] = clip8(s1, ch.precision);
+        d[3 * xx + 2] = clip8(s2, ch.precision);
       }
     }
     src = &tmp;
@@ -126,9 +143,9 @@ ImageRGB resize_like_pil(const ImageRGB& in, int out_w, int out_h, ResampleFilte
     const int32_t* k = &cv.k[static_cast<size_t>(yy) * cv.ksize];
     uint8_t* d = out.row(yy);
     for (int x = 0; x < out.width * 3; ++x) {
-      int32_t s = 1 << (kPrecisionBits - 1);
+      int32_t s = 1 << (cv.precision - 1);
       for (int y = 0; y < n; ++y) s += src->row(y + ymin)[x] * k[y];
-      d[x] = clip8(s);
+      d[x] = clip8(s, cv.precision);
     }
   }
   return out;

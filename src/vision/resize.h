@@ -8,6 +8,12 @@ namespace tessera {
 
 enum class ResampleFilter { Lanczos, Bicubic, Bilinear };
 
-ImageRGB resize_like_pil(const ImageRGB& in, int out_w, int out_h, ResampleFilter filter = ResampleFilter::Lanczos);
+// The fixed-point arithmetic of the resampler: Pillow's (int32 coefficients, 22 fraction bits)
+// or PyTorch's uint8 antialiased interpolate, which torchvision uses (int16 coefficients with
+// as many fraction bits as the largest weight allows). Same filter and taps, rounding differs.
+enum class ResampleArithmetic { Pillow, Torch };
+
+ImageRGB resize_like_pil(const ImageRGB& in, int out_w, int out_h, ResampleFilter filter = ResampleFilter::Lanczos,
+                         ResampleArithmetic arith = ResampleArithmetic::Pillow);
 
 }  // namespace tessera
