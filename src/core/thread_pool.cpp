@@ -14,67 +14,70 @@
 namespace tessera {
 
 static constexpr int kSpinIterations = 20000;  // ~100 µs of spinning before sleeping
+static constexpr int kChunksPerThread = 4;
 
 ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
 ThreadPool::~ThreadPool() {
-  stop_.store(true, std::memory_order_release);
-  epoch_.fetch_add(1, std::memory_order_acq_rel);
+  stop_.store(true);
+  epoch_.fetch_add(1);
   epoch_.notify_all();
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::worker_loop(int index) {
-  uint64_t seen = 0;
+void ThreadPool::run_chunks(uint32_t epoch) {
   for (;;) {
-    uint64_t e;
+    uint64_t c = claim_.load();
+    if (static_cast<uint32_t>(c >> 32) != epoch) return;  // that job is over
+    const uint32_t idx = static_cast<uint32_t>(c);
+    if (idx >= chunks_) return;
+    if (!claim_.compare_exchange_weak(c, c + 1)) continue;
+    const int64_t begin = static_cast<int64_t>(idx) * chunk_;
+    (*fn_)(begin, std::min(n_, begin + chunk_));
+    done_.fetch_add(1);
+  }
+}
+
+void ThreadPool::worker_loop() {
+  uint32_t seen = 0;
+  for (;;) {
+    uint32_t e;
     int spins = 0;
-    while ((e = epoch_.load(std::memory_order_acquire)) == seen) {
-      if (++spins < kSpinIterations) {
-        TESSERA_PAUSE();
-      } else {
-        epoch_.wait(seen, std::memory_order_acquire);
-      }
+    while ((e = epoch_.load()) == seen) {
+      if (++spins < kSpinIterations) TESSERA_PAUSE();
+      else epoch_.wait(seen);
     }
     seen = e;
-    if (stop_.load(std::memory_order_acquire)) return;
-    (*job_)(index);
-    pending_.fetch_sub(1, std::memory_order_acq_rel);
+    if (stop_.load()) return;
+    run_chunks(e);
   }
 }
 
-void ThreadPool::run(const std::function<void(int)>& fn) {
-  if (n_threads_ == 1) {
-    fn(0);
-    return;
-  }
-  job_ = &fn;
-  pending_.store(n_threads_ - 1, std::memory_order_release);
-  epoch_.fetch_add(1, std::memory_order_acq_rel);
-  epoch_.notify_all();
-  fn(0);
-  while (pending_.load(std::memory_order_acquire) != 0) TESSERA_PAUSE();
-  job_ = nullptr;
-}
-
-void ThreadPool::parallel_for(int64_t n, int64_t grain,
-                              const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int64_t blocks = (n + grain - 1) / grain;
-  const int nt = static_cast<int>(std::min<int64_t>(n_threads_, blocks));
-  if (nt <= 1) {
+  if (n_threads_ == 1 || blocks == 1) {
     fn(0, n);
     return;
   }
-  run([&](int t) {
-    if (t >= nt) return;
-    const int64_t b0 = blocks * t / nt, b1 = blocks * (t + 1) / nt;
-    const int64_t begin = b0 * grain, end = std::min(n, b1 * grain);
-    if (begin < end) fn(begin, end);
-  });
+  const int64_t chunks = std::min<int64_t>(blocks, static_cast<int64_t>(n_threads_) * kChunksPerThread);
+  // Retire the previous job's claim word first: a late worker's claim on it must fail before
+  // the job fields below change under it.
+  const uint32_t e = epoch_.load() + 1;
+  claim_.store((static_cast<uint64_t>(e) << 32) | 0xffffffffu);
+  fn_ = &fn;
+  n_ = n;
+  chunk_ = (blocks + chunks - 1) / chunks * grain;
+  chunks_ = static_cast<uint32_t>((n + chunk_ - 1) / chunk_);
+  done_.store(0);
+  claim_.store(static_cast<uint64_t>(e) << 32);
+  epoch_.store(e);
+  epoch_.notify_all();
+  run_chunks(e);
+  while (done_.load() != chunks_) TESSERA_PAUSE();  // only chunks already being run remain
 }
 
 }  // namespace tessera

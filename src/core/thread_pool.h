@@ -1,7 +1,9 @@
-// A small fork-join pool. Workers spin briefly on an epoch counter and then sleep on it
-// (C++20 atomic wait), so back-to-back kernels pay no syscall while short gaps pay no spin.
-// The calling thread is worker 0. Tasks are split statically by index, so results never
-// depend on scheduling.
+// A small fork-join pool for data-parallel kernels. Work is cut into chunks that threads
+// claim from a shared counter, so the calling thread finishes everything itself when a worker
+// is descheduled (a laptop's cores are shared with the user's apps): no waiting on a sleeper.
+// Chunk boundaries depend only on the range, never on timing, and each output is computed by
+// exactly one thread, so results are identical whoever runs which chunk.
+// Workers spin briefly on an epoch counter, then sleep on it (C++20 atomic wait).
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -20,21 +22,23 @@ class ThreadPool {
 
   int size() const { return n_threads_; }
 
-  // Calls fn(thread_index) once on each of size() threads and waits for all.
-  void run(const std::function<void(int)>& fn);
-
-  // Splits [0, n) into size() contiguous ranges aligned to `grain` and calls
-  // fn(begin, end) for each non-empty range.
+  // Calls fn(begin, end) over chunks covering [0, n); chunk sizes are multiples of `grain`
+  // (except the last). Returns when every chunk is done.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
-  void worker_loop(int index);
+  void worker_loop();
+  void run_chunks(uint32_t epoch);
 
   int n_threads_;
   std::vector<std::thread> workers_;
-  const std::function<void(int)>* job_ = nullptr;
-  std::atomic<uint64_t> epoch_{0};
-  std::atomic<int> pending_{0};
+  // the current job, valid while claim_ carries its epoch
+  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  int64_t n_ = 0, chunk_ = 0;
+  uint32_t chunks_ = 0;
+  std::atomic<uint64_t> claim_{0};  // epoch << 32 | next chunk index
+  std::atomic<uint32_t> epoch_{0};
+  std::atomic<uint32_t> done_{0};
   std::atomic<bool> stop_{false};
 };
 

@@ -153,9 +153,17 @@ HfModel load_hf_dir(const std::string& dir) {
   Idefics3PreprocessConfig pre;
   pre.tile = v.image_size;
   pre.longest_edge = 4 * v.image_size;
-  const std::string pp_path = dir + "/preprocessor_config.json";
+  // transformers 4 writes preprocessor_config.json; 5 nests it in processor_config.json
+  std::string pp_path = dir + "/preprocessor_config.json";
+  json pp;
   if (std::filesystem::exists(pp_path)) {
-    const json pp = read_json(pp_path);
+    pp = read_json(pp_path);
+  } else if (std::filesystem::exists(dir + "/processor_config.json")) {
+    pp_path = dir + "/processor_config.json";
+    const json proc = read_json(pp_path);
+    if (proc.contains("image_processor") && proc["image_processor"].is_object()) pp = proc["image_processor"];
+  }
+  if (pp.is_object()) {
     if (pp.contains("size") && pp["size"].is_object()) pre.longest_edge = get<int>(pp["size"], "longest_edge", 1, 1 << 16, pre.longest_edge, pp_path);
     if (pp.contains("max_image_size") && pp["max_image_size"].is_object()) {
       const int t = get<int>(pp["max_image_size"], "longest_edge", 1, 1 << 16, pre.tile, pp_path);

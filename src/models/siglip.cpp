@@ -171,13 +171,16 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     apply(L.q, xn.data(), N, q.data(), pool);
     apply(L.k, xn.data(), N, k.data(), pool);
     apply(L.v, xn.data(), N, v.data(), pool);
+    // the buffers above are thread_local: hand the workers plain pointers to this thread's
+    const float *qp = q.data(), *kp = k.data(), *vp = v.data();
+    float* ap = att.data();
     pool.parallel_for(static_cast<int64_t>(N) * c.heads, 1, [&](int64_t t0, int64_t t1) {
       thread_local std::vector<float> scores;
       scores.resize(static_cast<size_t>(N));
       for (int64_t t = t0; t < t1; ++t) {
         const int i = static_cast<int>(t / c.heads), h = static_cast<int>(t % c.heads);
-        attention(&q[static_cast<size_t>(i) * H + h * hd], &k[static_cast<size_t>(h) * hd], &v[static_cast<size_t>(h) * hd],
-                  DType::F32, N, H, hd, scale, &att[static_cast<size_t>(i) * H + h * hd], scores.data());
+        attention(qp + static_cast<size_t>(i) * H + h * hd, kp + static_cast<size_t>(h) * hd, vp + static_cast<size_t>(h) * hd,
+                  DType::F32, N, H, hd, scale, ap + static_cast<size_t>(i) * H + h * hd, scores.data());
       }
     });
     apply(L.o, att.data(), N, tmp.data(), pool);

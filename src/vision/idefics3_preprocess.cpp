@@ -95,14 +95,16 @@ PreprocessedImage preprocess_idefics3(const ImageRGB& image, const Idefics3Prepr
 
 void tile_to_chw(const ImageRGB& tile, const Idefics3PreprocessConfig& cfg, float* out) {
   const size_t plane = static_cast<size_t>(tile.width) * tile.height;
+  float mean255[3], std255[3];
+  for (int c = 0; c < 3; ++c) {
+    mean255[c] = cfg.mean[c] * 255.0f;
+    std255[c] = cfg.std[c] * 255.0f;
+  }
   for (int y = 0; y < tile.height; ++y) {
     const uint8_t* p = tile.row(y);
     for (int x = 0; x < tile.width; ++x) {
-      for (int c = 0; c < 3; ++c) {
-        // as transformers: rescale in float64, cast to float32, then (x - mean) / std in float32
-        const float v = static_cast<float>(p[3 * x + c] * (1.0 / 255.0));
-        out[c * plane + static_cast<size_t>(y) * tile.width + x] = (v - cfg.mean[c]) / cfg.std[c];
-      }
+      for (int c = 0; c < 3; ++c)  // the default (torchvision) processor fuses rescale into normalise
+        out[c * plane + static_cast<size_t>(y) * tile.width + x] = (static_cast<float>(p[3 * x + c]) - mean255[c]) / std255[c];
     }
   }
 }

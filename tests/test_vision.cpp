@@ -1,0 +1,281 @@
+// The SmolVLM path against Hugging Face transformers (fixtures from
+// bench/reference/make_smolvlm_reference.py on a tiny Idefics3 with seeded random weights):
+// decoding and preprocessing pixel for pixel, encoder and connector outputs, prompt layout,
+// final logits; plus bad input.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "formats/gguf_writer.h"
+#include "formats/image.h"
+#include "models/hf_loader.h"
+#include "models/idefics3.h"
+#include "models/llama.h"
+#include "models/siglip.h"
+#include "npy.h"
+#include "runtime/session.h"
+#include "sha256.h"
+#include "test_util.h"
+#include "vision/idefics3_preprocess.h"
+
+using namespace tessera;
+
+namespace {
+
+const std::string kTiny = "tests/fixtures/vision/tiny/";
+const std::string kScreens = "tests/fixtures/vision/screens/";
+
+struct Case {
+  std::string stem, file;
+};
+const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {{"xterm_1280x720", "xterm_1280x720.png"},
+                                      {"xterm_700x450", "xterm_700x450.png"},
+                                      {"xterm_700x450_rgba", "xterm_700x450_rgba.png"},
+                                      {"xterm_1280x720_jpg", "xterm_1280x720.jpg"}};
+  return c;
+}
+
+nlohmann::json info(const std::string& stem) {
+  return nlohmann::json::parse(test::read_file(test::source_path(kTiny + "golden/" + stem + "/info.json")));
+}
+std::string golden(const std::string& stem, const std::string& file) { return test::source_path(kTiny + "golden/" + stem + "/" + file); }
+
+std::vector<std::string> tile_hashes(const PreprocessedImage& pre) {
+  std::vector<std::string> out;
+  for (const ImageRGB& t : pre.tiles) {
+    const size_t plane = static_cast<size_t>(t.width) * t.height;
+    std::vector<uint8_t> chw(plane * 3);
+    for (size_t i = 0; i < plane; ++i)
+      for (int c = 0; c < 3; ++c) chw[c * plane + i] = t.pixels[3 * i + static_cast<size_t>(c)];
+    out.push_back(test::sha256_hex(chw.data(), chw.size()));
+  }
+  return out;
+}
+
+struct TinyModels {
+  std::unique_ptr<LlamaModel> text;
+  std::unique_ptr<Idefics3Vision> vision;
+};
+const TinyModels& tiny() {
+  static TinyModels m{LlamaModel::load(test::source_path(kTiny + "text.gguf")),
+                      Idefics3Vision::load_mmproj(test::source_path(kTiny + "mmproj.gguf"))};
+  return m;
+}
+
+double max_rel_err(const std::vector<float>& got, const float* want, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    num = std::max(num, std::fabs(static_cast<double>(got[i]) - want[i]));
+    den = std::max(den, std::fabs(static_cast<double>(want[i])));
+  }
+  return num / den;
+}
+
+}  // namespace
+
+// Every tile of every test screen is bit-identical to transformers' default (torchvision)
+// Idefics3ImageProcessor, and to the Pillow one with Pillow arithmetic.
+TEST(Vision, PreprocessingIsPixelExactWithTransformers) {
+  for (const Case& c : cases()) {
+    const ImageRGB img = load_image(test::source_path(kScreens + c.file));
+    const nlohmann::json inf = info(c.stem);
+    Idefics3PreprocessConfig cfg;
+    const PreprocessedImage pre = preprocess_idefics3(img, cfg);
+    const auto rc = nlohmann::json::parse(test::read_file(golden(c.stem, "rows_cols.json")));
+    EXPECT_EQ(pre.rows, rc["rows"].get<int>()) << c.stem;
+    EXPECT_EQ(pre.cols, rc["cols"].get<int>()) << c.stem;
+    EXPECT_EQ(tile_hashes(pre), inf["tile_u8_sha256"].get<std::vector<std::string>>()) << c.stem << " (torchvision)";
+    cfg.arithmetic = ResampleArithmetic::Pillow;
+    EXPECT_EQ(tile_hashes(preprocess_idefics3(img, cfg)), inf["alt_tile_u8_sha256"].get<std::vector<std::string>>())
+        << c.stem << " (Pillow)";
+  }
+}
+
+TEST(Vision, NormalisedPixelsMatchTheProcessorFormula) {
+  const ImageRGB img = load_image(test::source_path(kScreens + "xterm_1280x720.png"));
+  const PreprocessedImage pre = preprocess_idefics3(img, {});
+  const test::Npy u8 = test::load_npy(golden("xterm_1280x720", "pixel_values_u8.npy"));  // global tile, CHW
+  std::vector<float> chw(3 * 512 * 512);
+  tile_to_chw(pre.tiles.back(), {}, chw.data());
+  for (size_t i = 0; i < chw.size(); ++i) {
+    const float want = (static_cast<float>(u8.bytes[i]) - 127.5f) / 127.5f;  // the processor's float32 result
+    ASSERT_EQ(chw[i], want) << i;
+  }
+}
+
+// Encoder (post-layernorm) and connector outputs within relative error 1e-4 of transformers'.
+TEST(Vision, EncoderAndConnectorMatchTransformers) {
+  const TinyModels& m = tiny();
+  ThreadPool pool(2);
+  const ImageRGB img = load_image(test::source_path(kScreens + "xterm_1280x720.png"));
+  const PreprocessedImage pre = preprocess_idefics3(img, m.vision->preprocess_config());
+  const SiglipConfig& c = m.vision->config();
+  const test::Npy enc = test::load_npy(golden("xterm_1280x720", "encoder_out.npy"));
+  const test::Npy con = test::load_npy(golden("xterm_1280x720", "connector_out.npy"));
+  const std::vector<float> enc_want = enc.f32(), con_want = con.f32();
+  const std::vector<int> saved = {0, 12};  // tiles kept in the compact fixture
+  const size_t ne = static_cast<size_t>(c.n_patches()) * c.hidden, nc = static_cast<size_t>(c.tokens_per_tile()) * c.text_hidden;
+  for (size_t s = 0; s < saved.size(); ++s) {
+    std::vector<float> chw(3 * static_cast<size_t>(c.image_size) * c.image_size), e(ne), o(nc);
+    tile_to_chw(pre.tiles[static_cast<size_t>(saved[s])], m.vision->preprocess_config(), chw.data());
+    m.vision->encode_tile(chw.data(), e.data(), pool);
+    m.vision->connector(e.data(), o.data(), pool);
+    const double re = max_rel_err(e, enc_want.data() + s * ne, ne), rc = max_rel_err(o, con_want.data() + s * nc, nc);
+    std::printf("tile %d: encoder max rel err %.2e, connector max rel err %.2e\n", saved[s], re, rc);
+    EXPECT_LE(re, 1e-4);
+    EXPECT_LE(rc, 1e-4);
+  }
+}
+
+// The prompt layout (token ids, image positions) equals the Idefics3Processor's, and the final
+// next-token distribution is within KL 1e-4 of transformers'.
+TEST(Vision, PromptAndLogitsMatchTransformers) {
+  const TinyModels& m = tiny();
+  Idefics3 vlm(*m.text, *m.vision);
+  const int32_t image_id = m.text->tokenizer().find("<image>");
+  ASSERT_GE(image_id, 0);
+  for (const Case& c : cases()) {
+    SessionOptions so;
+    so.n_ctx = 2048;
+    so.n_threads = 2;
+    Session s(*m.text, so);
+    const ImageRGB img = load_image(test::source_path(kScreens + c.file));
+    ImagePrompt p = vlm.build(img, "What is the user doing?", s.pool(), nullptr);
+    const std::vector<int64_t> want_ids = test::load_npy(golden(c.stem, "input_ids.npy")).i64();
+    std::vector<int64_t> ids(p.tokens.begin(), p.tokens.end());
+    for (auto& t : ids)
+      if (t == Session::kEmbeddingSlot) t = image_id;
+    EXPECT_EQ(ids, want_ids) << c.stem;
+    s.eval(p.tokens, p.embeddings.data(), p.embeddings.size() / static_cast<size_t>(m.text->config().n_embd));
+    const int V = m.text->config().n_vocab;
+    std::vector<double> lo(static_cast<size_t>(V));
+    double mx = -1e300, sum = 0;
+    for (int i = 0; i < V; ++i) mx = std::max(mx, static_cast<double>(s.logits()[i]));
+    for (int i = 0; i < V; ++i) sum += std::exp(s.logits()[i] - mx);
+    for (int i = 0; i < V; ++i) lo[static_cast<size_t>(i)] = s.logits()[i] - mx - std::log(sum);
+    const std::string full = golden(c.stem, "logits_last.npy");
+    if (std::filesystem::exists(full)) {
+      const std::vector<float> ref = test::load_npy(full).f32();
+      double rmx = -1e300, rsum = 0, kl = 0;
+      for (float v : ref) rmx = std::max(rmx, static_cast<double>(v));
+      for (float v : ref) rsum += std::exp(v - rmx);
+      for (int i = 0; i < V; ++i) {
+        const double lr = ref[static_cast<size_t>(i)] - rmx - std::log(rsum);
+        kl += std::exp(lr) * (lr - lo[static_cast<size_t>(i)]);
+      }
+      std::printf("%s: KL(transformers || tessera) = %.3g\n", c.stem.c_str(), kl);
+      EXPECT_LE(kl, 1e-4) << c.stem;
+    } else {  // compact fixtures keep the top 64 logits: compare those
+      const std::vector<float> top = test::load_npy(golden(c.stem, "logits_last_top64.npy")).f32();
+      const std::vector<int64_t> top_ids = test::load_npy(golden(c.stem, "logits_last_top64_ids.npy")).i64();
+      double maxd = 0;
+      for (size_t i = 0; i < top.size(); ++i)
+        maxd = std::max(maxd, std::fabs(static_cast<double>(s.logits()[top_ids[i]]) - top[i]));
+      std::printf("%s: max |logit diff| over transformers' top 64 = %.3g\n", c.stem.c_str(), maxd);
+      EXPECT_LE(maxd, 1e-3) << c.stem;
+      EXPECT_EQ(std::max_element(s.logits(), s.logits() + V) - s.logits(), top_ids[0]) << c.stem;
+    }
+  }
+}
+
+// The Hugging Face directory (config.json, model.safetensors saved by transformers in f16 --
+// lossless for these weights --, tokenizer.json) gives the same prompt and the same next-token
+// distribution as llama.cpp's GGUF conversion of it.
+TEST(Vision, HfDirectoryAndGgufLoadersAgree) {
+  const TinyModels& g = tiny();
+  const HfModel h = load_hf_dir(test::source_path(kTiny + "hf"));
+  ASSERT_TRUE(h.vision);
+  EXPECT_EQ(h.text->config().n_vocab, g.text->config().n_vocab);
+  EXPECT_EQ(h.vision->preprocess_config().longest_edge, 2048);
+  const ImageRGB img = load_image(test::source_path(kScreens + "xterm_700x450.png"));
+  std::vector<std::vector<float>> logits;
+  std::vector<std::vector<int32_t>> prompts;
+  for (const auto* pair : {&g, static_cast<const TinyModels*>(nullptr)}) {
+    const LlamaModel& text = pair ? *pair->text : *h.text;
+    const Idefics3Vision& vision = pair ? *pair->vision : *h.vision;
+    SessionOptions so;
+    so.n_ctx = 2048;
+    Session s(text, so);
+    Idefics3 vlm(text, vision);
+    ImagePrompt p = vlm.build(img, "What is the user doing?", s.pool(), nullptr);
+    prompts.push_back(p.tokens);
+    s.eval(p.tokens, p.embeddings.data(), p.embeddings.size() / static_cast<size_t>(text.config().n_embd));
+    logits.emplace_back(s.logits(), s.logits() + text.config().n_vocab);
+  }
+  EXPECT_EQ(prompts[0], prompts[1]);
+  double maxd = 0;
+  for (size_t i = 0; i < logits[0].size(); ++i) maxd = std::max(maxd, std::fabs(static_cast<double>(logits[0][i]) - logits[1][i]));
+  std::printf("GGUF vs HF directory: max |logit diff| %.3g\n", maxd);
+  EXPECT_LE(maxd, 1e-4);
+  const std::vector<float> top = test::load_npy(golden("xterm_700x450", "logits_last_top64.npy")).f32();
+  const std::vector<int64_t> top_ids = test::load_npy(golden("xterm_700x450", "logits_last_top64_ids.npy")).i64();
+  for (size_t i = 0; i < top.size(); ++i) EXPECT_NEAR(logits[1][static_cast<size_t>(top_ids[i])], top[i], 1e-3);
+}
+
+TEST(Vision, BadImagesAreClearErrors) {
+  const std::string dir = std::filesystem::temp_directory_path() / "tessera_vision_test";
+  std::filesystem::create_directories(dir);
+  const std::string png = test::read_file(test::source_path(kScreens + "xterm_700x450.png"));
+  auto write = [&](const std::string& name, const std::string& bytes) {
+    std::ofstream(dir + "/" + name, std::ios::binary) << bytes;
+    return dir + "/" + name;
+  };
+  auto error_of = [](const std::string& path, ImageLimits lim = {}) {
+    try {
+      load_image(path, lim);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(error_of(write("trunc.png", png.substr(0, png.size() / 2))).find("cannot decode PNG"), std::string::npos);
+  EXPECT_NE(error_of(write("text.png", "hello, not an image")).find("not a PNG or JPEG"), std::string::npos);
+  const std::string jpg = test::read_file(test::source_path(kScreens + "xterm_1280x720.jpg"));
+  EXPECT_NE(error_of(write("trunc.jpg", jpg.substr(0, 200))).find("JPEG"), std::string::npos);
+  ImageLimits small;
+  small.max_pixels = 1000;
+  EXPECT_NE(error_of(test::source_path(kScreens + "xterm_700x450.png"), small).find("exceeds the limit"), std::string::npos);
+  EXPECT_NE(error_of(dir + "/missing.png").find("cannot open"), std::string::npos);
+  EXPECT_THROW(image_from_raw(nullptr, 0, 10, 3, 0), Error);
+  std::vector<uint8_t> rgba = {10, 20, 30, 0, 10, 20, 30, 128};
+  const ImageRGB r = image_from_raw(rgba.data(), 2, 1, 4, 8);
+  EXPECT_EQ(r.pixels[0], 255);  // fully transparent over white
+  std::filesystem::remove_all(dir);
+}
+
+// An mmproj that does not belong to the text model, and hostile mmproj metadata.
+TEST(Vision, MismatchedAndHostileMmprojAreRejected) {
+  const TinyModels& m = tiny();
+  auto big = LlamaModel::load(test::model_path());
+  EXPECT_THROW(Idefics3(*big, *m.vision), Error);  // 576-wide text, 32-wide projector
+  const std::string dir = std::filesystem::temp_directory_path() / "tessera_mmproj_test";
+  std::filesystem::create_directories(dir);
+  auto f = GgufFile::open(test::source_path(kTiny + "mmproj.gguf"));
+  auto rewrite = [&](const std::string& key, GgufValue v) {
+    GgufWriter w;
+    for (const auto& [k, val] : f->metadata()) w.set(k, val);
+    w.set(key, std::move(v));
+    for (const auto& t : f->tensors()) w.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+    const std::string p = dir + "/m.gguf";
+    w.write(p);
+    try {
+      Idefics3Vision::load_mmproj(p);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(rewrite("clip.vision.image_mean", GgufValue::make_f32_array({0.5f})).find("image_mean"), std::string::npos);
+  EXPECT_NE(rewrite("clip.vision.image_std", GgufValue::make_f32_array({0.5f, 0.0f, 0.5f})).find("image_std"), std::string::npos);
+  EXPECT_NE(rewrite("clip.vision.image_size", GgufValue::make_u32(1u << 30)).find("image_size"), std::string::npos);
+  EXPECT_NE(rewrite("clip.vision.patch_size", GgufValue::make_u32(0)).find("patch_size"), std::string::npos);
+  EXPECT_NE(rewrite("clip.vision.block_count", GgufValue::make_u32(3)).find("missing tensor"), std::string::npos);
+  EXPECT_NE(rewrite("clip.vision.embedding_length", GgufValue::make_u32(96)).find("shape"), std::string::npos);
+  EXPECT_NE(rewrite("clip.projector_type", GgufValue::make_string("mlp")).find("projector type"), std::string::npos);
+  std::filesystem::remove_all(dir);
+}
