@@ -8,14 +8,14 @@ cd "$root"
 
 (cd build && ctest --output-on-failure -j1)
 
-fuzz_seconds="${TESSERA_FUZZ_SECONDS:-60}"
+fuzz_seconds="${TESSERA_FUZZ_SECONDS:-45}"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_FUZZERS=ON >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target fuzz_gguf fuzz_tokenizer make_fuzz_seeds 2>&1 | grep -E "error:" || true
+cmake --build build-fuzz -j"$(nproc)" --target fuzz_gguf fuzz_tokenizer fuzz_safetensors fuzz_image make_fuzz_seeds 2>&1 | grep -E "error:" || true
 seeds="$(mktemp -d)"
 trap 'rm -rf "$seeds"' EXIT
 build-fuzz/make_fuzz_seeds "$seeds"
-for target in fuzz_gguf fuzz_tokenizer; do
+for target in fuzz_gguf fuzz_tokenizer fuzz_safetensors fuzz_image; do
   mkdir -p "$seeds/$target-corpus"
   echo "fuzz: $target for ${fuzz_seconds}s"
   build-fuzz/$target -max_total_time="$fuzz_seconds" -max_len=65536 -rss_limit_mb=2048 \

@@ -44,9 +44,38 @@ check "unwritable output"    run -m "$model" -p hi -n 4 -o "$tmp/no/such/dir/out
 check "output is a dir"      run -m "$model" -p hi -n 4 -o "$tmp"
 check "bad isa"              run -m "$model" -p hi --isa sse9
 check "tokenize bad model"   tokenize -m "$tmp/random.gguf" -p hi
+# the screen path
+tiny="$root/tests/fixtures/vision/tiny"
+screen="$root/tests/fixtures/vision/screens/xterm_700x450.png"
+head -c 3000 "$screen" >"$tmp/cut.png"
+python3 - "$screen" "$tmp/zero.png" <<'PY'
+import sys, zlib
+b = bytearray(open(sys.argv[1], "rb").read())
+b[16:20] = b"\0\0\0\0"  # IHDR width = 0, with a valid CRC
+b[29:33] = zlib.crc32(bytes(b[12:29])).to_bytes(4, "big")
+open(sys.argv[2], "wb").write(b)
+PY
+vlm=(run -m "$tiny/text.gguf" --mmproj "$tiny/mmproj.gguf" -p "What is on the screen?" -n 4)
+check "image missing"        "${vlm[@]}" --image "$tmp/nope.png"
+check "image truncated"      "${vlm[@]}" --image "$tmp/cut.png"
+check "image zero width"     "${vlm[@]}" --image "$tmp/zero.png"
+check "image not an image"   "${vlm[@]}" --image "$tmp/random.gguf"
+check "image over budget"    "${vlm[@]}" --image "$screen" --image-max-pixels 100000
+check "image without mmproj" run -m "$tiny/text.gguf" -p hi --image "$screen"
+check "mmproj without image" run -m "$tiny/text.gguf" -p hi --mmproj "$tiny/mmproj.gguf"
+check "mmproj is a text gguf" run -m "$tiny/text.gguf" -p hi --mmproj "$tiny/text.gguf" --image "$screen"
+check "mmproj misfits model" run -m "$model" -p hi --mmproj "$tiny/mmproj.gguf" --image "$screen"
+check "prompt over context (image)" "${vlm[@]}" --image "$screen" -c 256
+rm -f "$tmp/cut.png" "$tmp/zero.png"
+
 [ -z "$(ls "$tmp" | grep -v -e random.gguf -e truncated.gguf -e hostile.gguf -e out -e err)" ] || { echo "FAIL leftover files: $(ls "$tmp")"; fail=$((fail + 1)); }
 
-# and the good path: -o writes the whole answer atomically
+# and the good paths: -o writes the whole answer atomically; the screen path answers
+if "$bin" "${vlm[@]}" --image "$screen" >"$tmp/out" 2>"$tmp/err" && grep -q "vision encode" "$tmp/err"; then
+  pass=$((pass + 1)); echo "ok   screen question answered: $(grep 'vision encode' "$tmp/err")"
+else
+  fail=$((fail + 1)); echo "FAIL screen question: $(cat "$tmp/err")"
+fi
 if "$bin" run -m "$model" -p "Say hi" -n 8 -o "$tmp/answer.txt" 2>/dev/null && [ -s "$tmp/answer.txt" ]; then
   pass=$((pass + 1)); echo "ok   output file written"
 else

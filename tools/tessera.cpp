@@ -129,6 +129,7 @@ void check_output_writable(const std::string& path) {
 
 struct VisionArgs {
   std::string mmproj, image;
+  int64_t max_pixels = ImageLimits{}.max_pixels;
 };
 
 int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, const std::string& system,
@@ -141,7 +142,9 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
     fail("--image needs the vision model: pass --mmproj MMPROJ.gguf (or -m a SmolVLM Hugging Face directory)");
   // read the image first: a bad image fails fast, before any model is loaded
   ImageRGB image;
-  if (!va.image.empty()) image = load_image(va.image);
+  ImageLimits limits;
+  limits.max_pixels = va.max_pixels;
+  if (!va.image.empty()) image = load_image(va.image, limits);
   HfModel loaded = load_any(a);
   std::unique_ptr<LlamaModel>& model = loaded.text;
   Sampler sampler(so);
@@ -369,6 +372,7 @@ int main(int argc, char** argv) {
   VisionArgs vision;
   run->add_option("--mmproj", vision.mmproj, "vision model (llama.cpp mmproj GGUF) for --image");
   run->add_option("--image", vision.image, "a PNG or JPEG image to ask about (SmolVLM)");
+  run->add_option("--image-max-pixels", vision.max_pixels, "refuse larger images (memory budget)")->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
 
   auto* chat = app.add_subcommand("chat", "interactive chat; the KV cache is kept between turns");
   add_common(chat, common);

@@ -35,6 +35,17 @@ int main(int argc, char** argv) {
   std::vector<char> head(4096);
   model.read(head.data(), static_cast<std::streamsize>(head.size()));
   std::ofstream(dir + "/model_head.gguf", std::ios::binary).write(head.data(), model.gcount());
+  const std::string st = R"({"w":{"dtype":"F16","shape":[2,2],"data_offsets":[0,8]}})";
+  {
+    std::ofstream o(dir + "/tensors.safetensors", std::ios::binary);
+    const uint64_t n = st.size();
+    o.write(reinterpret_cast<const char*>(&n), 8);
+    o << st << std::string(8, '\0');
+  }
+  for (const char* img : {"xterm_700x450.png", "xterm_1280x720.jpg"}) {
+    std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/vision/screens/" + img, std::ios::binary);
+    std::ofstream(dir + "/" + img, std::ios::binary) << in.rdbuf();
+  }
   std::ofstream(dir + "/text1.txt") << "<|im_start|>user\nHello, world! 12345 don't\t\n  x<|im_end|>";
   std::ofstream(dir + "/text2.txt") << "int main() {\n    return 0; // ünïcödé 日本語 🙂\n}\n";
   return 0;
