@@ -26,6 +26,7 @@
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
+#include "vlm_init.h"
 
 using namespace tessera;
 
@@ -398,6 +399,17 @@ int main(int argc, char** argv) {
   convert->add_option("-o,--output", out_path, "output GGUF")->required();
   convert->add_option("--type", conv_type, "f32 (exact), f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
 
+  auto* init = app.add_subcommand("vlm-init", "make a SmolVLM-shaped text GGUF + random-vision mmproj from a SmolLM2 GGUF");
+  VlmInitOptions vi;
+  init->add_option("-m,--model", vi.text_in, "SmolLM2 text GGUF (default: the bundled model)");
+  init->add_option("--out-text", vi.text_out, "output text GGUF")->required();
+  init->add_option("--out-mmproj", vi.mmproj_out, "output mmproj GGUF")->required();
+  init->add_option("--seed", vi.seed, "random seed");
+  init->add_option("--vision-hidden", vi.hidden, "encoder width")->check(CLI::Range(16, 4096));
+  init->add_option("--vision-layers", vi.layers, "encoder layers")->check(CLI::Range(1, 64));
+  init->add_option("--vision-heads", vi.heads, "attention heads")->check(CLI::Range(1, 64));
+  init->add_option("--vision-ff", vi.ff, "MLP width")->check(CLI::Range(16, 16384));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -416,6 +428,11 @@ int main(int argc, char** argv) {
     if (*bench) return cmd_bench(common, n_prompt, n_gen, reps, json);
     if (*tokenize) return cmd_tokenize(common, text, special);
     if (*convert) return cmd_convert(conv_in, out_path, conv_type);
+    if (*init) {
+      if (vi.text_in.empty()) vi.text_in = default_model_path();
+      vlm_init(vi);
+      return 0;
+    }
   } catch (const Error& e) {
     std::fprintf(stderr, "tessera: error: %s\n", e.what());
     return 1;

@@ -50,6 +50,15 @@ void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
+void softmax_row(float* x, int64_t n, float scale) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = std::fmax(mx, x[i] * scale);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i] = std::exp(x[i] * scale - mx);
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
 void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
   double mean = 0;
   for (int64_t i = 0; i < n; ++i) mean += x[i];

@@ -145,7 +145,9 @@ std::unique_ptr<Idefics3Vision> Idefics3Vision::from_hf(const SiglipConfig& cfg,
 void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& pool) const {
   const SiglipConfig& c = cfg_;
   const int S = c.image_size, P = c.patch_size, side = S / P, N = c.n_patches(), H = c.hidden, hd = H / c.heads;
-  thread_local std::vector<float> cols, x, xn, q, k, v, att, tmp, ff;
+  thread_local std::vector<float> cols, x, xn, q, k, v, att, tmp, ff, scores, vt;
+  scores.resize(static_cast<size_t>(N) * N);
+  vt.resize(static_cast<size_t>(N) * hd);
   cols.resize(static_cast<size_t>(N) * 3 * P * P);
   x.resize(static_cast<size_t>(N) * H);
   xn.resize(x.size());
@@ -171,18 +173,20 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     apply(L.q, xn.data(), N, q.data(), pool);
     apply(L.k, xn.data(), N, k.data(), pool);
     apply(L.v, xn.data(), N, v.data(), pool);
-    // the buffers above are thread_local: hand the workers plain pointers to this thread's
-    const float *qp = q.data(), *kp = k.data(), *vp = v.data();
-    float* ap = att.data();
-    pool.parallel_for(static_cast<int64_t>(N) * c.heads, 1, [&](int64_t t0, int64_t t1) {
-      thread_local std::vector<float> scores;
-      scores.resize(static_cast<size_t>(N));
-      for (int64_t t = t0; t < t1; ++t) {
-        const int i = static_cast<int>(t / c.heads), h = static_cast<int>(t % c.heads);
-        attention(qp + static_cast<size_t>(i) * H + h * hd, kp + static_cast<size_t>(h) * hd, vp + static_cast<size_t>(h) * hd,
-                  DType::F32, N, H, hd, scale, ap + static_cast<size_t>(i) * H + h * hd, scores.data());
-      }
-    });
+    // Bidirectional attention as two matmuls per head: S = Q K^T, softmax rows, O = P V.
+    for (int h = 0; h < c.heads; ++h) {
+      WeightMatrix kh{DType::F32, N, hd, reinterpret_cast<const uint8_t*>(k.data() + static_cast<size_t>(h) * hd),
+                      static_cast<size_t>(H) * sizeof(float)};
+      matmul(kh, q.data() + static_cast<size_t>(h) * hd, N, H, scores.data(), N, pool);
+      float* sp = scores.data();
+      pool.parallel_for(N, 16, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) softmax_row(sp + i * N, N, scale);
+      });
+      for (int i = 0; i < N; ++i)  // V_h^T: rows are head dims, columns are keys
+        for (int d = 0; d < hd; ++d) vt[static_cast<size_t>(d) * N + i] = v[static_cast<size_t>(i) * H + h * hd + d];
+      WeightMatrix vh{DType::F32, hd, N, reinterpret_cast<const uint8_t*>(vt.data()), static_cast<size_t>(N) * sizeof(float)};
+      matmul(vh, scores.data(), N, N, att.data() + static_cast<size_t>(h) * hd, H, pool);
+    }
     apply(L.o, att.data(), N, tmp.data(), pool);
     add_inplace(x.data(), tmp.data(), static_cast<int64_t>(N) * H);
     for (int i = 0; i < N; ++i) layer_norm(&x[static_cast<size_t>(i) * H], L.ln2_w.data(), L.ln2_b.data(), &xn[static_cast<size_t>(i) * H], H, c.eps);

@@ -5,6 +5,7 @@
 // over the tokens. Both compute each output with the same instruction sequence as ref/.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -124,47 +125,39 @@ void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y) {
   for (int i = 0; i < R; ++i) y[r + i] = reduce16(acc[i]);
 }
 
-// Prefill: R dequantized rows (buffer, K16 floats apart) against T tokens.
-template <int R, int T>
-void block(const float* wbuf, int64_t K16, int64_t K, const float* x, int64_t xs, float* y,
-           int64_t ys) {
-  const int64_t full = K / 16;
-  const int rem = static_cast<int>(K % 16);
-  __m512 acc[R][T];
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < T; ++j) acc[i][j] = _mm512_setzero_ps();
+// Prefill micro-kernel on packed operands: 4 rows x 4 tokens, both stored chunk-interleaved
+// ([chunk][4][16] floats) so each operand is one sequential stream. The last chunk is masked
+// to K's tail, so padded lanes leave the accumulators untouched, exactly as ref/ does.
+inline void block4x4_packed(const float* wp, const float* xp, int64_t chunks, __mmask16 last_mask, float out[4][4]) {
+  __m512 acc[4][4];
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_setzero_ps();
+  const int64_t full = last_mask == 0xffff ? chunks : chunks - 1;
   for (int64_t c = 0; c < full; ++c) {
-    __m512 xv[T];
-    for (int j = 0; j < T; ++j) xv[j] = _mm512_loadu_ps(x + j * xs + 16 * c);
-    for (int i = 0; i < R; ++i) {
-      const __m512 wv = _mm512_loadu_ps(wbuf + i * K16 + 16 * c);
-      for (int j = 0; j < T; ++j) acc[i][j] = _mm512_fmadd_ps(wv, xv[j], acc[i][j]);
+    const float* xc = xp + c * 64;
+    const float* wc = wp + c * 64;
+    const __m512 x0 = _mm512_loadu_ps(xc), x1 = _mm512_loadu_ps(xc + 16), x2 = _mm512_loadu_ps(xc + 32),
+                 x3 = _mm512_loadu_ps(xc + 48);
+    for (int i = 0; i < 4; ++i) {
+      const __m512 wv = _mm512_loadu_ps(wc + 16 * i);
+      acc[i][0] = _mm512_fmadd_ps(wv, x0, acc[i][0]);
+      acc[i][1] = _mm512_fmadd_ps(wv, x1, acc[i][1]);
+      acc[i][2] = _mm512_fmadd_ps(wv, x2, acc[i][2]);
+      acc[i][3] = _mm512_fmadd_ps(wv, x3, acc[i][3]);
     }
   }
-  if (rem) {
-    const __mmask16 mk = static_cast<__mmask16>((1u << rem) - 1);
-    __m512 xv[T];
-    for (int j = 0; j < T; ++j) xv[j] = _mm512_maskz_loadu_ps(mk, x + j * xs + 16 * full);
-    for (int i = 0; i < R; ++i) {
-      const __m512 wv = _mm512_loadu_ps(wbuf + i * K16 + 16 * full);
-      for (int j = 0; j < T; ++j) acc[i][j] = _mm512_mask3_fmadd_ps(wv, xv[j], acc[i][j], mk);
+  if (full < chunks) {
+    const float* xc = xp + full * 64;
+    const float* wc = wp + full * 64;
+    __m512 xv[4];
+    for (int j = 0; j < 4; ++j) xv[j] = _mm512_loadu_ps(xc + 16 * j);
+    for (int i = 0; i < 4; ++i) {
+      const __m512 wv = _mm512_loadu_ps(wc + 16 * i);
+      for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_mask3_fmadd_ps(wv, xv[j], acc[i][j], last_mask);
     }
   }
-  for (int i = 0; i < R; ++i)
-    for (int j = 0; j < T; ++j) y[j * ys + i] = reduce16(acc[i][j]);
-}
-
-template <int R>
-void block_tokens(const float* wbuf, int64_t K16, int64_t K, const float* x, int64_t m, int64_t xs,
-                  float* y, int64_t ys) {
-  int64_t t = 0;
-  for (; t + 4 <= m; t += 4) block<R, 4>(wbuf, K16, K, x + t * xs, xs, y + t * ys, ys);
-  switch (m - t) {
-    case 3: block<R, 3>(wbuf, K16, K, x + t * xs, xs, y + t * ys, ys); break;
-    case 2: block<R, 2>(wbuf, K16, K, x + t * xs, xs, y + t * ys, ys); break;
-    case 1: block<R, 1>(wbuf, K16, K, x + t * xs, xs, y + t * ys, ys); break;
-    default: break;
-  }
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j) out[i][j] = reduce16(acc[i][j]);
 }
 
 template <DType T>
@@ -178,32 +171,60 @@ void matmul_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x
     for (; r < r1; ++r) rows_x1<T, 1>(w, r, x, y);
     return;
   }
-  const int64_t full = K / 16, rem = K % 16, K16 = (full + (rem ? 1 : 0)) * 16;
-  thread_local std::vector<float> buf;
-  if (buf.size() < static_cast<size_t>(4 * K16)) buf.resize(static_cast<size_t>(4 * K16));
-  for (int64_t r = r0; r < r1; r += 4) {
-    const int nr = static_cast<int>(std::min<int64_t>(4, r1 - r));
-    for (int i = 0; i < nr; ++i) {
-      const uint8_t* row = w.data + (r + i) * w.row_stride;
-      float* dst = buf.data() + i * K16;
+  const int64_t full = K / 16, rem = K % 16, chunks = full + (rem ? 1 : 0);
+  const __mmask16 last_mask = rem ? static_cast<__mmask16>((1u << rem) - 1) : static_cast<__mmask16>(0xffff);
+  // Cache blocking: a panel of up to kPanel dequantized rows and a chunk of tokens together
+  // stay within L2. Rows and tokens are padded to multiples of 4 with zeros; padded results
+  // are never stored.
+  constexpr int64_t kPanel = 64;
+  const int64_t tokens_per_chunk = std::max<int64_t>(4, (256 * 1024 / 4) / (chunks * 16) / 4 * 4);
+  thread_local std::vector<float> wbuf, xbuf;
+  wbuf.resize(static_cast<size_t>(kPanel * chunks * 16));
+  xbuf.resize(static_cast<size_t>((tokens_per_chunk + 3) / 4 * 4 * chunks * 16));
+  for (int64_t p0 = r0; p0 < r1; p0 += kPanel) {
+    const int64_t np = std::min<int64_t>(kPanel, r1 - p0), np4 = (np + 3) / 4 * 4;
+    // pack: wbuf[group][chunk][row in group][16]
+    for (int64_t i = 0; i < np4; ++i) {
+      float* base = wbuf.data() + (i / 4) * chunks * 64 + (i % 4) * 16;
+      if (i >= np) {
+        for (int64_t c = 0; c < chunks; ++c) _mm512_storeu_ps(base + c * 64, _mm512_setzero_ps());
+        continue;
+      }
+      const uint8_t* row = w.data + (p0 + i) * w.row_stride;
       if constexpr (is_block32(T)) {
         for (int64_t b = 0; b < K / 32; ++b) {
           __m512 w0, w1;
           deq32<T>(row, b, w0, w1);
-          _mm512_storeu_ps(dst + 32 * b, w0);
-          _mm512_storeu_ps(dst + 32 * b + 16, w1);
+          _mm512_storeu_ps(base + (2 * b) * 64, w0);
+          _mm512_storeu_ps(base + (2 * b + 1) * 64, w1);
         }
       } else {
-        for (int64_t c = 0; c < full; ++c) _mm512_storeu_ps(dst + 16 * c, deq16<T>(row, c));
+        for (int64_t c = 0; c < full; ++c) _mm512_storeu_ps(base + c * 64, deq16<T>(row, c));
       }
-      if (rem) _mm512_storeu_ps(dst + 16 * full, deq_tail(w.type, row, full, static_cast<int>(rem)));
+      if (rem) _mm512_storeu_ps(base + full * 64, deq_tail(w.type, row, full, static_cast<int>(rem)));
     }
-    float* yr = y + r;
-    switch (nr) {
-      case 4: block_tokens<4>(buf.data(), K16, K, x, m, xs, yr, ys); break;
-      case 3: block_tokens<3>(buf.data(), K16, K, x, m, xs, yr, ys); break;
-      case 2: block_tokens<2>(buf.data(), K16, K, x, m, xs, yr, ys); break;
-      default: block_tokens<1>(buf.data(), K16, K, x, m, xs, yr, ys); break;
+    for (int64_t t0 = 0; t0 < m; t0 += tokens_per_chunk) {
+      const int64_t tc = std::min(tokens_per_chunk, m - t0), tc4 = (tc + 3) / 4 * 4;
+      // pack: xbuf[token group][chunk][token in group][16]
+      for (int64_t t = 0; t < tc4; ++t) {
+        float* base = xbuf.data() + (t / 4) * chunks * 64 + (t % 4) * 16;
+        if (t >= tc) {
+          for (int64_t c = 0; c < chunks; ++c) _mm512_storeu_ps(base + c * 64, _mm512_setzero_ps());
+          continue;
+        }
+        const float* xr = x + (t0 + t) * xs;
+        for (int64_t c = 0; c < full; ++c) _mm512_storeu_ps(base + c * 64, _mm512_loadu_ps(xr + 16 * c));
+        if (rem) _mm512_storeu_ps(base + full * 64, _mm512_maskz_loadu_ps(last_mask, xr + 16 * full));
+      }
+      for (int64_t g = 0; g < np4 / 4; ++g) {
+        const float* wp = wbuf.data() + g * chunks * 64;
+        for (int64_t tg = 0; tg < tc4 / 4; ++tg) {
+          float out[4][4];
+          block4x4_packed(wp, xbuf.data() + tg * chunks * 64, chunks, last_mask, out);
+          for (int i = 0; i < 4 && 4 * g + i < np; ++i)
+            for (int j = 0; j < 4 && 4 * tg + j < tc; ++j) y[(t0 + 4 * tg + j) * ys + p0 + 4 * g + i] = out[i][j];
+        }
+      }
     }
   }
 }
