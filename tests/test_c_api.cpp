@@ -1,6 +1,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <vector>
 
 #include "tessera/tessera.h"
 #include "test_util.h"
@@ -29,5 +30,31 @@ TEST(CApi, LoadTokenizeGenerate) {
   EXPECT_GT(n, 0) << tessera_last_error();
   EXPECT_NE(out.find("Paris"), std::string::npos) << out;
   tessera_session_free(s);
+  tessera_model_free(m);
+}
+
+// A screen capturer's path: a raw RGBA frame in memory, no files.
+TEST(CApi, AskAboutARawFrame) {
+  const std::string tiny = tessera::test::source_path("tests/fixtures/vision/tiny/");
+  tessera_model* m = tessera_model_load((tiny + "text.gguf").c_str());
+  ASSERT_NE(m, nullptr) << tessera_last_error();
+  tessera_vision* v = tessera_vision_load((tiny + "mmproj.gguf").c_str());
+  ASSERT_NE(v, nullptr) << tessera_last_error();
+  EXPECT_EQ(tessera_vision_load("/nonexistent.gguf"), nullptr);
+  tessera_session* s = tessera_session_new(m, 2048, 2);
+  std::vector<uint8_t> px(640 * 360 * 4);
+  for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>(i * 7 % 251);
+  tessera_frame f{px.data(), 640, 360, 4, 640 * 4};
+  tessera_generate_params p = tessera_default_params();
+  p.n_predict = 4;
+  tessera_image_timings t{};
+  EXPECT_EQ(tessera_ask_image(s, v, &f, "What is the user doing?", &p, nullptr, nullptr, &t), 4) << tessera_last_error();
+  EXPECT_EQ(t.tiles, 13);
+  EXPECT_GT(t.prompt_tokens, 832);
+  tessera_frame bad{px.data(), 0, 360, 4, 0};
+  EXPECT_EQ(tessera_ask_image(s, v, &bad, "x", &p, nullptr, nullptr, nullptr), -1);
+  EXPECT_NE(std::string(tessera_last_error()).find("zero size"), std::string::npos);
+  tessera_session_free(s);
+  tessera_vision_free(v);
   tessera_model_free(m);
 }

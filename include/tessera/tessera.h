@@ -46,6 +46,33 @@ int tessera_tokenize(const tessera_model* model, const char* text, int parse_spe
 int tessera_generate(tessera_session* session, const char* prompt,
                      const tessera_generate_params* params, tessera_piece_fn on_piece, void* user);
 
+/* ---- SmolVLM screen questions ----------------------------------------------------------
+ * A vision tower (llama.cpp mmproj GGUF) used with a text model from tessera_model_load. */
+typedef struct tessera_vision tessera_vision;
+
+tessera_vision* tessera_vision_load(const char* mmproj_path);
+void tessera_vision_free(tessera_vision* vision);
+
+/* An image in memory: interleaved 8-bit RGB (channels 3) or RGBA (4, composited onto white),
+ * rows `stride` bytes apart -- what a screen capturer hands over. */
+typedef struct tessera_frame {
+  const uint8_t* pixels;
+  int width, height, channels;
+  size_t stride;
+} tessera_frame;
+
+/* Phase timings of the last tessera_ask_image call, in milliseconds. */
+typedef struct tessera_image_timings {
+  double preprocess_ms, encode_ms, connector_ms, prefill_ms, decode_ms;
+  int tiles, prompt_tokens, generated_tokens;
+} tessera_image_timings;
+
+/* Asks `question` about the frame (appended to the session) and generates the answer.
+ * Returns the number of generated tokens or -1; `timings` may be NULL. */
+int tessera_ask_image(tessera_session* session, const tessera_vision* vision, const tessera_frame* frame,
+                      const char* question, const tessera_generate_params* params, tessera_piece_fn on_piece,
+                      void* user, tessera_image_timings* timings);
+
 #ifdef __cplusplus
 }
 #endif

@@ -5,6 +5,8 @@
 #include <string>
 
 #include "core/error.h"
+#include "formats/image.h"
+#include "models/idefics3.h"
 #include "models/llama.h"
 #include "runtime/generate.h"
 #include "runtime/session.h"
@@ -15,9 +17,23 @@ struct tessera_model {
 struct tessera_session {
   std::unique_ptr<tessera::Session> session;
 };
+struct tessera_vision {
+  std::unique_ptr<tessera::Idefics3Vision> vision;
+};
 
 namespace {
 thread_local std::string g_error;
+
+tessera::SamplerOptions sampler_options(const tessera_generate_params* p) {
+  tessera::SamplerOptions so;
+  so.temperature = p->temperature;
+  so.top_k = p->top_k;
+  so.top_p = p->top_p;
+  so.min_p = p->min_p;
+  so.repeat_penalty = p->repeat_penalty;
+  so.seed = p->seed;
+  return so;
+}
 
 template <typename F>
 auto guarded(F&& f, decltype(f()) on_error) -> decltype(f()) {
@@ -89,17 +105,47 @@ int tessera_generate(tessera_session* session, const char* prompt, const tessera
     std::string text = prompt;
     if (params->chat) text = tessera::apply_chat_template(m, {{"user", text}}, true);
     const auto ids = m.tokenizer().encode(text, params->chat != 0);
-    tessera::SamplerOptions so;
-    so.temperature = params->temperature;
-    so.top_k = params->top_k;
-    so.top_p = params->top_p;
-    so.min_p = params->min_p;
-    so.repeat_penalty = params->repeat_penalty;
-    so.seed = params->seed;
-    tessera::Sampler sampler(so);
+    tessera::Sampler sampler(sampler_options(params));
     const auto st = tessera::generate(*session->session, ids, params->n_predict, sampler, [&](const std::string& p) {
       if (on_piece) on_piece(p.data(), p.size(), user);
     });
+    return st.generated_tokens;
+  }, -1);
+}
+
+tessera_vision* tessera_vision_load(const char* path) {
+  return guarded([&]() -> tessera_vision* {
+    if (!path) tessera::fail("mmproj path is NULL");
+    return new tessera_vision{tessera::Idefics3Vision::load_mmproj(path)};
+  }, nullptr);
+}
+
+void tessera_vision_free(tessera_vision* vision) { delete vision; }
+
+int tessera_ask_image(tessera_session* session, const tessera_vision* vision, const tessera_frame* frame,
+                      const char* question, const tessera_generate_params* params, tessera_piece_fn on_piece,
+                      void* user, tessera_image_timings* timings) {
+  return guarded([&]() -> int {
+    if (!session || !vision || !frame || !question || !params) tessera::fail("an argument is NULL");
+    const tessera::ImageRGB img = tessera::image_from_raw(frame->pixels, frame->width, frame->height, frame->channels, frame->stride);
+    tessera::Session& s = *session->session;
+    tessera::Idefics3 vlm(s.model(), *vision->vision);
+    tessera::VisionTimings tm;
+    tessera::ImagePrompt p = vlm.build(img, question, s.pool(), &tm);
+    tessera::Sampler sampler(sampler_options(params));
+    const auto st = tessera::generate(s, p.tokens, params->n_predict, sampler, [&](const std::string& piece) {
+      if (on_piece) on_piece(piece.data(), piece.size(), user);
+    }, nullptr, &p.embeddings);
+    if (timings) {
+      timings->preprocess_ms = tm.preprocess_s * 1e3;
+      timings->encode_ms = tm.encode_total() * 1e3;
+      timings->connector_ms = tm.connector_s * 1e3;
+      timings->prefill_ms = st.prompt_seconds * 1e3;
+      timings->decode_ms = st.generate_seconds * 1e3;
+      timings->tiles = p.tiles;
+      timings->prompt_tokens = st.prompt_tokens;
+      timings->generated_tokens = st.generated_tokens;
+    }
     return st.generated_tokens;
   }, -1);
 }
