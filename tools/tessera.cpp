@@ -25,6 +25,7 @@
 #include "models/llama.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
+#include "profile/probe.h"
 #include "runtime/session.h"
 #include "vlm_init.h"
 
@@ -410,6 +411,13 @@ int main(int argc, char** argv) {
   init->add_option("--vision-heads", vi.heads, "attention heads")->check(CLI::Range(1, 64));
   init->add_option("--vision-ff", vi.ff, "MLP width")->check(CLI::Range(16, 16384));
 
+  auto* probe = app.add_subcommand("probe", "measure this machine's compute and bandwidth peaks");
+  ProbeOptions po;
+  std::string probe_out;
+  probe->add_option("-t,--threads", po.threads, "threads for the all-core figures (default: all cores)")->check(CLI::Range(1, 1024));
+  probe->add_option("-r,--repetitions", po.repetitions, "timed runs per figure (median reported)")->check(CLI::Range(1, 100));
+  probe->add_option("-o,--output", probe_out, "write the results as JSON (default: models/probe.json)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -428,6 +436,19 @@ int main(int argc, char** argv) {
     if (*bench) return cmd_bench(common, n_prompt, n_gen, reps, json);
     if (*tokenize) return cmd_tokenize(common, text, special);
     if (*convert) return cmd_convert(conv_in, out_path, conv_type);
+    if (*probe) {
+      const std::string path = probe_out.empty() ? std::string(TESSERA_SOURCE_DIR) + "/models/probe.json" : probe_out;
+      check_output_writable(path);
+      const auto res = run_probe(po);
+      std::printf("| measure | threads | median | unit | min | max |\n|---|---|---|---|---|---|\n");
+      for (const auto& r : res) {
+        const auto [mn, mx] = std::minmax_element(r.samples.begin(), r.samples.end());
+        std::printf("| %s | %d | %.1f | %s | %.1f | %.1f |\n", r.name.c_str(), r.threads, r.value, r.unit.c_str(), *mn, *mx);
+      }
+      write_atomically(path, probe_to_json(res));
+      std::fprintf(stderr, "saved %s\n", path.c_str());
+      return 0;
+    }
     if (*init) {
       if (vi.text_in.empty()) vi.text_in = default_model_path();
       vlm_init(vi);

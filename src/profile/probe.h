@@ -1,0 +1,28 @@
+// `tessera probe`: this machine's measured peaks -- the denominators of every kernel target
+// and of the profiler's roofline. Compute: fp32 FMA (AVX-512), int8 dot (AVX512-VNNI), AMX
+// bf16 and int8 when the OS grants tile data. Bandwidth: reads from L2-, L3- and DRAM-sized
+// buffers. Each figure is the median of repeated timed runs, on 1 thread and on all threads.
+#pragma once
+#include <string>
+#include <vector>
+
+namespace tessera {
+
+struct ProbeResult {
+  std::string name, unit;  // e.g. "fp32_fma", "GFLOP/s"
+  int threads = 1;
+  double value = 0;        // median
+  std::vector<double> samples;
+};
+
+struct ProbeOptions {
+  int threads = 0;  // 0: all cores
+  int repetitions = 5;
+};
+
+std::vector<ProbeResult> run_probe(const ProbeOptions& opt);
+std::string probe_to_json(const std::vector<ProbeResult>& r);
+// Peak of `name` at `threads` from a saved probe JSON; 0 when absent.
+double probe_lookup(const std::string& json, const std::string& name, int threads);
+
+}  // namespace tessera

@@ -1,0 +1,112 @@
+// Peak-compute loops for the probe; compiled with AVX-512/VNNI/AMX flags, called only when
+// the CPU (and, for AMX, the OS) supports them.
+#include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cstdint>
+#include <cstring>
+
+namespace tessera::probe_x86 {
+
+// 16 independent FMA chains; returns FLOPs done.
+double fma_loop(int64_t iters) {
+  __m512 a[16];
+  for (int i = 0; i < 16; ++i) a[i] = _mm512_set1_ps(1.0f + i * 1e-7f);
+  const __m512 b = _mm512_set1_ps(0.999999f), c = _mm512_set1_ps(1e-7f);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 16; ++i) a[i] = _mm512_fmadd_ps(a[i], b, c);
+  __m512 s = a[0];
+  for (int i = 1; i < 16; ++i) s = _mm512_add_ps(s, a[i]);
+  volatile float sink = _mm512_reduce_add_ps(s);
+  (void)sink;
+  return static_cast<double>(iters) * 16 * 16 * 2;
+}
+
+// 16 independent vpdpbusd chains; returns int8 ops (multiply + add) done.
+double vnni_loop(int64_t iters) {
+  __m512i a[16];
+  for (int i = 0; i < 16; ++i) a[i] = _mm512_set1_epi32(i);
+  const __m512i b = _mm512_set1_epi8(3), c = _mm512_set1_epi8(-2);
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 16; ++i) a[i] = _mm512_dpbusd_epi32(a[i], b, c);
+  __m512i s = a[0];
+  for (int i = 1; i < 16; ++i) s = _mm512_add_epi32(s, a[i]);
+  volatile int sink = _mm512_reduce_add_epi32(s);
+  (void)sink;
+  return static_cast<double>(iters) * 16 * 64 * 2;
+}
+
+// Linux: ask for AMX tile data once per process (arch_prctl ARCH_REQ_XCOMP_PERM).
+bool amx_request() {
+  static const bool ok = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
+  return ok;
+}
+
+namespace {
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+void configure() {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) {
+    cfg.colsb[t] = 64;
+    cfg.rows[t] = 16;
+  }
+  _tile_loadconfig(&cfg);
+}
+}  // namespace
+
+// 4 accumulator tiles, A/B tiles reused; returns FLOPs (bf16) or ops (int8) done.
+double amx_bf16_loop(int64_t iters) {
+  alignas(64) static uint8_t buf[1024] = {};
+  configure();
+  _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+  _tile_loadd(4, buf, 64); _tile_loadd(5, buf, 64); _tile_loadd(6, buf, 64); _tile_loadd(7, buf, 64);
+  for (int64_t it = 0; it < iters; ++it) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  alignas(64) static float out[256];
+  _tile_stored(0, out, 64);
+  _tile_release();
+  return static_cast<double>(iters) * 4 * 16 * 16 * 32 * 2;
+}
+
+double amx_int8_loop(int64_t iters) {
+  alignas(64) static uint8_t buf[1024] = {};
+  configure();
+  _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
+  _tile_loadd(4, buf, 64); _tile_loadd(5, buf, 64); _tile_loadd(6, buf, 64); _tile_loadd(7, buf, 64);
+  for (int64_t it = 0; it < iters; ++it) {
+    _tile_dpbusd(0, 4, 6);
+    _tile_dpbusd(1, 4, 7);
+    _tile_dpbusd(2, 5, 6);
+    _tile_dpbusd(3, 5, 7);
+  }
+  alignas(64) static int32_t out[256];
+  _tile_stored(0, out, 64);
+  _tile_release();
+  return static_cast<double>(iters) * 4 * 16 * 16 * 64 * 2;
+}
+
+// Sums a buffer with 8 independent streams of 512-bit loads; returns bytes read.
+double read_loop(const float* p, size_t n_floats, int passes) {
+  __m512 acc[8];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  const size_t per = n_floats / 8 / 16 * 16;
+  for (int r = 0; r < passes; ++r)
+    for (size_t i = 0; i < per; i += 16)
+      for (int s = 0; s < 8; ++s) acc[s] = _mm512_add_ps(acc[s], _mm512_load_ps(p + s * per + i));
+  __m512 t = acc[0];
+  for (int s = 1; s < 8; ++s) t = _mm512_add_ps(t, acc[s]);
+  volatile float sink = _mm512_reduce_add_ps(t);
+  (void)sink;
+  return static_cast<double>(per) * 8 * 4 * passes;
+}
+
+}  // namespace tessera::probe_x86
