@@ -44,7 +44,10 @@ const std::vector<Case>& cases() {
   static const std::vector<Case> c = {{"xterm_1280x720", "xterm_1280x720.png"},
                                       {"xterm_700x450", "xterm_700x450.png"},
                                       {"xterm_700x450_rgba", "xterm_700x450_rgba.png"},
-                                      {"xterm_1280x720_jpg", "xterm_1280x720.jpg"}};
+                                      {"xterm_1280x720_jpg", "xterm_1280x720.jpg"},
+                                      {"desktop_1920x1080", "desktop_1920x1080.png"},
+                                      {"chromium_1280x800", "chromium_1280x800.png"},
+                                      {"xedit_1024x640", "xedit_1024x640.png"}};
   return c;
 }
 
