@@ -6,7 +6,8 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 
 packages=(cmake g++ make pkg-config python3 python3-pip libgtest-dev libbenchmark-dev
-          nlohmann-json3-dev libcli11-dev clang libclang-rt-14-dev libpng-dev libjpeg-dev)
+          nlohmann-json3-dev libcli11-dev clang libclang-rt-14-dev libpng-dev libjpeg-dev
+          g++-aarch64-linux-gnu qemu-user-static)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -8,6 +8,13 @@ cd "$root"
 
 (cd build && ctest --output-on-failure -j1)
 
+# ARM NEON kernels (Apple Silicon's instruction set): cross-compiled, run under qemu-user
+cmake -S . -B build-arm -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DTESSERA_KERNELS_ONLY=ON \
+  -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-arm -j"$(nproc)" 2>&1 | grep -E "error:" || true
+echo "arm64 (qemu-aarch64 -cpu max): $(qemu-aarch64-static -cpu max -L /usr/aarch64-linux-gnu build-arm/kernel_check | tail -n 1)"
+qemu-aarch64-static -cpu max -L /usr/aarch64-linux-gnu build-arm/kernel_check >/dev/null
+
 fuzz_seconds="${TESSERA_FUZZ_SECONDS:-45}"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_FUZZERS=ON >/dev/null

@@ -57,12 +57,13 @@ void add_common(CLI::App* app, CommonArgs& a) {
   app->add_option("-b,--batch-size", a.batch, "tokens per forward pass")->check(CLI::Range(1, 8192));
   app->add_option("--cache-type", a.cache_type, "KV cache element type: f16 (default) or f32")->check(CLI::IsMember({"f16", "f32"}));
   app->add_flag("--q8-activations", a.q8_act, "quantize matmul inputs to 8 bits per 32 like llama.cpp's CPU backend (W4A8)");
-  app->add_option("--isa", a.isa, "cap the kernel instruction set: scalar or avx512")->check(CLI::IsMember({"scalar", "avx512"}));
+  app->add_option("--isa", a.isa, "cap the kernel instruction set: scalar, neon or avx512")->check(CLI::IsMember({"scalar", "neon", "avx512"}));
 }
 
 // -m FILE.gguf, or -m DIR for a Hugging Face directory (which may hold a vision tower too).
 HfModel load_any(CommonArgs& a) {
   if (a.isa == "scalar") set_isa_cap(Isa::Scalar);
+  if (a.isa == "neon") set_isa_cap(Isa::Neon);
   if (a.model.empty()) {
     a.model = default_model_path();
     if (!std::filesystem::exists(a.model))

@@ -18,7 +18,8 @@ Isa cap_from_env() {
   if (!e || !*e) return Isa::Avx512;
   if (std::strcmp(e, "scalar") == 0) return Isa::Scalar;
   if (std::strcmp(e, "avx512") == 0) return Isa::Avx512;
-  fail("TESSERA_ISA='%s' is not one of: scalar, avx512", e);
+  if (std::strcmp(e, "neon") == 0) return Isa::Neon;
+  fail("TESSERA_ISA='%s' is not one of: scalar, neon, avx512", e);
 }
 
 }  // namespace
@@ -26,6 +27,7 @@ Isa cap_from_env() {
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return "scalar";
+    case Isa::Neon: return "neon";
     case Isa::Avx512: return "avx512";
   }
   return "unknown";
@@ -39,6 +41,8 @@ Isa detected_isa() {
     return ok ? Isa::Avx512 : Isa::Scalar;
   }();
   return best;
+#elif defined(__aarch64__)
+  return Isa::Neon;  // every ARMv8-A core has Advanced SIMD
 #else
   return Isa::Scalar;
 #endif
@@ -52,12 +56,16 @@ Isa active_isa() {
     cap = static_cast<int>(cap_from_env());
     g_cap.store(cap);
   }
-  return static_cast<Isa>(std::min(cap, static_cast<int>(detected_isa())));
+  const Isa best = detected_isa();
+  if (cap >= static_cast<int>(best)) return best;
+  return cap == static_cast<int>(Isa::Neon) && best != Isa::Neon ? Isa::Scalar : static_cast<Isa>(cap);
 }
 
 // The kernel table entry for the active ISA level.
 #if defined(TESSERA_HAVE_AVX512)
 #define TESSERA_PICK(fn) (active_isa() == Isa::Avx512 ? &avx512::fn : &ref::fn)
+#elif defined(__aarch64__)
+#define TESSERA_PICK(fn) (active_isa() == Isa::Neon ? &neon::fn : &ref::fn)
 #else
 #define TESSERA_PICK(fn) (&ref::fn)
 #endif

@@ -10,10 +10,10 @@
 
 namespace tessera {
 
-enum class Isa : int { Scalar = 0, Avx512 = 2 };
+enum class Isa : int { Scalar = 0, Neon = 1, Avx512 = 2 };
 const char* isa_name(Isa isa);
 Isa detected_isa();  // best level the CPU and OS support
-Isa active_isa();    // detected, capped by set_isa_cap() or TESSERA_ISA=scalar|avx512
+Isa active_isa();    // detected, capped by set_isa_cap() or TESSERA_ISA=scalar|neon|avx512
 void set_isa_cap(Isa cap);
 
 // A weight matrix of `rows` output features × `cols` inputs, row-major in a GGUF block type.
@@ -66,6 +66,9 @@ TESSERA_KERNEL_DECLS
 namespace avx512 {
 TESSERA_KERNEL_DECLS
 }  // namespace avx512
+namespace neon {
+TESSERA_KERNEL_DECLS
+}  // namespace neon
 #undef TESSERA_KERNEL_DECLS
 
 }  // namespace tessera

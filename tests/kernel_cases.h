@@ -1,0 +1,110 @@
+// Random operands of every weight type, with their exact float64 values, shared by the
+// GoogleTest kernel suite and the standalone cross-ISA check (tests/kernel_check.cpp).
+#pragma once
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "core/fp16.h"
+#include "kernels/kernels.h"
+
+namespace tessera::test {
+
+
+// Random weights of a type, plus the exact value of every element in double.
+struct RandomMatrix {
+  std::vector<uint8_t> bytes;
+  std::vector<double> exact;  // rows x cols
+  WeightMatrix w;
+};
+
+inline RandomMatrix make_matrix(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  RandomMatrix m;
+  const size_t rb = row_bytes(t, static_cast<uint64_t>(cols));
+  m.bytes.resize(rb * static_cast<size_t>(rows));
+  m.exact.resize(static_cast<size_t>(rows * cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    uint8_t* row = m.bytes.data() + r * rb;
+    double* ex = m.exact.data() + r * cols;
+    for (int64_t b = 0; b < cols; ++b) {
+      if (t == DType::F32) {
+        const float v = u(rng);
+        std::memcpy(row + 4 * b, &v, 4);
+        ex[b] = v;
+      } else if (t == DType::F16) {
+        const uint16_t h = float_to_fp16(u(rng));
+        std::memcpy(row + 2 * b, &h, 2);
+        ex[b] = fp16_to_float(h);
+      } else if (t == DType::BF16) {
+        const uint16_t h = float_to_bf16(u(rng));
+        std::memcpy(row + 2 * b, &h, 2);
+        ex[b] = bf16_to_float(h);
+      }
+    }
+    if (t == DType::F32 || t == DType::F16 || t == DType::BF16) continue;
+    for (int64_t b = 0; b < cols / 32; ++b) {
+      const uint16_t d = float_to_fp16(0.001f + 0.05f * std::fabs(u(rng)));
+      const uint16_t mn = float_to_fp16(0.3f * u(rng));
+      const double dd = fp16_to_float(d), mm = fp16_to_float(mn);
+      double* ex = m.exact.data() + r * cols + 32 * b;
+      if (t == DType::Q8_0) {
+        uint8_t* p = row + 34 * b;
+        std::memcpy(p, &d, 2);
+        for (int j = 0; j < 32; ++j) {
+          const int8_t q = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+          p[2 + j] = static_cast<uint8_t>(q);
+          ex[j] = dd * q;
+        }
+      } else {
+        const bool q41 = t == DType::Q4_1;
+        uint8_t* p = row + (q41 ? 20 : 18) * b;
+        std::memcpy(p, &d, 2);
+        if (q41) std::memcpy(p + 2, &mn, 2);
+        uint8_t* qs = p + (q41 ? 4 : 2);
+        for (int j = 0; j < 16; ++j) {
+          const int lo = static_cast<int>(rng() % 16), hi = static_cast<int>(rng() % 16);
+          qs[j] = static_cast<uint8_t>(lo | (hi << 4));
+          ex[j] = q41 ? dd * lo + mm : dd * (lo - 8);
+          ex[j + 16] = q41 ? dd * hi + mm : dd * (hi - 8);
+        }
+      }
+    }
+  }
+  m.w.type = t;
+  m.w.rows = rows;
+  m.w.cols = cols;
+  m.w.data = m.bytes.data();
+  m.w.row_stride = rb;
+  return m;
+}
+
+inline std::vector<float> random_x(int64_t m, int64_t k, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(m * k));
+  for (auto& v : x) v = n(rng);
+  return x;
+}
+
+struct Case {
+  DType type;
+  std::vector<int64_t> ks;
+};
+
+inline const std::vector<Case>& cases() {
+  static const std::vector<Case> c = {
+      {DType::F32, {1, 5, 15, 16, 17, 31, 33, 100, 576}},
+      {DType::F16, {1, 7, 16, 17, 48, 100, 576}},
+      {DType::BF16, {3, 16, 31, 64, 100}},
+      {DType::Q8_0, {32, 64, 96, 576, 1536}},
+      {DType::Q4_0, {32, 96, 576, 1536}},
+      {DType::Q4_1, {32, 64, 160, 576, 1536}},
+  };
+  return c;
+}
+
+
+}  // namespace tessera::test
