@@ -81,5 +81,12 @@ if "$bin" run -m "$model" -p "Say hi" -n 8 -o "$tmp/answer.txt" 2>/dev/null && [
 else
   fail=$((fail + 1)); echo "FAIL output file not written"
 fi
+# chat keeps the KV cache: the second turn evaluates only its own tokens
+second=$(printf 'What is the capital of France?\nAnd of Italy?\n' | "$bin" chat -m "$model" -n 24 2>&1 >/dev/null | grep -o 'prompt: [0-9]* tokens' | sed -n 2p | grep -o '[0-9]*')
+if [ -n "$second" ] && [ "$second" -lt 20 ]; then
+  pass=$((pass + 1)); echo "ok   chat reuses the cache (second turn: $second prompt tokens)"
+else
+  fail=$((fail + 1)); echo "FAIL chat second turn prompt tokens: '$second'"
+fi
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]
