@@ -60,39 +60,27 @@ void configure() {
 }  // namespace
 
 // 4 accumulator tiles, A/B tiles reused; returns FLOPs (bf16) or ops (int8) done.
-double amx_bf16_loop(int64_t iters) {
+template <bool Bf16>
+double amx_loop(int64_t iters) {
   alignas(64) static uint8_t buf[1024] = {};
   configure();
   _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
   _tile_loadd(4, buf, 64); _tile_loadd(5, buf, 64); _tile_loadd(6, buf, 64); _tile_loadd(7, buf, 64);
   for (int64_t it = 0; it < iters; ++it) {
-    _tile_dpbf16ps(0, 4, 6);
-    _tile_dpbf16ps(1, 4, 7);
-    _tile_dpbf16ps(2, 5, 6);
-    _tile_dpbf16ps(3, 5, 7);
-  }
-  alignas(64) static float out[256];
-  _tile_stored(0, out, 64);
-  _tile_release();
-  return static_cast<double>(iters) * 4 * 16 * 16 * 32 * 2;
-}
-
-double amx_int8_loop(int64_t iters) {
-  alignas(64) static uint8_t buf[1024] = {};
-  configure();
-  _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
-  _tile_loadd(4, buf, 64); _tile_loadd(5, buf, 64); _tile_loadd(6, buf, 64); _tile_loadd(7, buf, 64);
-  for (int64_t it = 0; it < iters; ++it) {
-    _tile_dpbusd(0, 4, 6);
-    _tile_dpbusd(1, 4, 7);
-    _tile_dpbusd(2, 5, 6);
-    _tile_dpbusd(3, 5, 7);
+    if constexpr (Bf16) {
+      _tile_dpbf16ps(0, 4, 6); _tile_dpbf16ps(1, 4, 7); _tile_dpbf16ps(2, 5, 6); _tile_dpbf16ps(3, 5, 7);
+    } else {
+      _tile_dpbusd(0, 4, 6); _tile_dpbusd(1, 4, 7); _tile_dpbusd(2, 5, 6); _tile_dpbusd(3, 5, 7);
+    }
   }
   alignas(64) static int32_t out[256];
   _tile_stored(0, out, 64);
   _tile_release();
-  return static_cast<double>(iters) * 4 * 16 * 16 * 64 * 2;
+  return static_cast<double>(iters) * 4 * 16 * 16 * (Bf16 ? 32 : 64) * 2;  // K per tile op: 32 bf16 pairs / 64 int8
 }
+
+double amx_bf16_loop(int64_t iters) { return amx_loop<true>(iters); }
+double amx_int8_loop(int64_t iters) { return amx_loop<false>(iters); }
 
 // Sums a buffer with 8 independent streams of 512-bit loads; returns bytes read.
 double read_loop(const float* p, size_t n_floats, int passes) {

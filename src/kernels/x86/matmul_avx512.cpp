@@ -11,16 +11,11 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/x86/x86_common.h"
 
 namespace tessera::avx512 {
 
 namespace {
-
-inline float half_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
 
 // The 16 weights of chunk c (elements 16c .. 16c+15) of a float-typed row (full chunks only).
 template <DType t>

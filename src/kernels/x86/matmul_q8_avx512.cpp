@@ -7,16 +7,11 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/x86/x86_common.h"
 
 namespace tessera::avx512 {
 
 namespace {
-
-inline float half_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
 
 inline float hsum8(__m256 x) {
   __m128 r = _mm_add_ps(_mm256_extractf128_ps(x, 1), _mm256_castps256_ps128(x));
