@@ -209,3 +209,58 @@ TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
     }
   }
 }
+
+// The encoder GEMM: one FMA chain per output in k order, the AVX-512 kernel bitwise equal to the
+// scalar twin, within the float64 tolerance, and independent of the thread count.
+TEST(Kernels, GemmMatchesScalarTwinAndFloat64) {
+  ThreadPool one(1), two(2);
+  for (const Case& c : cases()) {
+    for (int64_t K : {c.ks.front(), c.ks.back()}) {
+      for (int64_t N : {1, 17, 32, 45}) {
+        const RandomMatrix W = make_matrix(c.type, N, K, static_cast<uint32_t>(3 * K + N));
+        for (int64_t M : {1, 5, 12, 13, 30}) {
+          const std::vector<float> x = random_x(M, K, static_cast<uint32_t>(M + K));
+          std::vector<float> y_ref(static_cast<size_t>(M * N)), y1(y_ref.size()), y2(y_ref.size());
+          ref::gemm_rows(W.w, 0, N, x.data(), M, K, y_ref.data(), N);
+          gemm(W.w, x.data(), M, K, y1.data(), N, one);
+          gemm(W.w, x.data(), M, K, y2.data(), N, two);
+          ASSERT_EQ(std::memcmp(y1.data(), y2.data(), y1.size() * 4), 0) << dtype_name(c.type);
+          if (has_avx512())
+            ASSERT_EQ(std::memcmp(y_ref.data(), y1.data(), y1.size() * 4), 0) << dtype_name(c.type) << " K=" << K << " N=" << N << " M=" << M;
+          for (int64_t t = 0; t < M; ++t)
+            for (int64_t r = 0; r < N; ++r) {
+              double want = 0, mag = 0;
+              for (int64_t k = 0; k < K; ++k) {
+                const double p = W.exact[static_cast<size_t>(r * K + k)] * x[static_cast<size_t>(t * K + k)];
+                want += p;
+                mag += std::fabs(p);
+              }
+              // a single sequential chain: error grows like K (not sqrt(K)) in the worst case
+              ASSERT_NEAR(y_ref[static_cast<size_t>(t * N + r)], want, 1e-7 * static_cast<double>(K) * mag + 1e-30);
+            }
+        }
+      }
+    }
+  }
+}
+
+// Vectorised softmax and GELU-tanh against their scalar twins (libm exp/tanh): the polynomial exp
+// keeps them within a few ulp.
+TEST(Kernels, SoftmaxAndGeluMatchScalar) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 4.0f);
+  for (int64_t n : {1, 15, 16, 17, 100, 1024}) {
+    std::vector<float> a(static_cast<size_t>(n)), b;
+    for (auto& v : a) v = nd(rng);
+    b = a;
+    std::vector<float> g1 = a, g2 = a;
+    ref::softmax_row(a.data(), n, 0.125f);
+    softmax_row(b.data(), n, 0.125f);
+    ref::gelu_tanh(g1.data(), n);
+    gelu_tanh(g2.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      EXPECT_NEAR(a[i], b[i], 1e-6f * std::max(1e-3f, a[i])) << n;
+      EXPECT_NEAR(g1[i], g2[i], 2e-6f * std::max(1.0f, std::fabs(g1[i]))) << n;
+    }
+  }
+}

@@ -77,6 +77,14 @@ void matmul(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float*
   pool.parallel_for(w.rows, 8, [&](int64_t r0, int64_t r1) { rows(w, r0, r1, x, m, xs, y, ys); });
 }
 
+void gemm(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys, ThreadPool& pool) {
+  auto rows = TESSERA_PICK(gemm_rows);
+  pool.parallel_for(w.rows, 32, [&](int64_t r0, int64_t r1) { rows(w, r0, r1, x, m, xs, y, ys); });
+}
+
+void softmax_row(float* x, int64_t n, float scale) { TESSERA_PICK(softmax_row)(x, n, scale); }
+void gelu_tanh(float* x, int64_t n) { TESSERA_PICK(gelu_tanh)(x, n); }
+
 void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq_stride, float* y,
                int64_t ys, ThreadPool& pool) {
   if (!supports_q8_activations(w.type)) fail("8-bit activations are not supported for %s weights", dtype_name(w.type));

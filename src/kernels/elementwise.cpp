@@ -1,4 +1,5 @@
 #include "kernels/elementwise.h"
+#include "kernels/kernels.h"
 
 #include <cmath>
 
@@ -50,15 +51,6 @@ void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
-void softmax_row(float* x, int64_t n, float scale) {
-  float mx = -INFINITY;
-  for (int64_t i = 0; i < n; ++i) mx = std::fmax(mx, x[i] * scale);
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += x[i] = std::exp(x[i] * scale - mx);
-  const float inv = static_cast<float>(1.0 / sum);
-  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
-}
-
 void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
   double mean = 0;
   for (int64_t i = 0; i < n; ++i) mean += x[i];
@@ -71,6 +63,17 @@ void layer_norm(const float* x, const float* w, const float* b, float* y, int64_
   for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) * inv * w[i] + b[i];
 }
 
+namespace ref {
+
+void softmax_row(float* x, int64_t n, float scale) {
+  float mx = -INFINITY;
+  for (int64_t i = 0; i < n; ++i) mx = std::fmax(mx, x[i] * scale);
+  double sum = 0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i] = std::exp(x[i] * scale - mx);
+  const float inv = static_cast<float>(1.0 / sum);
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
 void gelu_tanh(float* x, int64_t n) {
   constexpr float k = 0.7978845608028654f;  // sqrt(2/pi)
   for (int64_t i = 0; i < n; ++i) {
@@ -79,4 +82,5 @@ void gelu_tanh(float* x, int64_t n) {
   }
 }
 
+}  // namespace ref
 }  // namespace tessera

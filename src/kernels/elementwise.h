@@ -14,11 +14,9 @@ void rope_neox(float* x, int n_heads, int head_dim, int64_t pos, float base);
 // g = silu(g) * u
 void swiglu(float* g, const float* u, int64_t n);
 void add_inplace(float* y, const float* x, int64_t n);
-// x = softmax(scale * x), max-subtracted, sum in double.
-void softmax_row(float* x, int64_t n, float scale);
+
 // y = (x - mean) / sqrt(var + eps) * w + b  (statistics in double)
 void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps);
-// x = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))  (PyTorch's gelu approximate="tanh")
-void gelu_tanh(float* x, int64_t n);
+// softmax_row and gelu_tanh (PyTorch's approximate="tanh") live in kernels.h: they have SIMD versions.
 
 }  // namespace tessera

@@ -28,6 +28,16 @@ struct WeightMatrix {
 void matmul(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys,
             ThreadPool& pool);
 
+// Dense GEMM for encoder workloads, which have no one-token twin to agree with: each output is
+// one FMA chain over k in order (outer-product kernels, no horizontal sums). Same signature and
+// result layout as matmul(); used by the vision encoder. Deterministic for any thread count.
+void gemm(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys, ThreadPool& pool);
+
+// x = softmax(scale * x) and x = gelu_tanh(x) for the encoder, vectorised per ISA (the SIMD
+// versions use a polynomial exp within 2 ulp; tolerances in docs/numerics.md).
+void softmax_row(float* x, int64_t n, float scale);
+void gelu_tanh(float* x, int64_t n);
+
 // Dequantizes n elements (a whole row) of a block type into fp32.
 void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n);
 
@@ -59,7 +69,11 @@ void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq
   void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq,        \
                       int64_t m, int64_t xq_stride, float* y, int64_t ys);                       \
   void attention(const float* q, const void* k, const void* v, DType kv_type, int64_t n_kv,      \
-                 int64_t kv_stride, int head_dim, float scale, float* out, float* scratch);
+                 int64_t kv_stride, int head_dim, float scale, float* out, float* scratch);         \
+  void gemm_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m,       \
+                 int64_t xs, float* y, int64_t ys);                                            \
+  void softmax_row(float* x, int64_t n, float scale);                                           \
+  void gelu_tanh(float* x, int64_t n);
 namespace ref {
 TESSERA_KERNEL_DECLS
 }  // namespace ref

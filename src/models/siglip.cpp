@@ -22,7 +22,7 @@ Linear linear(const TensorSource& s, const std::string& w, const std::string& b,
 
 // y[n][rows] = x[n][cols] W^T + b
 void apply(const Linear& l, const float* x, int n, float* y, ThreadPool& pool) {
-  matmul(l.w, x, n, l.w.cols, y, l.w.rows, pool);
+  gemm(l.w, x, n, l.w.cols, y, l.w.rows, pool);
   if (!l.b.empty())
     for (int i = 0; i < n; ++i) add_inplace(y + static_cast<size_t>(i) * l.w.rows, l.b.data(), l.w.rows);
 }
@@ -177,7 +177,7 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     for (int h = 0; h < c.heads; ++h) {
       WeightMatrix kh{DType::F32, N, hd, reinterpret_cast<const uint8_t*>(k.data() + static_cast<size_t>(h) * hd),
                       static_cast<size_t>(H) * sizeof(float)};
-      matmul(kh, q.data() + static_cast<size_t>(h) * hd, N, H, scores.data(), N, pool);
+      gemm(kh, q.data() + static_cast<size_t>(h) * hd, N, H, scores.data(), N, pool);
       float* sp = scores.data();
       pool.parallel_for(N, 16, [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) softmax_row(sp + i * N, N, scale);
@@ -185,7 +185,7 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
       for (int i = 0; i < N; ++i)  // V_h^T: rows are head dims, columns are keys
         for (int d = 0; d < hd; ++d) vt[static_cast<size_t>(d) * N + i] = v[static_cast<size_t>(i) * H + h * hd + d];
       WeightMatrix vh{DType::F32, hd, N, reinterpret_cast<const uint8_t*>(vt.data()), static_cast<size_t>(N) * sizeof(float)};
-      matmul(vh, scores.data(), N, N, att.data() + static_cast<size_t>(h) * hd, H, pool);
+      gemm(vh, scores.data(), N, N, att.data() + static_cast<size_t>(h) * hd, H, pool);
     }
     apply(L.o, att.data(), N, tmp.data(), pool);
     add_inplace(x.data(), tmp.data(), static_cast<int64_t>(N) * H);
@@ -212,7 +212,7 @@ void Idefics3Vision::connector(const float* enc, float* out, ThreadPool& pool) c
         for (int j = 0; j < s; ++j)
           std::memcpy(&shuffled[static_cast<size_t>(hb * g + wb) * F + static_cast<size_t>(i * s + j) * H],
                       enc + static_cast<size_t>((s * hb + i) * side + s * wb + j) * H, H * sizeof(float));
-  matmul(proj_, shuffled.data(), T, F, out, c.text_hidden, pool);
+  gemm(proj_, shuffled.data(), T, F, out, c.text_hidden, pool);
 }
 
 }  // namespace tessera

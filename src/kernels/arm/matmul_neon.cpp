@@ -111,6 +111,14 @@ void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8
   ref::matmul_q8_rows(w, r0, r1, xq, m, xq_stride, y, ys);
 }
 
+void gemm_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m, int64_t xs, float* y,
+               int64_t ys) {
+  ref::gemm_rows(w, r0, r1, x, m, xs, y, ys);
+}
+
+void softmax_row(float* x, int64_t n, float scale) { ref::softmax_row(x, n, scale); }
+void gelu_tanh(float* x, int64_t n) { ref::gelu_tanh(x, n); }
+
 void attention(const float* q, const void* k, const void* v, DType kv_type, int64_t n_kv, int64_t kv_stride,
                int head_dim, float scale, float* out, float* scratch) {
   ref::attention(q, k, v, kv_type, n_kv, kv_stride, head_dim, scale, out, scratch);

@@ -70,5 +70,20 @@ void matmul_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, 
   }
 }
 
+void gemm_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m, int64_t xs, float* y,
+               int64_t ys) {
+  const int64_t K = w.cols;
+  std::vector<float> row(static_cast<size_t>(K));
+  for (int64_t r = r0; r < r1; ++r) {
+    dequantize_row(w.type, w.data + r * w.row_stride, row.data(), K);
+    for (int64_t t = 0; t < m; ++t) {
+      const float* xt = x + t * xs;
+      float acc = 0.0f;
+      for (int64_t k = 0; k < K; ++k) acc = std::fma(xt[k], row[k], acc);
+      y[t * ys + r] = acc;
+    }
+  }
+}
+
 }  // namespace ref
 }  // namespace tessera

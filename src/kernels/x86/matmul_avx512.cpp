@@ -240,7 +240,92 @@ void matmul_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x
   }
 }
 
+// GEMM micro-kernel: 32 weight rows (two registers, packed k-major) x MT tokens; every output
+// lane is one FMA chain over k, as ref::gemm_rows.
+template <int MT>
+void gemm_kernel(const float* wp, const float* x, int64_t xs, int64_t K, float* y, int64_t ys, __mmask16 m0, __mmask16 m1) {
+  __m512 a0[MT], a1[MT];
+  for (int i = 0; i < MT; ++i) a0[i] = a1[i] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < K; ++k) {
+    const __m512 w0 = _mm512_loadu_ps(wp + 32 * k), w1 = _mm512_loadu_ps(wp + 32 * k + 16);
+    for (int i = 0; i < MT; ++i) {
+      const __m512 xb = _mm512_set1_ps(x[i * xs + k]);
+      a0[i] = _mm512_fmadd_ps(xb, w0, a0[i]);
+      a1[i] = _mm512_fmadd_ps(xb, w1, a1[i]);
+    }
+  }
+  for (int i = 0; i < MT; ++i) {
+    _mm512_mask_storeu_ps(y + i * ys, m0, a0[i]);
+    _mm512_mask_storeu_ps(y + i * ys + 16, m1, a1[i]);
+  }
+}
+
+template <DType T>
+void gemm_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m, int64_t xs, float* y,
+                 int64_t ys) {
+  const int64_t K = w.cols, K16 = (K + 15) / 16 * 16;
+  thread_local std::vector<float> row, wp;
+  row.resize(static_cast<size_t>(K16));
+  wp.resize(static_cast<size_t>(32 * K));
+  constexpr int64_t kTokens = 12;
+  for (int64_t p0 = r0; p0 < r1; p0 += 32) {
+    const int np = static_cast<int>(std::min<int64_t>(32, r1 - p0));
+    for (int i = 0; i < 32; ++i) {  // pack the panel k-major: wp[k][32]
+      if (i < np) {
+        const uint8_t* src = w.data + (p0 + i) * w.row_stride;
+        if constexpr (is_block32(T)) {
+          for (int64_t b = 0; b < K / 32; ++b) {
+            __m512 w0, w1;
+            deq32<T>(src, b, w0, w1);
+            _mm512_storeu_ps(row.data() + 32 * b, w0);
+            _mm512_storeu_ps(row.data() + 32 * b + 16, w1);
+          }
+        } else {
+          for (int64_t c = 0; c < K / 16; ++c) _mm512_storeu_ps(row.data() + 16 * c, deq16<T>(src, c));
+          if (K % 16) _mm512_storeu_ps(row.data() + K / 16 * 16, deq_tail(T, src, K / 16, static_cast<int>(K % 16)));
+        }
+        for (int64_t k = 0; k < K; ++k) wp[static_cast<size_t>(k * 32 + i)] = row[static_cast<size_t>(k)];
+      } else {
+        for (int64_t k = 0; k < K; ++k) wp[static_cast<size_t>(k * 32 + i)] = 0.0f;
+      }
+    }
+    const __mmask16 m0 = static_cast<__mmask16>(np >= 16 ? 0xffff : (1u << np) - 1);
+    const __mmask16 m1 = static_cast<__mmask16>(np <= 16 ? 0 : np >= 32 ? 0xffff : (1u << (np - 16)) - 1);
+    for (int64_t t0 = 0; t0 < m; t0 += kTokens) {
+      const float* xt = x + t0 * xs;
+      float* yt = y + t0 * ys + p0;
+      switch (std::min<int64_t>(kTokens, m - t0)) {
+        case 12: gemm_kernel<12>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
+        case 11: gemm_kernel<11>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
+        case 10: gemm_kernel<10>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
+        case 9: gemm_kernel<9>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
+        case 8: gemm_kernel<8>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
+        case 7: gemm_kernel<7>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
+        case 6: gemm_kernel<6>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
+        case 5: gemm_kernel<5>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
+        case 4: gemm_kernel<4>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
+        case 3: gemm_kernel<3>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
+        case 2: gemm_kernel<2>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
+        default: gemm_kernel<1>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
+      }
+    }
+  }
+}
+
 }  // namespace
+
+void gemm_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m, int64_t xs, float* y,
+               int64_t ys) {
+  switch (w.type) {
+    case DType::F32: return gemm_rows_t<DType::F32>(w, r0, r1, x, m, xs, y, ys);
+    case DType::F16: return gemm_rows_t<DType::F16>(w, r0, r1, x, m, xs, y, ys);
+    case DType::BF16: return gemm_rows_t<DType::BF16>(w, r0, r1, x, m, xs, y, ys);
+    case DType::Q8_0: return gemm_rows_t<DType::Q8_0>(w, r0, r1, x, m, xs, y, ys);
+    case DType::Q4_0: return gemm_rows_t<DType::Q4_0>(w, r0, r1, x, m, xs, y, ys);
+    case DType::Q4_1: return gemm_rows_t<DType::Q4_1>(w, r0, r1, x, m, xs, y, ys);
+    default: return ref::gemm_rows(w, r0, r1, x, m, xs, y, ys);
+  }
+}
 
 void matmul_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m,
                  int64_t xs, float* y, int64_t ys) {
