@@ -304,6 +304,25 @@ TEST(Vision, MismatchedAndHostileMmprojAreRejected) {
     }
     return std::string();
   };
+  // a text model without SmolVLM's image tokens
+  {
+    auto t = GgufFile::open(test::source_path(kTiny + "text.gguf"));
+    GgufWriter w;
+    for (const auto& [k, val] : t->metadata()) w.set(k, val);
+    std::vector<std::string> toks = t->get("tokenizer.ggml.tokens").strs;
+    for (auto& tok : toks)
+      if (tok == "<fake_token_around_image>") tok = "<renamed_token>";
+    w.set("tokenizer.ggml.tokens", GgufValue::make_strings(toks));
+    for (const auto& ts : t->tensors()) w.add_tensor(ts.name, ts.type, ts.dims, std::vector<uint8_t>(ts.data, ts.data + ts.n_bytes));
+    w.write(dir + "/text.gguf");
+    auto text = LlamaModel::load(dir + "/text.gguf");
+    try {
+      Idefics3 vlm(*text, *m.vision);
+      ADD_FAILURE() << "accepted a text model without image tokens";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("<fake_token_around_image>"), std::string::npos) << e.what();
+    }
+  }
   EXPECT_NE(rewrite("clip.vision.image_mean", GgufValue::make_f32_array({0.5f})).find("image_mean"), std::string::npos);
   EXPECT_NE(rewrite("clip.vision.image_std", GgufValue::make_f32_array({0.5f, 0.0f, 0.5f})).find("image_std"), std::string::npos);
   EXPECT_NE(rewrite("clip.vision.image_size", GgufValue::make_u32(1u << 30)).find("image_size"), std::string::npos);
