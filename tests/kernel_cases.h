@@ -107,4 +107,17 @@ inline const std::vector<Case>& cases() {
 }
 
 
+// Exact dot product of weight row r with token t of x (row length W.w.cols), and sum |w x|.
+inline double exact_dot(const RandomMatrix& W, const std::vector<float>& x, int64_t r, int64_t t, double* mag) {
+  const int64_t K = W.w.cols;
+  double want = 0, m = 0;
+  for (int64_t k = 0; k < K; ++k) {
+    const double p = W.exact[static_cast<size_t>(r * K + k)] * x[static_cast<size_t>(t * K + k)];
+    want += p;
+    m += std::fabs(p);
+  }
+  *mag = m;
+  return want;
+}
+
 }  // namespace tessera::test

@@ -26,12 +26,8 @@ int main() {
           bool ok = std::memcmp(y.data(), y_ref.data(), y.size() * 4) == 0;
           for (int64_t t = 0; t < M && ok; ++t)
             for (int64_t r = 0; r < N && ok; ++r) {
-              double want = 0, mag = 0;
-              for (int64_t k = 0; k < K; ++k) {
-                const double p = W.exact[static_cast<size_t>(r * K + k)] * x[static_cast<size_t>(t * K + k)];
-                want += p;
-                mag += std::fabs(p);
-              }
+              double mag;
+              const double want = exact_dot(W, x, r, t, &mag);
               ok = std::fabs(y[static_cast<size_t>(t * N + r)] - want) <= 4e-7 * std::sqrt(static_cast<double>(K)) * mag + 1e-30;
             }
           if (ok) {

@@ -35,12 +35,8 @@ TEST(Kernels, MatmulMatchesFloat64AndScalarTwinBitwise) {
           ref::matmul_rows(W.w, 0, N, x.data(), M, K, y_ref.data(), N);
           for (int64_t t = 0; t < M; ++t) {
             for (int64_t r = 0; r < N; ++r) {
-              double want = 0, mag = 0;
-              for (int64_t k = 0; k < K; ++k) {
-                const double p = W.exact[static_cast<size_t>(r * K + k)] * x[static_cast<size_t>(t * K + k)];
-                want += p;
-                mag += std::fabs(p);
-              }
+              double mag;
+              const double want = exact_dot(W, x, r, t, &mag);
               const double tol = 4e-7 * std::sqrt(static_cast<double>(K)) * mag + 1e-30;
               ASSERT_NEAR(y_ref[static_cast<size_t>(t * N + r)], want, tol)
                   << dtype_name(c.type) << " K=" << K << " N=" << N << " M=" << M << " t=" << t << " r=" << r;
@@ -185,12 +181,8 @@ TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
           ref::matmul_q8_rows(W.w, 0, N, xq.data(), M, nb, y_ref.data(), N);
           for (int64_t i = 0; i < M; ++i) {
             for (int64_t r = 0; r < N; ++r) {
-              double want = 0, mag = 0;
-              for (int64_t k = 0; k < K; ++k) {
-                const double p = W.exact[static_cast<size_t>(r * K + k)] * x[static_cast<size_t>(i * K + k)];
-                want += p;
-                mag += std::fabs(p);
-              }
+              double mag;
+              const double want = exact_dot(W, x, r, i, &mag);
               // each activation moves by at most half a step (amax/254) plus fp16 rounding of d
               ASSERT_NEAR(y_ref[static_cast<size_t>(i * N + r)], want, 0.01 * mag + 1e-6)
                   << dtype_name(t) << " K=" << K << " N=" << N << " M=" << M;
@@ -229,12 +221,8 @@ TEST(Kernels, GemmMatchesScalarTwinAndFloat64) {
             ASSERT_EQ(std::memcmp(y_ref.data(), y1.data(), y1.size() * 4), 0) << dtype_name(c.type) << " K=" << K << " N=" << N << " M=" << M;
           for (int64_t t = 0; t < M; ++t)
             for (int64_t r = 0; r < N; ++r) {
-              double want = 0, mag = 0;
-              for (int64_t k = 0; k < K; ++k) {
-                const double p = W.exact[static_cast<size_t>(r * K + k)] * x[static_cast<size_t>(t * K + k)];
-                want += p;
-                mag += std::fabs(p);
-              }
+              double mag;
+              const double want = exact_dot(W, x, r, t, &mag);
               // a single sequential chain: error grows like K (not sqrt(K)) in the worst case
               ASSERT_NEAR(y_ref[static_cast<size_t>(t * N + r)], want, 1e-7 * static_cast<double>(K) * mag + 1e-30);
             }

@@ -98,6 +98,7 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   const int group = c.n_head / c.n_head_kv;
   const int p0 = n_past_;
+  auto rope = c.rope_neox ? rope_neox : rope_pairs;
 
   for (int i = 0; i < n; ++i) {
     if (tokens[i] == kEmbeddingSlot) {
@@ -118,7 +119,6 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
     linear(L.wk, xn_.data(), n, E, k_.data(), KV, L.wk.type == L.wq.type);
     linear(L.wv, xn_.data(), n, E, v_.data(), KV, L.wv.type == L.wq.type);
     for (int i = 0; i < n; ++i) {
-      auto rope = c.rope_neox ? rope_neox : rope_pairs;
       rope(&q_[i * E], c.n_head, hd, p0 + i, c.rope_base);
       rope(&k_[i * KV], c.n_head_kv, hd, p0 + i, c.rope_base);
       const size_t at = (static_cast<size_t>(p0 + i) * KV) * kv_elem_;

@@ -316,28 +316,14 @@ void gemm_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, 
 
 void gemm_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m, int64_t xs, float* y,
                int64_t ys) {
-  switch (w.type) {
-    case DType::F32: return gemm_rows_t<DType::F32>(w, r0, r1, x, m, xs, y, ys);
-    case DType::F16: return gemm_rows_t<DType::F16>(w, r0, r1, x, m, xs, y, ys);
-    case DType::BF16: return gemm_rows_t<DType::BF16>(w, r0, r1, x, m, xs, y, ys);
-    case DType::Q8_0: return gemm_rows_t<DType::Q8_0>(w, r0, r1, x, m, xs, y, ys);
-    case DType::Q4_0: return gemm_rows_t<DType::Q4_0>(w, r0, r1, x, m, xs, y, ys);
-    case DType::Q4_1: return gemm_rows_t<DType::Q4_1>(w, r0, r1, x, m, xs, y, ys);
-    default: return ref::gemm_rows(w, r0, r1, x, m, xs, y, ys);
-  }
+  if (!with_weight_type(w.type, [&](auto T) { gemm_rows_t<decltype(T)::value>(w, r0, r1, x, m, xs, y, ys); }))
+    ref::gemm_rows(w, r0, r1, x, m, xs, y, ys);
 }
 
 void matmul_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m,
                  int64_t xs, float* y, int64_t ys) {
-  switch (w.type) {
-    case DType::F32: return matmul_rows_t<DType::F32>(w, r0, r1, x, m, xs, y, ys);
-    case DType::F16: return matmul_rows_t<DType::F16>(w, r0, r1, x, m, xs, y, ys);
-    case DType::BF16: return matmul_rows_t<DType::BF16>(w, r0, r1, x, m, xs, y, ys);
-    case DType::Q8_0: return matmul_rows_t<DType::Q8_0>(w, r0, r1, x, m, xs, y, ys);
-    case DType::Q4_0: return matmul_rows_t<DType::Q4_0>(w, r0, r1, x, m, xs, y, ys);
-    case DType::Q4_1: return matmul_rows_t<DType::Q4_1>(w, r0, r1, x, m, xs, y, ys);
-    default: return ref::matmul_rows(w, r0, r1, x, m, xs, y, ys);
-  }
+  if (!with_weight_type(w.type, [&](auto T) { matmul_rows_t<decltype(T)::value>(w, r0, r1, x, m, xs, y, ys); }))
+    ref::matmul_rows(w, r0, r1, x, m, xs, y, ys);
 }
 
 namespace {
