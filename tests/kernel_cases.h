@@ -8,6 +8,7 @@
 
 #include "core/fp16.h"
 #include "kernels/kernels.h"
+#include "kernels/quant_blocks.h"
 
 namespace tessera::test {
 
@@ -45,30 +46,53 @@ inline RandomMatrix make_matrix(DType t, int64_t rows, int64_t cols, uint32_t se
       }
     }
     if (t == DType::F32 || t == DType::F16 || t == DType::BF16) continue;
-    for (int64_t b = 0; b < cols / 32; ++b) {
+    if (t == DType::Q4_K) {  // super-blocks of 256: fp16 d, dmin, 6-bit sub-scales/mins, nibbles
+      for (int64_t sb = 0; sb < cols / 256; ++sb) {
+        uint8_t* p = row + kQ4KBytes * sb;
+        const uint16_t d = float_to_fp16(0.0005f + 0.002f * std::fabs(u(rng))), dm = float_to_fp16(0.001f * std::fabs(u(rng)));
+        std::memcpy(p, &d, 2);
+        std::memcpy(p + 2, &dm, 2);
+        for (int i = 0; i < 12; ++i) p[4 + i] = static_cast<uint8_t>(rng());
+        for (int i = 0; i < 128; ++i) p[16 + i] = static_cast<uint8_t>(rng());
+        for (int j = 0; j < 8; ++j) {
+          int sc, mn;
+          q4k_scale_min(p + 4, j, sc, mn);
+          for (int l = 0; l < 32; ++l) {
+            const uint8_t byte = p[16 + 32 * (j / 2) + l];
+            const int q = j % 2 ? byte >> 4 : byte & 0xf;
+            ex[256 * sb + 32 * j + l] = static_cast<double>(fp16_to_float(d)) * sc * q - static_cast<double>(fp16_to_float(dm)) * mn;
+          }
+        }
+      }
+      continue;
+    }
+    const int64_t group = t == DType::A4G64 ? 64 : 32;
+    for (int64_t b = 0; b < cols / group; ++b) {
       const uint16_t d = float_to_fp16(0.001f + 0.05f * std::fabs(u(rng)));
       const uint16_t mn = float_to_fp16(0.3f * u(rng));
       const double dd = fp16_to_float(d), mm = fp16_to_float(mn);
-      double* ex = m.exact.data() + r * cols + 32 * b;
+      double* exb = ex + group * b;
       if (t == DType::Q8_0) {
         uint8_t* p = row + 34 * b;
         std::memcpy(p, &d, 2);
         for (int j = 0; j < 32; ++j) {
           const int8_t q = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
           p[2 + j] = static_cast<uint8_t>(q);
-          ex[j] = dd * q;
+          exb[j] = dd * q;
         }
-      } else {
-        const bool q41 = t == DType::Q4_1;
-        uint8_t* p = row + (q41 ? 20 : 18) * b;
+      } else {  // Q4_0, Q4_1, A4G64: nibble pairs (j, j + 16) per 32 elements
+        const bool affine = t != DType::Q4_0;
+        const int64_t bytes = t == DType::A4G64 ? kA4G64Bytes : affine ? 20 : 18;
+        uint8_t* p = row + bytes * b;
         std::memcpy(p, &d, 2);
-        if (q41) std::memcpy(p + 2, &mn, 2);
-        uint8_t* qs = p + (q41 ? 4 : 2);
-        for (int j = 0; j < 16; ++j) {
+        if (affine) std::memcpy(p + 2, &mn, 2);
+        uint8_t* qs = p + (affine ? 4 : 2);
+        for (int j = 0; j < group / 2; ++j) {
           const int lo = static_cast<int>(rng() % 16), hi = static_cast<int>(rng() % 16);
           qs[j] = static_cast<uint8_t>(lo | (hi << 4));
-          ex[j] = q41 ? dd * lo + mm : dd * (lo - 8);
-          ex[j + 16] = q41 ? dd * hi + mm : dd * (hi - 8);
+          const int e = (j / 16) * 32 + j % 16;  // element of the low nibble
+          exb[e] = affine ? dd * lo + mm : dd * (lo - 8);
+          exb[e + 16] = affine ? dd * hi + mm : dd * (hi - 8);
         }
       }
     }
@@ -102,6 +126,8 @@ inline const std::vector<Case>& cases() {
       {DType::Q8_0, {32, 64, 96, 576, 1536}},
       {DType::Q4_0, {32, 96, 576, 1536}},
       {DType::Q4_1, {32, 64, 160, 576, 1536}},
+      {DType::Q4_K, {256, 512, 768, 1536}},
+      {DType::A4G64, {64, 192, 576, 1536}},
   };
   return c;
 }

@@ -55,9 +55,11 @@ void add_common(CLI::App* app, CommonArgs& a) {
   app->add_option("-t,--threads", a.threads, "threads (default: all cores)")->check(CLI::Range(1, 1024));
   app->add_option("-c,--ctx-size", a.ctx, "context size in tokens")->check(CLI::Range(1, 1 << 24));
   app->add_option("-b,--batch-size", a.batch, "tokens per forward pass")->check(CLI::Range(1, 8192));
-  app->add_option("--cache-type", a.cache_type, "KV cache element type: f16 (default) or f32")->check(CLI::IsMember({"f16", "f32"}));
+  app->add_option("--cache-type", a.cache_type, "KV cache element type: f16 (default), f32, bf16 or q8 (int8 + a scale per row)")
+      ->check(CLI::IsMember({"f16", "f32", "bf16", "q8"}));
   app->add_flag("--q8-activations", a.q8_act, "quantize matmul inputs to 8 bits per 32 like llama.cpp's CPU backend (W4A8)");
-  app->add_option("--isa", a.isa, "cap the kernel instruction set: scalar, neon or avx512")->check(CLI::IsMember({"scalar", "neon", "avx512"}));
+  app->add_option("--isa", a.isa, "cap the kernel instruction set: scalar, neon, avx2 or avx512")
+      ->check(CLI::IsMember({"scalar", "neon", "avx2", "avx512"}));
 }
 
 // -m FILE.gguf, or -m DIR for a Hugging Face directory (which may hold a vision tower too).
@@ -82,7 +84,7 @@ SessionOptions session_options(const CommonArgs& a) {
   o.n_ctx = a.ctx;
   o.n_batch = a.batch;
   o.n_threads = a.threads;
-  o.kv_type = a.cache_type == "f32" ? DType::F32 : DType::F16;
+  o.kv_type = a.cache_type == "f32" ? DType::F32 : a.cache_type == "bf16" ? DType::BF16 : a.cache_type == "q8" ? DType::I8 : DType::F16;
   o.q8_activations = a.q8_act;
   return o;
 }

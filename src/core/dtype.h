@@ -26,6 +26,10 @@ enum class DType : uint32_t {
   I64 = 27,
   F64 = 28,
   BF16 = 30,
+  // Engine-only layouts (never read from a GGUF file; made when weights are repacked at load).
+  // A4G64: MLX-style affine 4-bit, group 64: fp16 scale, fp16 bias, 32 bytes of nibbles;
+  // x = scale * q + bias. (Group 32 with fp16 scale/bias is exactly Q4_1's layout.)
+  A4G64 = 1064,
 };
 
 struct DTypeInfo {
@@ -33,6 +37,7 @@ struct DTypeInfo {
   uint32_t block_elems;  // elements per block (1 for plain types)
   uint32_t block_bytes;  // bytes per block
   bool computable;       // the engine has kernels for it
+  bool engine_only = false;  // an internal layout: a file declaring it is rejected
 };
 
 // nullptr for an id the engine does not know.

@@ -291,7 +291,7 @@ void GgufFile::parse_impl(const uint8_t* data, size_t size) {
     }
     const uint32_t type = c.read<uint32_t>("tensor type");
     const DTypeInfo* ti = dtype_info(type);
-    if (!ti) fail("%s: tensor '%s' has unknown type id %u", file.c_str(), t.name.c_str(), type);
+    if (!ti || ti->engine_only) fail("%s: tensor '%s' has unknown type id %u", file.c_str(), t.name.c_str(), type);
     t.type = static_cast<DType>(type);
     if (t.dims[0] % ti->block_elems != 0)
       fail("%s: tensor '%s' row length %llu is not a multiple of the %s block size %u", file.c_str(),

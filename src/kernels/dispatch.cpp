@@ -18,8 +18,9 @@ Isa cap_from_env() {
   if (!e || !*e) return Isa::Avx512;
   if (std::strcmp(e, "scalar") == 0) return Isa::Scalar;
   if (std::strcmp(e, "avx512") == 0) return Isa::Avx512;
+  if (std::strcmp(e, "avx2") == 0) return Isa::Avx2;
   if (std::strcmp(e, "neon") == 0) return Isa::Neon;
-  fail("TESSERA_ISA='%s' is not one of: scalar, neon, avx512", e);
+  fail("TESSERA_ISA='%s' is not one of: scalar, neon, avx2, avx512", e);
 }
 
 }  // namespace
@@ -28,6 +29,7 @@ const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::Scalar: return "scalar";
     case Isa::Neon: return "neon";
+    case Isa::Avx2: return "avx2";
     case Isa::Avx512: return "avx512";
   }
   return "unknown";
@@ -37,8 +39,9 @@ Isa detected_isa() {
 #if defined(__x86_64__) && defined(TESSERA_HAVE_AVX512)
   static const Isa best = [] {
     const CpuFeatures& f = cpu_features();
-    const bool ok = f.os_avx512 && f.avx512f && f.avx512bw && f.avx512vl && f.fma && f.f16c;
-    return ok ? Isa::Avx512 : Isa::Scalar;
+    const bool avx2 = f.os_avx && f.avx2 && f.fma && f.f16c;
+    if (avx2 && f.os_avx512 && f.avx512f && f.avx512bw && f.avx512vl) return Isa::Avx512;
+    return avx2 ? Isa::Avx2 : Isa::Scalar;
   }();
   return best;
 #elif defined(__aarch64__)
@@ -63,7 +66,8 @@ Isa active_isa() {
 
 // The kernel table entry for the active ISA level.
 #if defined(TESSERA_HAVE_AVX512)
-#define TESSERA_PICK(fn) (active_isa() == Isa::Avx512 ? &avx512::fn : &ref::fn)
+#define TESSERA_PICK(fn) \
+  (active_isa() == Isa::Avx512 ? &avx512::fn : active_isa() == Isa::Avx2 ? &avx2::fn : &ref::fn)
 #elif defined(__aarch64__)
 #define TESSERA_PICK(fn) (active_isa() == Isa::Neon ? &neon::fn : &ref::fn)
 #else
@@ -90,11 +94,6 @@ void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq
   if (!supports_q8_activations(w.type)) fail("8-bit activations are not supported for %s weights", dtype_name(w.type));
   auto rows = TESSERA_PICK(matmul_q8_rows);
   pool.parallel_for(w.rows, 8, [&](int64_t r0, int64_t r1) { rows(w, r0, r1, xq, m, xq_stride, y, ys); });
-}
-
-void attention(const float* q, const void* k, const void* v, DType kv_type, int64_t n_kv,
-               int64_t kv_stride, int head_dim, float scale, float* out, float* scratch) {
-  TESSERA_PICK(attention)(q, k, v, kv_type, n_kv, kv_stride, head_dim, scale, out, scratch);
 }
 
 }  // namespace tessera

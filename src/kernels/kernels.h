@@ -10,10 +10,11 @@
 
 namespace tessera {
 
-enum class Isa : int { Scalar = 0, Neon = 1, Avx512 = 2 };
+// Ordered: a cap at level L allows every level <= L that the CPU has (Neon only on ARM).
+enum class Isa : int { Scalar = 0, Neon = 1, Avx2 = 2, Avx512 = 3 };
 const char* isa_name(Isa isa);
 Isa detected_isa();  // best level the CPU and OS support
-Isa active_isa();    // detected, capped by set_isa_cap() or TESSERA_ISA=scalar|neon|avx512
+Isa active_isa();    // detected, capped by set_isa_cap() or TESSERA_ISA=scalar|neon|avx2|avx512
 void set_isa_cap(Isa cap);
 
 // A weight matrix of `rows` output features × `cols` inputs, row-major in a GGUF block type.
@@ -41,10 +42,7 @@ void gelu_tanh(float* x, int64_t n);
 // Dequantizes n elements (a whole row) of a block type into fp32.
 void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n);
 
-// One attention head for one query: out = softmax(scale * q·K^T) V over n_kv cached keys.
-// K/V rows are F16 or F32 (kv_type), `kv_stride` elements apart; `scratch` holds n_kv floats.
-void attention(const float* q, const void* k, const void* v, DType kv_type, int64_t n_kv,
-               int64_t kv_stride, int head_dim, float scale, float* out, float* scratch);
+// Attention: kernels/attention.h.
 
 // --- 8-bit activations (ggml's W4A8/W8A8 numerics) -------------------------------------
 // Activations quantized per block of 32 exactly as ggml's quantize_row_q8_1 does: d = amax/127
@@ -68,8 +66,6 @@ void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq
                    int64_t xs, float* y, int64_t ys);                                            \
   void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq,        \
                       int64_t m, int64_t xq_stride, float* y, int64_t ys);                       \
-  void attention(const float* q, const void* k, const void* v, DType kv_type, int64_t n_kv,      \
-                 int64_t kv_stride, int head_dim, float scale, float* out, float* scratch);         \
   void gemm_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m,       \
                  int64_t xs, float* y, int64_t ys);                                            \
   void softmax_row(float* x, int64_t n, float scale);                                           \
@@ -77,6 +73,9 @@ void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq
 namespace ref {
 TESSERA_KERNEL_DECLS
 }  // namespace ref
+namespace avx2 {
+TESSERA_KERNEL_DECLS
+}  // namespace avx2
 namespace avx512 {
 TESSERA_KERNEL_DECLS
 }  // namespace avx512

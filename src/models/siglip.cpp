@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "kernels/attention.h"
 #include "kernels/elementwise.h"
 #include "models/gguf_source.h"
 
@@ -145,9 +146,7 @@ std::unique_ptr<Idefics3Vision> Idefics3Vision::from_hf(const SiglipConfig& cfg,
 void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& pool) const {
   const SiglipConfig& c = cfg_;
   const int S = c.image_size, P = c.patch_size, side = S / P, N = c.n_patches(), H = c.hidden, hd = H / c.heads;
-  thread_local std::vector<float> cols, x, xn, q, k, v, att, tmp, ff, scores, vt;
-  scores.resize(static_cast<size_t>(N) * N);
-  vt.resize(static_cast<size_t>(N) * hd);
+  thread_local std::vector<float> cols, x, xn, q, k, v, att, tmp, ff;
   cols.resize(static_cast<size_t>(N) * 3 * P * P);
   x.resize(static_cast<size_t>(N) * H);
   xn.resize(x.size());
@@ -173,20 +172,16 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     apply(L.q, xn.data(), N, q.data(), pool);
     apply(L.k, xn.data(), N, k.data(), pool);
     apply(L.v, xn.data(), N, v.data(), pool);
-    // Bidirectional attention as two matmuls per head: S = Q K^T, softmax rows, O = P V.
-    for (int h = 0; h < c.heads; ++h) {
-      WeightMatrix kh{DType::F32, N, hd, reinterpret_cast<const uint8_t*>(k.data() + static_cast<size_t>(h) * hd),
-                      static_cast<size_t>(H) * sizeof(float)};
-      gemm(kh, q.data() + static_cast<size_t>(h) * hd, N, H, scores.data(), N, pool);
-      float* sp = scores.data();
-      pool.parallel_for(N, 16, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) softmax_row(sp + i * N, N, scale);
-      });
-      for (int i = 0; i < N; ++i)  // V_h^T: rows are head dims, columns are keys
-        for (int d = 0; d < hd; ++d) vt[static_cast<size_t>(d) * N + i] = v[static_cast<size_t>(i) * H + h * hd + d];
-      WeightMatrix vh{DType::F32, hd, N, reinterpret_cast<const uint8_t*>(vt.data()), static_cast<size_t>(N) * sizeof(float)};
-      gemm(vh, scores.data(), N, N, att.data() + static_cast<size_t>(h) * hd, H, pool);
-    }
+    // Bidirectional fused attention over the tile's own keys (no cache: K/V are this layer's).
+    AttentionShape shape;
+    shape.n_head = shape.n_head_kv = c.heads;
+    shape.head_dim = hd;
+    shape.scale = scale;
+    shape.causal = false;
+    shape.n_kv = N;
+    const KvView view{reinterpret_cast<const uint8_t*>(k.data()), reinterpret_cast<const uint8_t*>(v.data()), DType::F32,
+                      static_cast<int64_t>(H) * 4, static_cast<int64_t>(hd) * 4};
+    flash_attention(shape, q.data(), N, H, view, att.data(), H, pool);
     apply(L.o, att.data(), N, tmp.data(), pool);
     add_inplace(x.data(), tmp.data(), static_cast<int64_t>(N) * H);
     for (int i = 0; i < N; ++i) layer_norm(&x[static_cast<size_t>(i) * H], L.ln2_w.data(), L.ln2_b.data(), &xn[static_cast<size_t>(i) * H], H, c.eps);

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "kernels/attention.h"
 #include "kernels/elementwise.h"
 
 namespace tessera {
@@ -17,14 +18,14 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
       n_ctx_(std::min(opt.n_ctx, model.config().n_ctx_train)),
       n_batch_(opt.n_batch),
       kv_type_(opt.kv_type),
-      kv_elem_(opt.kv_type == DType::F32 ? 4 : 2),
+      kv_row_(kv_type_supported(opt.kv_type) ? kv_row_bytes(opt.kv_type, model.config().head_dim) : 0),
       q8_act_(opt.q8_activations) {
   const LlamaConfig& c = model.config();
-  if (kv_type_ != DType::F16 && kv_type_ != DType::F32) fail("KV cache type must be f16 or f32");
+  if (!kv_type_supported(kv_type_)) fail("KV cache type must be f32, f16, bf16 or q8 (got %s)", dtype_name(kv_type_));
   if (opt.n_ctx < 1) fail("context size must be at least 1 (got %d)", opt.n_ctx);
   if (n_batch_ < 1 || n_batch_ > 8192) fail("batch size must be in [1, 8192] (got %d)", n_batch_);
   const size_t kv = static_cast<size_t>(c.n_head_kv) * c.head_dim;
-  k_cache_.assign(static_cast<size_t>(c.n_layer) * n_ctx_ * kv * kv_elem_, 0);
+  k_cache_.assign(static_cast<size_t>(c.n_layer) * n_ctx_ * c.n_head_kv * kv_row_, 0);
   v_cache_.assign(k_cache_.size(), 0);
   const size_t B = static_cast<size_t>(n_batch_);
   x_.resize(B * c.n_embd);
@@ -96,7 +97,6 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
   const int64_t E = c.n_embd, KV = static_cast<int64_t>(c.n_head_kv) * c.head_dim, FF = c.n_ff;
   const int hd = c.head_dim;
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int group = c.n_head / c.n_head_kv;
   const int p0 = n_past_;
   auto rope = c.rope_neox ? rope_neox : rope_pairs;
 
@@ -111,8 +111,9 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
 
   for (int l = 0; l < c.n_layer; ++l) {
     const LlamaLayer& L = M.layers()[static_cast<size_t>(l)];
-    uint8_t* kc = k_cache_.data() + static_cast<size_t>(l) * n_ctx_ * KV * kv_elem_;
-    uint8_t* vc = v_cache_.data() + static_cast<size_t>(l) * n_ctx_ * KV * kv_elem_;
+    const size_t pos_bytes = static_cast<size_t>(c.n_head_kv) * kv_row_;
+    uint8_t* kc = k_cache_.data() + static_cast<size_t>(l) * n_ctx_ * pos_bytes;
+    uint8_t* vc = v_cache_.data() + static_cast<size_t>(l) * n_ctx_ * pos_bytes;
 
     for (int i = 0; i < n; ++i) rms_norm(&x_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
     linear(L.wq, xn_.data(), n, E, q_.data(), E, false);
@@ -121,30 +122,23 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
     for (int i = 0; i < n; ++i) {
       rope(&q_[i * E], c.n_head, hd, p0 + i, c.rope_base);
       rope(&k_[i * KV], c.n_head_kv, hd, p0 + i, c.rope_base);
-      const size_t at = (static_cast<size_t>(p0 + i) * KV) * kv_elem_;
-      if (kv_type_ == DType::F32) {
-        std::memcpy(kc + at, &k_[i * KV], KV * 4);
-        std::memcpy(vc + at, &v_[i * KV], KV * 4);
-      } else {
-        uint16_t* kd = reinterpret_cast<uint16_t*>(kc + at);
-        uint16_t* vd = reinterpret_cast<uint16_t*>(vc + at);
-        for (int64_t j = 0; j < KV; ++j) {
-          kd[j] = float_to_fp16(k_[i * KV + j]);
-          vd[j] = float_to_fp16(v_[i * KV + j]);
-        }
+      for (int g = 0; g < c.n_head_kv; ++g) {
+        const size_t at = static_cast<size_t>(p0 + i) * pos_bytes + g * kv_row_;
+        kv_store_row(kv_type_, &k_[i * KV + g * hd], hd, kc + at);
+        kv_store_row(kv_type_, &v_[i * KV + g * hd], hd, vc + at);
       }
     }
-    // attention: one task per (token, head); token i sees positions 0 .. p0+i
-    pool_.parallel_for(static_cast<int64_t>(n) * c.n_head, 1, [&](int64_t t0, int64_t t1) {
-      thread_local std::vector<float> scores;
-      if (scores.size() < static_cast<size_t>(n_ctx_)) scores.resize(static_cast<size_t>(n_ctx_));
-      for (int64_t t = t0; t < t1; ++t) {
-        const int i = static_cast<int>(t / c.n_head), h = static_cast<int>(t % c.n_head);
-        const int g = h / group;
-        attention(&q_[i * E + h * hd], kc + g * hd * kv_elem_, vc + g * hd * kv_elem_, kv_type_, p0 + i + 1, KV,
-                  hd, scale, &att_[i * E + h * hd], scores.data());
-      }
-    });
+    // fused attention: token i sees positions 0 .. p0+i
+    AttentionShape shape;
+    shape.n_head = c.n_head;
+    shape.n_head_kv = c.n_head_kv;
+    shape.head_dim = hd;
+    shape.scale = scale;
+    shape.causal = true;
+    shape.q_pos0 = p0;
+    shape.n_kv = p0 + n;
+    const KvView view{kc, vc, kv_type_, static_cast<int64_t>(pos_bytes), static_cast<int64_t>(kv_row_)};
+    flash_attention(shape, q_.data(), n, E, view, att_.data(), E, pool_);
     linear(L.wo, att_.data(), n, E, tmp_.data(), E, false);
     add_inplace(x_.data(), tmp_.data(), n * E);
 

@@ -54,9 +54,9 @@ class Session {
   int n_ctx_, n_batch_;
   int n_past_ = 0;
   DType kv_type_;
-  size_t kv_elem_;                          // bytes per cached element
+  size_t kv_row_;                           // bytes of one kv head's row (kernels/attention.h)
   bool q8_act_;
-  std::vector<uint8_t> k_cache_, v_cache_;  // [layer][pos][kv_dim] of kv_type_
+  std::vector<uint8_t> k_cache_, v_cache_;  // [layer][pos][kv head] rows of kv_type_
   std::vector<BlockQ8_1> xq_;               // quantized activations (q8_act_)
   std::vector<float> x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_, logits_;
   static constexpr int kLogitRows = 32;  // rows of logits computed at once when all are wanted

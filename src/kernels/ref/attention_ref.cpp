@@ -1,38 +1,75 @@
-// Scalar twin of the attention kernel (two-pass softmax in fp32).
+// Scalar twin of the fused attention block kernel: the specification every ISA level matches
+// bit for bit (see kernels/attention.h for the recipe).
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "core/fp16.h"
-#include "kernels/kernels.h"
+#include "kernels/attention.h"
+#include "kernels/exp_poly.h"
 
 namespace tessera::ref {
 
 namespace {
-inline float kv_at(const void* base, DType t, int64_t i) {
-  if (t == DType::F32) return static_cast<const float*>(base)[i];
-  return fp16_to_float(static_cast<const uint16_t*>(base)[i]);
+
+// Element d of a K/V row, as the SIMD loaders produce it.
+float kv_at(DType t, const uint8_t* row, int head_dim, int d) {
+  switch (t) {
+    case DType::F32: { float v; std::memcpy(&v, row + 4 * d, 4); return v; }
+    case DType::F16: { uint16_t h; std::memcpy(&h, row + 2 * d, 2); return fp16_to_float(h); }
+    case DType::BF16: { uint16_t h; std::memcpy(&h, row + 2 * d, 2); return bf16_to_float(h); }
+    default: {  // I8
+      float s; std::memcpy(&s, row + (head_dim + 3) / 4 * 4, 4);
+      return s * static_cast<float>(static_cast<int8_t>(row[d]));
+    }
+  }
 }
+
+float reduce16(float a[16]) {
+  for (int s = 8; s >= 1; s /= 2)
+    for (int i = 0; i < s; ++i) a[i] = a[i] + a[i + s];
+  return a[0];
+}
+
 }  // namespace
 
-void attention(const float* q, const void* k, const void* v, DType kv_type, int64_t n_kv,
-               int64_t kv_stride, int head_dim, float scale, float* out, float* scratch) {
-  float mx = -INFINITY;
-  for (int64_t j = 0; j < n_kv; ++j) {
-    float s = 0;
-    for (int d = 0; d < head_dim; ++d) s += q[d] * kv_at(k, kv_type, j * kv_stride + d);
-    scratch[j] = s * scale;
-    mx = std::fmax(mx, scratch[j]);
+void attention_block(const AttnRows& rows, int head_dim, float scale, const uint8_t* k, const uint8_t* v,
+                     DType kv_type, int64_t pos_stride, int64_t j0, int64_t j1) {
+  for (int r = 0; r < rows.n; ++r) {
+    const float* q = rows.q[r];
+    float* part = rows.part[r];
+    float m = -INFINITY, l = 0.0f;
+    float* o = part + 2;
+    std::fill(o, o + head_dim, 0.0f);
+    const int64_t end = std::min(j1, rows.end[r]);
+    for (int64_t jb = j0; jb < end; jb += 16) {
+      const int nv = static_cast<int>(std::min<int64_t>(16, end - jb));
+      float s[16], p[16];
+      for (int i = 0; i < 16; ++i) {
+        if (i >= nv) { s[i] = -INFINITY; continue; }
+        const uint8_t* kr = k + (jb + i) * pos_stride;
+        float acc[16] = {0};
+        for (int d = 0; d < head_dim; ++d) acc[d % 16] = std::fma(q[d], kv_at(kv_type, kr, head_dim, d), acc[d % 16]);
+        s[i] = reduce16(acc) * scale;
+      }
+      float bm = s[0];
+      for (int i = 1; i < 16; ++i) bm = std::max(bm, s[i]);
+      const float m_new = std::max(m, bm);
+      const float alpha = m == -INFINITY ? 0.0f : exp_nonpos(m - m_new);
+      for (int i = 0; i < 16; ++i) p[i] = i < nv ? exp_nonpos(s[i] - m_new) : 0.0f;
+      float psum[16];
+      std::memcpy(psum, p, sizeof psum);
+      l = l * alpha + reduce16(psum);
+      for (int d = 0; d < head_dim; ++d) o[d] = o[d] * alpha;
+      for (int i = 0; i < nv; ++i) {
+        const uint8_t* vr = v + (jb + i) * pos_stride;
+        for (int d = 0; d < head_dim; ++d) o[d] = std::fma(p[i], kv_at(kv_type, vr, head_dim, d), o[d]);
+      }
+      m = m_new;
+    }
+    part[0] = m;
+    part[1] = l;
   }
-  float sum = 0;
-  for (int64_t j = 0; j < n_kv; ++j) {
-    scratch[j] = std::exp(scratch[j] - mx);
-    sum += scratch[j];
-  }
-  for (int d = 0; d < head_dim; ++d) out[d] = 0;
-  for (int64_t j = 0; j < n_kv; ++j)
-    for (int d = 0; d < head_dim; ++d) out[d] += scratch[j] * kv_at(v, kv_type, j * kv_stride + d);
-  const float inv = 1.0f / sum;
-  for (int d = 0; d < head_dim; ++d) out[d] *= inv;
 }
 
 }  // namespace tessera::ref

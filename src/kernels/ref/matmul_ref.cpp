@@ -7,6 +7,7 @@
 
 #include "core/fp16.h"
 #include "kernels/kernels.h"
+#include "kernels/quant_blocks.h"
 
 namespace tessera {
 
@@ -36,6 +37,24 @@ float weight_at(DType t, const uint8_t* row, int64_t k) {
       const int j = static_cast<int>(k % 32);
       const int q = j < 16 ? (b[4 + j] & 0xf) : (b[4 + j - 16] >> 4);
       return std::fma(fp16_to_float(d), static_cast<float>(q), fp16_to_float(m));
+    }
+    case DType::Q4_K: {
+      const uint8_t* b = row + (k / 256) * kQ4KBytes;
+      uint16_t d, dmin; std::memcpy(&d, b, 2); std::memcpy(&dmin, b + 2, 2);
+      const int j = static_cast<int>(k % 256) / 32, l = static_cast<int>(k % 32);
+      int sc, mn;
+      q4k_scale_min(b + 4, j, sc, mn);
+      const uint8_t byte = b[16 + 32 * (j / 2) + l];
+      const int q = j % 2 ? byte >> 4 : byte & 0xf;
+      const float d1 = fp16_to_float(d) * static_cast<float>(sc), m1 = fp16_to_float(dmin) * static_cast<float>(mn);
+      return std::fma(d1, static_cast<float>(q), -m1);
+    }
+    case DType::A4G64: {
+      const uint8_t* b = row + (k / 64) * kA4G64Bytes;
+      uint16_t s, z; std::memcpy(&s, b, 2); std::memcpy(&z, b + 2, 2);
+      const int h = static_cast<int>(k % 64) / 32, j = static_cast<int>(k % 32);
+      const int q = j < 16 ? (b[4 + 16 * h + j] & 0xf) : (b[4 + 16 * h + j - 16] >> 4);
+      return std::fma(fp16_to_float(s), static_cast<float>(q), fp16_to_float(z));
     }
     default: return std::nanf("");
   }

@@ -11,68 +11,17 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "kernels/x86/x86_common.h"
+#include "kernels/x86/deq_x86.h"
 
 namespace tessera::avx512 {
 
 namespace {
 
-// The 16 weights of chunk c (elements 16c .. 16c+15) of a float-typed row (full chunks only).
-template <DType t>
-inline __m512 deq16(const uint8_t* row, int64_t c) {
-  switch (t) {
-    case DType::F32:
-      return _mm512_loadu_ps(reinterpret_cast<const float*>(row) + 16 * c);
-    case DType::F16:
-      return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * c)));
-    case DType::BF16: {
-      const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(row + 32 * c)));
-      return _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
-    }
-    default:
-      return _mm512_set1_ps(NAN);
-  }
-}
-
-constexpr bool is_block32(DType t) { return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1; }
-
-// Both 16-weight chunks of 32-element block b at once: the scale (and min) are converted and
-// broadcast once and the packed bytes widened once. Same rounding as ref/weight_at().
-template <DType t>
-inline void deq32(const uint8_t* row, int64_t b, __m512& w0, __m512& w1) {
-  if constexpr (t == DType::Q8_0) {
-    const uint8_t* p = row + b * 34;
-    const __m512 d = _mm512_set1_ps(half_at(p));
-    w0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)))));
-    w1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 18)))));
-  } else if constexpr (t == DType::Q4_0) {
-    const uint8_t* p = row + b * 18;
-    const __m512 d = _mm512_set1_ps(half_at(p));
-    const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 2)));
-    const __m512i eight = _mm512_set1_epi32(8);
-    w0 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_and_si512(q, _mm512_set1_epi32(0xf)), eight)));
-    w1 = _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_sub_epi32(_mm512_srli_epi32(q, 4), eight)));
-  } else {
-    const uint8_t* p = row + b * 20;
-    const __m512 d = _mm512_set1_ps(half_at(p));
-    const __m512 m = _mm512_set1_ps(half_at(p + 2));
-    const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 4)));
-    w0 = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_and_si512(q, _mm512_set1_epi32(0xf))), m);
-    w1 = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_srli_epi32(q, 4)), m);
-  }
-}
-
-// Partial last chunk (float types only): lanes >= rem are zero.
-inline __m512 deq_tail(DType t, const uint8_t* row, int64_t c, int rem) {
-  alignas(64) float tmp[16] = {0};
-  for (int l = 0; l < rem; ++l) {
-    const int64_t k = 16 * c + l;
-    if (t == DType::F32) std::memcpy(&tmp[l], row + 4 * k, 4);
-    else if (t == DType::F16) tmp[l] = half_at(row + 2 * k);
-    else { uint16_t h; std::memcpy(&h, row + 2 * k, 2); uint32_t u = static_cast<uint32_t>(h) << 16; std::memcpy(&tmp[l], &u, 4); }
-  }
-  return _mm512_load_ps(tmp);
-}
+using x86::deq16;
+using x86::deq32;
+using x86::deq_tail;
+using x86::is_block32;
+using x86::V16;
 
 inline float reduce16(__m512 v) {
   const __m256 lo = _mm512_castps512_ps256(v);
@@ -99,23 +48,23 @@ void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y) {
     for (int64_t b = 0; b < K / 32; ++b) {
       const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
       for (int i = 0; i < R; ++i) {
-        __m512 w0, w1;
+        V16 w0, w1;
         deq32<T>(rows[i], b, w0, w1);
-        acc[i] = _mm512_fmadd_ps(w0, x0, acc[i]);
-        acc[i] = _mm512_fmadd_ps(w1, x1, acc[i]);
+        acc[i] = _mm512_fmadd_ps(w0.v, x0, acc[i]);
+        acc[i] = _mm512_fmadd_ps(w1.v, x1, acc[i]);
       }
     }
   } else {
     for (int64_t c = 0; c < full; ++c) {
       const __m512 xv = _mm512_loadu_ps(x + 16 * c);
-      for (int i = 0; i < R; ++i) acc[i] = _mm512_fmadd_ps(deq16<T>(rows[i], c), xv, acc[i]);
+      for (int i = 0; i < R; ++i) acc[i] = _mm512_fmadd_ps(deq16<T>(rows[i], c).v, xv, acc[i]);
     }
   }
   if (rem) {
     const __mmask16 mk = static_cast<__mmask16>((1u << rem) - 1);
     const __m512 xv = _mm512_maskz_loadu_ps(mk, x + 16 * full);
     for (int i = 0; i < R; ++i)
-      acc[i] = _mm512_mask3_fmadd_ps(deq_tail(w.type, rows[i], full, rem), xv, acc[i], mk);
+      acc[i] = _mm512_mask3_fmadd_ps(deq_tail(w.type, rows[i], full, rem).v, xv, acc[i], mk);
   }
   for (int i = 0; i < R; ++i) y[r + i] = reduce16(acc[i]);
 }
@@ -204,15 +153,15 @@ void matmul_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x
       const uint8_t* row = w.data + (p0 + i) * w.row_stride;
       if constexpr (is_block32(T)) {
         for (int64_t b = 0; b < K / 32; ++b) {
-          __m512 w0, w1;
+          V16 w0, w1;
           deq32<T>(row, b, w0, w1);
-          _mm512_storeu_ps(base + (2 * b) * 64, w0);
-          _mm512_storeu_ps(base + (2 * b + 1) * 64, w1);
+          _mm512_storeu_ps(base + (2 * b) * 64, w0.v);
+          _mm512_storeu_ps(base + (2 * b + 1) * 64, w1.v);
         }
       } else {
-        for (int64_t c = 0; c < full; ++c) _mm512_storeu_ps(base + c * 64, deq16<T>(row, c));
+        for (int64_t c = 0; c < full; ++c) _mm512_storeu_ps(base + c * 64, deq16<T>(row, c).v);
       }
-      if (rem) _mm512_storeu_ps(base + full * 64, deq_tail(w.type, row, full, static_cast<int>(rem)));
+      if (rem) _mm512_storeu_ps(base + full * 64, deq_tail(w.type, row, full, static_cast<int>(rem)).v);
     }
     for (int64_t t0 = 0; t0 < m; t0 += tokens_per_chunk) {
       const int64_t tc = std::min(tokens_per_chunk, m - t0), tc4 = (tc + 3) / 4 * 4;
@@ -275,14 +224,14 @@ void gemm_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, 
         const uint8_t* src = w.data + (p0 + i) * w.row_stride;
         if constexpr (is_block32(T)) {
           for (int64_t b = 0; b < K / 32; ++b) {
-            __m512 w0, w1;
+            V16 w0, w1;
             deq32<T>(src, b, w0, w1);
-            _mm512_storeu_ps(row.data() + 32 * b, w0);
-            _mm512_storeu_ps(row.data() + 32 * b + 16, w1);
+            _mm512_storeu_ps(row.data() + 32 * b, w0.v);
+            _mm512_storeu_ps(row.data() + 32 * b + 16, w1.v);
           }
         } else {
-          for (int64_t c = 0; c < K / 16; ++c) _mm512_storeu_ps(row.data() + 16 * c, deq16<T>(src, c));
-          if (K % 16) _mm512_storeu_ps(row.data() + K / 16 * 16, deq_tail(T, src, K / 16, static_cast<int>(K % 16)));
+          for (int64_t c = 0; c < K / 16; ++c) _mm512_storeu_ps(row.data() + 16 * c, deq16<T>(src, c).v);
+          if (K % 16) _mm512_storeu_ps(row.data() + K / 16 * 16, deq_tail(T, src, K / 16, static_cast<int>(K % 16)).v);
         }
         for (int64_t k = 0; k < K; ++k) wp[static_cast<size_t>(k * 32 + i)] = row[static_cast<size_t>(k)];
       } else {
@@ -316,64 +265,14 @@ void gemm_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, 
 
 void gemm_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m, int64_t xs, float* y,
                int64_t ys) {
-  if (!with_weight_type(w.type, [&](auto T) { gemm_rows_t<decltype(T)::value>(w, r0, r1, x, m, xs, y, ys); }))
+  if (!x86::with_weight_type(w.type, [&](auto T) { gemm_rows_t<decltype(T)::value>(w, r0, r1, x, m, xs, y, ys); }))
     ref::gemm_rows(w, r0, r1, x, m, xs, y, ys);
 }
 
 void matmul_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m,
                  int64_t xs, float* y, int64_t ys) {
-  if (!with_weight_type(w.type, [&](auto T) { matmul_rows_t<decltype(T)::value>(w, r0, r1, x, m, xs, y, ys); }))
+  if (!x86::with_weight_type(w.type, [&](auto T) { matmul_rows_t<decltype(T)::value>(w, r0, r1, x, m, xs, y, ys); }))
     ref::matmul_rows(w, r0, r1, x, m, xs, y, ys);
-}
-
-namespace {
-
-template <DType T>
-inline __m512 kv16(const void* base, int64_t i) {
-  if constexpr (T == DType::F32) return _mm512_loadu_ps(static_cast<const float*>(base) + i);
-  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + i)));
-}
-
-template <DType T>
-void attention_t(const float* q, const void* k, const void* v, int64_t n_kv, int64_t kv_stride,
-                 int head_dim, float scale, float* out, float* scratch) {
-  const int nc = head_dim / 16;
-  __m512 qv[16];
-  for (int c = 0; c < nc; ++c) qv[c] = _mm512_loadu_ps(q + 16 * c);
-  float mx = -INFINITY;
-  for (int64_t j = 0; j < n_kv; ++j) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int c = 0; c < nc; ++c) acc = _mm512_fmadd_ps(qv[c], kv16<T>(k, j * kv_stride + 16 * c), acc);
-    const float s = reduce16(acc) * scale;
-    scratch[j] = s;
-    mx = s > mx ? s : mx;
-  }
-  float sum = 0;
-  for (int64_t j = 0; j < n_kv; ++j) {
-    scratch[j] = std::exp(scratch[j] - mx);
-    sum += scratch[j];
-  }
-  __m512 o[16];
-  for (int c = 0; c < nc; ++c) o[c] = _mm512_setzero_ps();
-  for (int64_t j = 0; j < n_kv; ++j) {
-    const __m512 p = _mm512_set1_ps(scratch[j]);
-    for (int c = 0; c < nc; ++c) o[c] = _mm512_fmadd_ps(p, kv16<T>(v, j * kv_stride + 16 * c), o[c]);
-  }
-  const __m512 inv = _mm512_set1_ps(1.0f / sum);
-  for (int c = 0; c < nc; ++c) _mm512_storeu_ps(out + 16 * c, _mm512_mul_ps(o[c], inv));
-}
-
-}  // namespace
-
-void attention(const float* q, const void* k, const void* v, DType kv_type, int64_t n_kv,
-               int64_t kv_stride, int head_dim, float scale, float* out, float* scratch) {
-  if (head_dim % 16 != 0 || head_dim > 256 || (kv_type != DType::F16 && kv_type != DType::F32)) {
-    ref::attention(q, k, v, kv_type, n_kv, kv_stride, head_dim, scale, out, scratch);
-  } else if (kv_type == DType::F16) {
-    attention_t<DType::F16>(q, k, v, n_kv, kv_stride, head_dim, scale, out, scratch);
-  } else {
-    attention_t<DType::F32>(q, k, v, n_kv, kv_stride, head_dim, scale, out, scratch);
-  }
 }
 
 }  // namespace tessera::avx512

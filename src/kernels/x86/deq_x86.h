@@ -1,0 +1,125 @@
+// Weight dequantizers over V16 for the x86 matmul kernels (one source for AVX2 and AVX-512),
+// with exactly the rounding of ref/'s weight_at().
+#pragma once
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <type_traits>
+
+#include "core/dtype.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/x86/vec16.h"
+
+namespace tessera::x86 {
+inline namespace TESSERA_X86_LEVEL {
+
+// A block's fp16 scale or min, as fp32 (F16C).
+inline float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
+}
+
+// Types dequantized 32 elements at a time (block formats); the rest are float types.
+constexpr bool is_block32(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K || t == DType::A4G64;
+}
+
+// 16 nibbles q (low if hi == false) of the 16 bytes at p as floats.
+inline V16 nibbles16(const uint8_t* p, bool hi) {
+#if defined(__AVX512F__)
+  const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return {_mm512_cvtepi32_ps(hi ? _mm512_srli_epi32(q, 4) : _mm512_and_si512(q, _mm512_set1_epi32(0xf)))};
+#else
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  __m256i lo = _mm256_cvtepu8_epi32(b), up = _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8));
+  if (hi) {
+    lo = _mm256_srli_epi32(lo, 4);
+    up = _mm256_srli_epi32(up, 4);
+  } else {
+    lo = _mm256_and_si256(lo, _mm256_set1_epi32(0xf));
+    up = _mm256_and_si256(up, _mm256_set1_epi32(0xf));
+  }
+  return {_mm256_cvtepi32_ps(lo), _mm256_cvtepi32_ps(up)};
+#endif
+}
+
+// The 16 weights of chunk c (elements 16c .. 16c+15) of a float-typed row (full chunks only).
+template <DType t>
+inline V16 deq16(const uint8_t* row, int64_t c) {
+  if constexpr (t == DType::F32) return load16(reinterpret_cast<const float*>(row) + 16 * c);
+  else if constexpr (t == DType::F16) return f16x16(reinterpret_cast<const uint16_t*>(row) + 16 * c);
+  else return bf16x16(reinterpret_cast<const uint16_t*>(row) + 16 * c);
+}
+
+// Both 16-weight chunks of 32-element block b: the scale (and min) are converted and broadcast
+// once and the packed bytes widened once.
+template <DType t>
+inline void deq32(const uint8_t* row, int64_t b, V16& w0, V16& w1) {
+  if constexpr (t == DType::Q8_0) {
+    const uint8_t* p = row + b * 34;
+    const V16 d = set16(half_at(p));
+    w0 = mul16(d, i8x16(reinterpret_cast<const int8_t*>(p + 2)));
+    w1 = mul16(d, i8x16(reinterpret_cast<const int8_t*>(p + 18)));
+  } else if constexpr (t == DType::Q4_0) {
+    const uint8_t* p = row + b * 18;
+    const V16 d = set16(half_at(p)), eight = set16(8.0f);
+    w0 = mul16(d, sub16(nibbles16(p + 2, false), eight));  // q - 8 is exact in fp32
+    w1 = mul16(d, sub16(nibbles16(p + 2, true), eight));
+  } else if constexpr (t == DType::Q4_1) {
+    const uint8_t* p = row + b * 20;
+    const V16 d = set16(half_at(p)), m = set16(half_at(p + 2));
+    w0 = fma16(d, nibbles16(p + 4, false), m);
+    w1 = fma16(d, nibbles16(p + 4, true), m);
+  } else if constexpr (t == DType::A4G64) {
+    const uint8_t* p = row + (b / 2) * kA4G64Bytes;
+    const V16 s = set16(half_at(p)), z = set16(half_at(p + 2));
+    const uint8_t* q = p + 4 + 16 * (b % 2);
+    w0 = fma16(s, nibbles16(q, false), z);
+    w1 = fma16(s, nibbles16(q, true), z);
+  } else {  // Q4_K sub-block j of super-block b / 8
+    const uint8_t* p = row + (b / 8) * kQ4KBytes;
+    const int j = static_cast<int>(b % 8);
+    int sc, mn;
+    q4k_scale_min(p + 4, j, sc, mn);
+    const V16 d1 = set16(half_at(p) * static_cast<float>(sc));
+    const V16 m1 = set16(-(half_at(p + 2) * static_cast<float>(mn)));
+    const uint8_t* q = p + 16 + 32 * (j / 2);
+    w0 = fma16(d1, nibbles16(q, j % 2), m1);
+    w1 = fma16(d1, nibbles16(q + 16, j % 2), m1);
+  }
+}
+
+// Partial last chunk (float types only): lanes >= rem are zero.
+inline V16 deq_tail(DType t, const uint8_t* row, int64_t c, int rem) {
+  alignas(64) float tmp[16] = {0};
+  for (int l = 0; l < rem; ++l) {
+    const int64_t k = 16 * c + l;
+    if (t == DType::F32) std::memcpy(&tmp[l], row + 4 * k, 4);
+    else if (t == DType::F16) tmp[l] = half_at(row + 2 * k);
+    else { uint16_t h; std::memcpy(&h, row + 2 * k, 2); uint32_t u = static_cast<uint32_t>(h) << 16; std::memcpy(&tmp[l], &u, 4); }
+  }
+  return load16(tmp);
+}
+
+// Calls f(std::integral_constant<DType, T>{}) for the weight types the kernels specialise;
+// returns false for any other type (callers fall back to the scalar twin).
+template <typename F>
+bool with_weight_type(DType t, F&& f) {
+  switch (t) {
+    case DType::F32: f(std::integral_constant<DType, DType::F32>{}); return true;
+    case DType::F16: f(std::integral_constant<DType, DType::F16>{}); return true;
+    case DType::BF16: f(std::integral_constant<DType, DType::BF16>{}); return true;
+    case DType::Q8_0: f(std::integral_constant<DType, DType::Q8_0>{}); return true;
+    case DType::Q4_0: f(std::integral_constant<DType, DType::Q4_0>{}); return true;
+    case DType::Q4_1: f(std::integral_constant<DType, DType::Q4_1>{}); return true;
+    case DType::Q4_K: f(std::integral_constant<DType, DType::Q4_K>{}); return true;
+    case DType::A4G64: f(std::integral_constant<DType, DType::A4G64>{}); return true;
+    default: return false;
+  }
+}
+
+}  // namespace TESSERA_X86_LEVEL
+}  // namespace tessera::x86

@@ -1,0 +1,183 @@
+// A 16-lane fp32 vector for the x86 kernels that are compiled once per ISA level: one zmm
+// register under AVX-512, two ymm registers under AVX2+FMA. Every operation is lane-wise or
+// uses the fixed reduction tree of ref/ (lanes 0..7 + 8..15, then halves again), so a kernel
+// written against V16 gives bitwise the same results at both levels and in the scalar twin.
+#pragma once
+#include <immintrin.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+// Each ISA build gets its own inline namespace: the same names, different definitions, no
+// clash between the object files at link time.
+#if defined(__AVX512F__)
+#define TESSERA_X86_LEVEL v512
+#else
+#define TESSERA_X86_LEVEL v256
+#endif
+
+namespace tessera::x86 {
+inline namespace TESSERA_X86_LEVEL {
+
+#if defined(__AVX512F__)
+
+struct V16 {
+  __m512 v;
+};
+inline V16 zero16() { return {_mm512_setzero_ps()}; }
+inline V16 set16(float a) { return {_mm512_set1_ps(a)}; }
+inline V16 load16(const float* p) { return {_mm512_loadu_ps(p)}; }
+inline uint32_t lanes(int n) { return n >= 16 ? 0xffffu : (1u << n) - 1; }
+// The first n lanes from p, the rest zero (nothing past p + n is read).
+inline V16 load16_n(const float* p, int n) { return {_mm512_maskz_loadu_ps(static_cast<__mmask16>(lanes(n)), p)}; }
+inline void store16(float* p, V16 a) { _mm512_storeu_ps(p, a.v); }
+inline void store16_n(float* p, V16 a, int n) { _mm512_mask_storeu_ps(p, static_cast<__mmask16>(lanes(n)), a.v); }
+inline V16 fma16(V16 a, V16 b, V16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+inline V16 mul16(V16 a, V16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
+inline V16 add16(V16 a, V16 b) { return {_mm512_add_ps(a.v, b.v)}; }
+inline V16 sub16(V16 a, V16 b) { return {_mm512_sub_ps(a.v, b.v)}; }
+inline V16 max16(V16 a, V16 b) { return {_mm512_max_ps(a.v, b.v)}; }
+inline V16 min16(V16 a, V16 b) { return {_mm512_min_ps(a.v, b.v)}; }
+// Lanes >= n replaced by `fill`.
+inline V16 keep16(V16 a, int n, float fill) {
+  return {_mm512_mask_blend_ps(static_cast<__mmask16>(lanes(n)), _mm512_set1_ps(fill), a.v)};
+}
+// Lanes < n from a, the rest from b.
+inline V16 blend16(V16 a, V16 b, int n) { return {_mm512_mask_blend_ps(static_cast<__mmask16>(lanes(n)), b.v, a.v)}; }
+inline V16 round16(V16 a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
+// a * 2^n for integral n in [-126, 0]: exact power of two, one correctly rounded multiply.
+inline V16 scale_pow2(V16 a, V16 n) {
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n.v), _mm512_set1_epi32(127)), 23);
+  return {_mm512_mul_ps(a.v, _mm512_castsi512_ps(e))};
+}
+inline V16 f16x16(const uint16_t* p) { return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))}; }
+inline V16 bf16x16(const uint16_t* p) {
+  const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return {_mm512_castsi512_ps(_mm512_slli_epi32(h, 16))};
+}
+inline V16 i8x16(const int8_t* p) {
+  return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))};
+}
+inline float reduce16(V16 a) {
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(a.v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a.v), 1)));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+inline float hmax16(V16 a) { return _mm512_reduce_max_ps(a.v); }  // max is exact in any order
+// out lane i = reduce16(v[i]) for 16 vectors at once, with reduce16's addition tree.
+inline V16 reduce16x16(const V16 v[16]) {
+  __m512 w[8], z[4], u[2];
+  for (int n = 0; n < 8; ++n)  // s8: lanes 0..7 + lanes 8..15, two vectors per register
+    w[n] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * n].v, v[2 * n + 1].v, 0x44), _mm512_shuffle_f32x4(v[2 * n].v, v[2 * n + 1].v, 0xEE));
+  for (int n = 0; n < 4; ++n)  // s4: s8[0..3] + s8[4..7]
+    z[n] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * n], w[2 * n + 1], 0x88), _mm512_shuffle_f32x4(w[2 * n], w[2 * n + 1], 0xDD));
+  for (int n = 0; n < 2; ++n)  // s2: s4[0,1] + s4[2,3]
+    u[n] = _mm512_add_ps(_mm512_shuffle_ps(z[2 * n], z[2 * n + 1], 0x44), _mm512_shuffle_ps(z[2 * n], z[2 * n + 1], 0xEE));
+  // position 4k+e now holds reduce16(v[k + 4e]); put v[i]'s sum in lane i
+  const __m512 r = _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], 0x88), _mm512_shuffle_ps(u[0], u[1], 0xDD));
+  const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  return {_mm512_permutexvar_ps(idx, r)};
+}
+
+#else  // AVX2 + FMA: lanes 0..7 in lo, 8..15 in hi
+
+struct V16 {
+  __m256 lo, hi;
+};
+inline V16 zero16() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+inline V16 set16(float a) { return {_mm256_set1_ps(a), _mm256_set1_ps(a)}; }
+inline V16 load16(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+inline __m256i mask8(int n) {
+  const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(n), idx);
+}
+inline V16 load16_n(const float* p, int n) {
+  if (n >= 16) return load16(p);
+  return {_mm256_maskload_ps(p, mask8(n)), n > 8 ? _mm256_maskload_ps(p + 8, mask8(n - 8)) : _mm256_setzero_ps()};
+}
+inline void store16(float* p, V16 a) {
+  _mm256_storeu_ps(p, a.lo);
+  _mm256_storeu_ps(p + 8, a.hi);
+}
+inline void store16_n(float* p, V16 a, int n) {
+  if (n >= 16) return store16(p, a);
+  _mm256_maskstore_ps(p, mask8(n), a.lo);
+  if (n > 8) _mm256_maskstore_ps(p + 8, mask8(n - 8), a.hi);
+}
+inline V16 fma16(V16 a, V16 b, V16 c) { return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
+inline V16 mul16(V16 a, V16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+inline V16 add16(V16 a, V16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+inline V16 sub16(V16 a, V16 b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
+inline V16 max16(V16 a, V16 b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
+inline V16 min16(V16 a, V16 b) { return {_mm256_min_ps(a.lo, b.lo), _mm256_min_ps(a.hi, b.hi)}; }
+inline V16 keep16(V16 a, int n, float fill) {
+  const __m256 f = _mm256_set1_ps(fill);
+  const __m256 mlo = _mm256_castsi256_ps(mask8(n)), mhi = _mm256_castsi256_ps(mask8(n - 8));
+  return {_mm256_blendv_ps(f, a.lo, mlo), _mm256_blendv_ps(f, a.hi, mhi)};
+}
+inline V16 blend16(V16 a, V16 b, int n) {
+  return {_mm256_blendv_ps(b.lo, a.lo, _mm256_castsi256_ps(mask8(n))), _mm256_blendv_ps(b.hi, a.hi, _mm256_castsi256_ps(mask8(n - 8)))};
+}
+inline V16 round16(V16 a) {
+  return {_mm256_round_ps(a.lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+          _mm256_round_ps(a.hi, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
+}
+inline __m256 pow2_8(__m256 n) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+}
+inline V16 scale_pow2(V16 a, V16 n) { return {_mm256_mul_ps(a.lo, pow2_8(n.lo)), _mm256_mul_ps(a.hi, pow2_8(n.hi))}; }
+inline V16 f16x16(const uint16_t* p) {
+  return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 8)))};
+}
+inline __m256 bf16x8(const uint16_t* p) {
+  const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+}
+inline V16 bf16x16(const uint16_t* p) { return {bf16x8(p), bf16x8(p + 8)}; }
+inline V16 i8x16(const int8_t* p) {
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)))};
+}
+inline float reduce16(V16 a) {
+  const __m256 s8 = _mm256_add_ps(a.lo, a.hi);
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
+}
+inline float hmax16(V16 a) {
+  const __m256 m8 = _mm256_max_ps(a.lo, a.hi);
+  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  return _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
+}
+
+inline V16 reduce16x16(const V16 v[16]) {
+  alignas(32) float r[16];
+  for (int i = 0; i < 16; ++i) r[i] = reduce16(v[i]);
+  return load16(r);
+}
+
+#endif
+
+// exp(x) for x <= 0 (softmax numerators): x = n ln2 + r, degree-6 polynomial, n >= -126 so
+// 2^n is an exact normal number. Same steps as exp_nonpos() in kernels/exp_poly.h.
+inline V16 exp16_nonpos(V16 x) {
+  x = max16(min16(x, zero16()), set16(-87.33f));
+  const V16 n = round16(mul16(x, set16(1.44269504088896341f)));
+  V16 r = fma16(sub16(zero16(), n), set16(0.693359375f), x);
+  r = fma16(sub16(zero16(), n), set16(-2.12194440e-4f), r);
+  V16 p = set16(1.9875691500e-4f);
+  p = fma16(p, r, set16(1.3981999507e-3f));
+  p = fma16(p, r, set16(8.3334519073e-3f));
+  p = fma16(p, r, set16(4.1665795894e-2f));
+  p = fma16(p, r, set16(1.6666665459e-1f));
+  p = fma16(p, r, set16(5.0000001201e-1f));
+  p = fma16(p, mul16(r, r), add16(r, set16(1.0f)));
+  return scale_pow2(p, n);
+}
+
+}  // namespace TESSERA_X86_LEVEL
+}  // namespace tessera::x86
