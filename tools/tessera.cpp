@@ -66,6 +66,8 @@ void add_common(CLI::App* app, CommonArgs& a) {
 HfModel load_any(CommonArgs& a) {
   if (a.isa == "scalar") set_isa_cap(Isa::Scalar);
   if (a.isa == "neon") set_isa_cap(Isa::Neon);
+  if (a.isa == "avx2") set_isa_cap(Isa::Avx2);
+  if (a.isa == "avx512") set_isa_cap(Isa::Avx512);
   if (a.model.empty()) {
     a.model = default_model_path();
     if (!std::filesystem::exists(a.model))

@@ -99,7 +99,7 @@ void flash_attention(const AttentionShape& s, const float* q, int64_t n_q, int64
   const int group = s.n_head / s.n_head_kv;
   const int64_t visible = s.causal ? std::min(s.n_kv, s.q_pos0 + n_q) : s.n_kv;
   const int64_t n_seg = std::max<int64_t>(1, (visible + kAttnSegment - 1) / kAttnSegment);
-  const int64_t rows_per_kv = n_q * group, blocks = (rows_per_kv + 3) / 4;
+  const int64_t rows_per_kv = n_q * group, blocks = (rows_per_kv + kAttnRows - 1) / kAttnRows;
   const int64_t part_len = hd + 2;
 
   thread_local std::vector<float> parts;  // grows to the largest call, then stays
@@ -109,12 +109,12 @@ void flash_attention(const AttentionShape& s, const float* q, int64_t n_q, int64
   const BlockFn block = pick_block();
 
   auto row_end = [&](int64_t i) { return s.causal ? std::min(s.n_kv, s.q_pos0 + i + 1) : s.n_kv; };
-  // items: (kv head g, block of 4 rows, segment); a row is (query i, head h) with h in g's group
+  // items: (kv head g, block of rows, segment); a row is (query i, head h) with h in g's group
   pool.parallel_for(s.n_head_kv * blocks * n_seg, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t seg = t % n_seg, b = (t / n_seg) % blocks, g = t / (n_seg * blocks);
       AttnRows rows;
-      for (int64_t r = 4 * b; r < std::min(rows_per_kv, 4 * b + 4); ++r) {
+      for (int64_t r = kAttnRows * b; r < std::min(rows_per_kv, kAttnRows * (b + 1)); ++r) {
         const int64_t i = r / group, h = g * group + r % group;
         rows.q[rows.n] = q + i * q_stride + h * hd;
         rows.end[rows.n] = row_end(i);

@@ -4,10 +4,12 @@
 // keys are cut into segments of kAttnSegment positions (aligned at position 0); inside a
 // segment, blocks of 16 keys update a running max m, sum l and output O (online softmax);
 // segments are merged in order with the log-sum-exp rule. A score is scale * (q · k) with q · k
-// one 16-lane FMA chain over the head dimension and the fixed reduction tree (as matmul), and
-// exp is the polynomial in exp_poly.h, so every ISA level gives bitwise the same rows.
+// one FMA chain over the head dimension in order, a block's weight sum uses the fixed 16-lane
+// reduction tree, and exp is the polynomial in exp_poly.h, so every ISA level gives bitwise the
+// same rows.
 // Decode splits the work over (kv head, segment) — split-KV; prefill and vision tiles over
-// (kv head, block of query rows, segment); grouped-query heads sharing a kv head share loads.
+// (kv head, block of up to 256 query rows, segment); grouped-query heads sharing a kv head
+// share the key/value loads.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -46,12 +48,16 @@ struct AttentionShape {
 void flash_attention(const AttentionShape& s, const float* q, int64_t n_q, int64_t q_stride, const KvView& kv,
                      float* out, int64_t out_stride, ThreadPool& pool);
 
-// Per-ISA block kernel: up to 4 query rows on one kv head over key positions [j0, j1).
+// Per-ISA block kernel: up to kAttnRows query rows on one kv head over key positions [j0, j1).
 // Row r sees keys below ends[r]; writes part[r] = {m, l, O[0..head_dim)} (unnormalised).
+// Keys are the outer loop: each block of 16 keys is converted to fp32 once (kept in L1) and
+// applied to every row, whose running state lives in part[r]; more rows per call means less
+// K/V traffic.
+constexpr int kAttnRows = 256;
 struct AttnRows {
-  const float* q[4];
-  int64_t end[4];
-  float* part[4];
+  const float* q[kAttnRows];
+  int64_t end[kAttnRows];
+  float* part[kAttnRows];
   int n = 0;
 };
 #define TESSERA_ATTN_DECL                                                                      \

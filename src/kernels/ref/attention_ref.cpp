@@ -48,9 +48,9 @@ void attention_block(const AttnRows& rows, int head_dim, float scale, const uint
       for (int i = 0; i < 16; ++i) {
         if (i >= nv) { s[i] = -INFINITY; continue; }
         const uint8_t* kr = k + (jb + i) * pos_stride;
-        float acc[16] = {0};
-        for (int d = 0; d < head_dim; ++d) acc[d % 16] = std::fma(q[d], kv_at(kv_type, kr, head_dim, d), acc[d % 16]);
-        s[i] = reduce16(acc) * scale;
+        float acc = 0.0f;  // one FMA chain over the head dimension
+        for (int d = 0; d < head_dim; ++d) acc = std::fma(q[d], kv_at(kv_type, kr, head_dim, d), acc);
+        s[i] = acc * scale;
       }
       float bm = s[0];
       for (int i = 1; i < 16; ++i) bm = std::max(bm, s[i]);
