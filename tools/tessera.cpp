@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <iostream>
 #include <new>
@@ -19,6 +20,7 @@
 #include "core/fp16.h"
 #include "formats/gguf_writer.h"
 #include "kernels/kernels.h"
+#include "kernels/quantize.h"
 #include "formats/image.h"
 #include "models/hf_loader.h"
 #include "models/idefics3.h"
@@ -312,39 +314,41 @@ int cmd_bench(CommonArgs& a, int n_prompt, int n_gen, int reps, bool json) {
   return 0;
 }
 
-// Rewrites a GGUF with every computable block-quantized or float tensor converted to `type`
-// (exact for f32: each weight is the value the kernels compute with), metadata unchanged.
+// Rewrites a GGUF with its weights converted to `type`, metadata unchanged. Float targets
+// convert every tensor (exact for f32: each weight is the value the kernels compute with);
+// block-quantized targets convert the matrices and keep 1-D tensors (norms) as they are, as
+// llama-quantize does. Q4_K needs rows of 256k: other matrices become Q4_1.
 int cmd_convert(const std::string& in, const std::string& out, const std::string& type) {
   if (in.empty()) fail("pass the input model with -m");
   check_output_writable(out);
   auto f = GgufFile::open(in);
-  const DType to = type == "f32" ? DType::F32 : type == "f16" ? DType::F16 : DType::BF16;
+  static const std::map<std::string, std::pair<DType, uint32_t>> kTypes = {  // type, llama.cpp file type
+      {"f32", {DType::F32, 0}},   {"f16", {DType::F16, 1}},   {"bf16", {DType::BF16, 32}}, {"q8_0", {DType::Q8_0, 7}},
+      {"q4_0", {DType::Q4_0, 2}}, {"q4_1", {DType::Q4_1, 3}}, {"q4_k", {DType::Q4_K, 14}}};
+  const auto [to, file_type] = kTypes.at(type);
+  const bool blocks = info(to).block_elems > 1;
   GgufWriter w;
   for (const auto& [k, v] : f->metadata()) w.set(k, v);
   if (const GgufValue* ft = f->find("general.file_type"); ft && ft->type == GgufType::UINT32)
-    w.set("general.file_type", GgufValue::make_u32(to == DType::F32 ? 0 : to == DType::F16 ? 1 : 32));
+    w.set("general.file_type", GgufValue::make_u32(file_type));
   std::vector<float> row;
   for (const auto& t : f->tensors()) {
     if (!info(t.type).computable) fail("tensor '%s' has type %s, which cannot be converted", t.name.c_str(), dtype_name(t.type));
     const uint64_t n = t.dims[0], rows = t.n_elements / n;
-    std::vector<uint8_t> data(row_bytes(to, n) * rows);
+    DType tt = to;
+    // rows shorter than a Q4_K super-block multiple fall back to Q4_1 (llama-quantize picks Q5_0)
+    if (to == DType::Q4_K && n % 256 != 0) tt = DType::Q4_1;
+    if (blocks && (t.dims.size() < 2 || n % info(tt).block_elems != 0)) tt = t.type;  // keep norms, odd rows
+    std::vector<uint8_t> data(row_bytes(tt, n) * rows);
     row.resize(n);
     for (uint64_t r = 0; r < rows; ++r) {
       dequantize_row(t.type, t.data + r * row_bytes(t.type, n), row.data(), static_cast<int64_t>(n));
-      uint8_t* dst = data.data() + r * row_bytes(to, n);
-      for (uint64_t i = 0; i < n; ++i) {
-        if (to == DType::F32) {
-          std::memcpy(dst + 4 * i, &row[i], 4);
-        } else {
-          const uint16_t h = to == DType::F16 ? float_to_fp16(row[i]) : float_to_bf16(row[i]);
-          std::memcpy(dst + 2 * i, &h, 2);
-        }
-      }
+      quantize_row(tt, row.data(), static_cast<int64_t>(n), data.data() + r * row_bytes(tt, n));
     }
-    w.add_tensor(t.name, to, t.dims, std::move(data));
+    w.add_tensor(t.name, tt, t.dims, std::move(data));
   }
   w.write(out);
-  std::fprintf(stderr, "wrote %s (%zu tensors as %s)\n", out.c_str(), f->tensors().size(), dtype_name(to));
+  std::fprintf(stderr, "wrote %s (%zu tensors, matrices as %s)\n", out.c_str(), f->tensors().size(), dtype_name(to));
   return 0;
 }
 
@@ -399,11 +403,12 @@ int main(int argc, char** argv) {
   tokenize->add_option("-p,--prompt", text, "text")->required();
   tokenize->add_flag("--special", special, "parse special-token text such as <|im_start|>");
 
-  auto* convert = app.add_subcommand("convert", "rewrite a GGUF with its weights as f32, f16 or bf16");
+  auto* convert = app.add_subcommand("convert", "rewrite a GGUF with its weights in another type (float or quantized)");
   std::string conv_in, conv_type = "f32";
   convert->add_option("-m,--model", conv_in, "input GGUF")->required();
   convert->add_option("-o,--output", out_path, "output GGUF")->required();
-  convert->add_option("--type", conv_type, "f32 (exact), f16 or bf16")->check(CLI::IsMember({"f32", "f16", "bf16"}));
+  convert->add_option("--type", conv_type, "f32 (exact), f16, bf16, q8_0, q4_0, q4_1 or q4_k")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q4_k"}));
 
   auto* init = app.add_subcommand("vlm-init", "make a SmolVLM-shaped text GGUF + random-vision mmproj from a SmolLM2 GGUF");
   VlmInitOptions vi;

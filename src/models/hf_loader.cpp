@@ -1,11 +1,14 @@
 #include "models/hf_loader.h"
 
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/fp16.h"
 #include "core/mapped_file.h"
 #include "formats/safetensors.h"
 
@@ -70,8 +73,86 @@ class SafetensorsSource : public TensorSource {
   }
   std::string describe() const override { return dir_; }
 
+  // MLX affine 4-bit weights (mlx-lm's "quantization": {"group_size", "bits": 4}): each
+  // `X.weight` stored as uint32 words of 8 nibbles (element 8j+k in bits 4k..4k+3 of word j)
+  // with `X.scales` and `X.biases` per group is repacked at load into the engine's blocks:
+  // group 32 -> Q4_1 (scale, bias as d, m), group 64 -> A4G64. Returns the tensors repacked.
+  int repack_mlx_affine(int group, const std::string& cfg_path) {
+    int repacked = 0;
+    size_t inexact = 0, total = 0;
+    for (auto& [name, view] : views_) {
+      if (name.size() < 7 || name.compare(name.size() - 7, 7, ".weight") != 0) continue;
+      const SafetensorsTensor* w = raw(name);
+      if (!w || w->dtype != "U32") continue;
+      const std::string base = name.substr(0, name.size() - 7);
+      const SafetensorsTensor* sc = raw(base + ".scales");
+      const SafetensorsTensor* bi = raw(base + ".biases");
+      if (!sc || !bi) fail("%s: quantized tensor '%s' has no .scales/.biases", cfg_path.c_str(), name.c_str());
+      if (w->shape.size() != 2) fail("%s: quantized tensor '%s' is not a matrix", cfg_path.c_str(), name.c_str());
+      const uint64_t rows = w->shape[0], words = w->shape[1], cols = words * 8;
+      if (cols % static_cast<uint64_t>(group) != 0) fail("%s: '%s' has %llu columns, not a multiple of group %d", cfg_path.c_str(), name.c_str(), static_cast<unsigned long long>(cols), group);
+      const uint64_t groups = cols / static_cast<uint64_t>(group);
+      for (const SafetensorsTensor* t : {sc, bi})
+        if (t->shape != std::vector<uint64_t>{rows, groups} || !(t->dtype == "F16" || t->dtype == "BF16" || t->dtype == "F32"))
+          fail("%s: '%s' must be F16/BF16/F32 of shape [%llu, %llu]", cfg_path.c_str(), t->name.c_str(),
+               static_cast<unsigned long long>(rows), static_cast<unsigned long long>(groups));
+      const DType out = group == 32 ? DType::Q4_1 : DType::A4G64;
+      const size_t rb = row_bytes(out, cols), gb = group == 32 ? 20 : 36;
+      owned_.emplace_back(rb * rows);
+      uint8_t* dst = owned_.back().data();
+      for (uint64_t r = 0; r < rows; ++r) {
+        const uint8_t* wr = w->data + r * words * 4;
+        for (uint64_t g = 0; g < groups; ++g) {
+          uint8_t* blk = dst + r * rb + g * gb;
+          const uint16_t h_s = to_half(*sc, r * groups + g, inexact), h_b = to_half(*bi, r * groups + g, inexact);
+          total += 2;
+          std::memcpy(blk, &h_s, 2);
+          std::memcpy(blk + 2, &h_b, 2);
+          std::memset(blk + 4, 0, gb - 4);
+          for (int j = 0; j < group; ++j) {
+            const uint64_t e = g * static_cast<uint64_t>(group) + static_cast<uint64_t>(j);
+            uint32_t word;
+            std::memcpy(&word, wr + (e / 8) * 4, 4);
+            const uint8_t q = static_cast<uint8_t>((word >> (4 * (e % 8))) & 0xF);
+            const int half = j / 32, jj = j % 32;  // Q4_1 nibble order within each 32
+            uint8_t& byte = blk[4 + 16 * half + jj % 16];
+            byte = static_cast<uint8_t>(byte | (jj < 16 ? q : q << 4));
+          }
+        }
+      }
+      view.type = out;
+      view.dims = {cols, rows};
+      view.data = dst;
+      ++repacked;
+    }
+    if (inexact)
+      std::fprintf(stderr, "note: %zu of %zu MLX scales/biases are not exactly representable in fp16 (rounded)\n", inexact, total);
+    return repacked;
+  }
+
  private:
+  const SafetensorsTensor* raw(const std::string& name) const {
+    for (const auto& f : files_)
+      if (const SafetensorsTensor* t = f->find(name)) return t;
+    return nullptr;
+  }
+  static uint16_t to_half(const SafetensorsTensor& t, uint64_t i, size_t& inexact) {
+    float v;
+    if (t.dtype == "F32") {
+      std::memcpy(&v, t.data + 4 * i, 4);
+    } else {
+      uint16_t h;
+      std::memcpy(&h, t.data + 2 * i, 2);
+      if (t.dtype == "F16") return h;
+      v = bf16_to_float(h);
+    }
+    const uint16_t h = float_to_fp16(v);
+    if (fp16_to_float(h) != v) ++inexact;
+    return h;
+  }
+
   std::string dir_;
+  std::vector<std::vector<uint8_t>> owned_;  // repacked weights
   std::vector<std::unique_ptr<SafetensorsFile>> files_;
   std::map<std::string, TensorView> views_;
 };
@@ -117,6 +198,16 @@ HfModel load_hf_dir(const std::string& dir) {
   const json cfg = read_json(cfg_path);
   const std::string type = cfg.value("model_type", "");
   auto src = std::make_shared<SafetensorsSource>(dir);
+  if (cfg.contains("quantization")) {  // mlx-lm's quantized checkpoints
+    const json& q = cfg["quantization"];
+    if (!q.is_object()) fail("%s: 'quantization' is not an object", cfg_path.c_str());
+    const int bits = get<int>(q, "bits", 1, 16, cfg_path), group = get<int>(q, "group_size", 1, 1024, cfg_path);
+    const std::string mode = q.contains("mode") && q["mode"].is_string() ? q["mode"].get<std::string>() : "affine";
+    if (bits != 4 || mode != "affine" || (group != 32 && group != 64))
+      fail("%s: MLX quantization bits=%d group_size=%d mode=%s is not supported (4-bit affine, group 32 or 64)", cfg_path.c_str(),
+           bits, group, mode.c_str());
+    if (src->repack_mlx_affine(group, cfg_path) == 0) fail("%s: 'quantization' is set but no tensor is quantized", cfg_path.c_str());
+  }
   TokenizerSpec spec = Tokenizer::spec_from_hf_json(dir + "/tokenizer.json");
   const bool tie_top = cfg.contains("tie_word_embeddings") && cfg["tie_word_embeddings"].is_boolean() ? cfg["tie_word_embeddings"].get<bool>() : false;
   HfModel m;

@@ -1,0 +1,151 @@
+#include "kernels/quantize.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "kernels/quant_blocks.h"
+
+namespace tessera {
+
+namespace {
+
+void put_half(uint8_t* p, float v) {
+  const uint16_t h = float_to_fp16(v);
+  std::memcpy(p, &h, 2);
+}
+
+// Nibbles of 32 values in Q4_1's order: element j < 16 low nibble of byte j, else high of j - 16.
+void pack32(const int q[32], uint8_t* qs) {
+  for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
+}
+
+void q8_0(const float* x, uint8_t* p) {
+  float amax = 0;
+  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
+  const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  put_half(p, d);
+  for (int i = 0; i < 32; ++i) p[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(x[i] * id)));
+}
+
+void q4_0(const float* x, uint8_t* p) {
+  float amax = 0, mx = 0;
+  for (int i = 0; i < 32; ++i)
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      mx = x[i];
+    }
+  const float d = mx / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  put_half(p, d);
+  int q[32];
+  for (int i = 0; i < 32; ++i) q[i] = std::min(15, static_cast<int>(x[i] * id + 8.5f));
+  pack32(q, p + 2);
+}
+
+void q4_1(const float* x, uint8_t* p) {
+  float mn = x[0], mx = x[0];
+  for (int i = 1; i < 32; ++i) {
+    mn = std::min(mn, x[i]);
+    mx = std::max(mx, x[i]);
+  }
+  const float d = (mx - mn) / 15.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  put_half(p, d);
+  put_half(p + 2, mn);
+  int q[32];
+  for (int i = 0; i < 32; ++i) q[i] = std::clamp(static_cast<int>((x[i] - mn) * id + 0.5f), 0, 15);
+  pack32(q, p + 4);
+}
+
+void q4_k(const float* x, uint8_t* p) {
+  float scale[8], minv[8];
+  for (int j = 0; j < 8; ++j) {
+    float mn = 0.0f, mx = 0.0f;  // the format subtracts a non-negative min: keep 0 in range
+    for (int i = 0; i < 32; ++i) {
+      mn = std::min(mn, x[32 * j + i]);
+      mx = std::max(mx, x[32 * j + i]);
+    }
+    scale[j] = (mx - mn) / 15.0f;
+    minv[j] = -mn;
+  }
+  const float smax = *std::max_element(scale, scale + 8), mmax = *std::max_element(minv, minv + 8);
+  const float d = smax / 63.0f, dmin = mmax / 63.0f;
+  put_half(p, d);
+  put_half(p + 2, dmin);
+  const float dh = fp16_to_float(float_to_fp16(d)), dminh = fp16_to_float(float_to_fp16(dmin));
+  std::memset(p + 4, 0, 12);
+  for (int j = 0; j < 8; ++j) {
+    const int sc = dh > 0 ? std::clamp(static_cast<int>(std::lround(scale[j] / dh)), 0, 63) : 0;
+    const int mq = dminh > 0 ? std::clamp(static_cast<int>(std::lround(minv[j] / dminh)), 0, 63) : 0;
+    q4k_set_scale_min(p + 4, j, sc, mq);
+  }
+  for (int j = 0; j < 8; ++j) {
+    int sc, mq;
+    q4k_scale_min(p + 4, j, sc, mq);
+    const float d1 = dh * static_cast<float>(sc), m1 = dminh * static_cast<float>(mq);
+    uint8_t* qs = p + 16 + 32 * (j / 2);
+    for (int i = 0; i < 32; ++i) {
+      const int q = d1 > 0 ? std::clamp(static_cast<int>(std::lround((x[32 * j + i] + m1) / d1)), 0, 15) : 0;
+      qs[i] = static_cast<uint8_t>(j % 2 ? (qs[i] & 0x0F) | (q << 4) : (qs[i] & 0xF0) | q);
+    }
+  }
+}
+
+void a4g64(const float* x, uint8_t* p) {
+  float mn = x[0], mx = x[0];
+  for (int i = 1; i < 64; ++i) {
+    mn = std::min(mn, x[i]);
+    mx = std::max(mx, x[i]);
+  }
+  float s = std::max((mx - mn) / 15.0f, 1e-7f);
+  float edge = mx;
+  if (std::fabs(mn) > std::fabs(mx)) {
+    edge = mn;
+  } else {
+    s = -s;
+  }
+  const float q0 = std::nearbyint(edge / s);
+  float bias = 0.0f;
+  if (q0 != 0.0f) {
+    s = edge / q0;
+    bias = edge;
+  }
+  put_half(p, s);
+  put_half(p + 2, bias);
+  int q[64];
+  for (int i = 0; i < 64; ++i) q[i] = std::clamp(static_cast<int>(std::nearbyint((x[i] - bias) / s)), 0, 15);
+  pack32(q, p + 4);
+  pack32(q + 32, p + 20);
+}
+
+}  // namespace
+
+bool can_quantize_to(DType t) {
+  switch (t) {
+    case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0:
+    case DType::Q4_1: case DType::Q4_K: case DType::A4G64: return true;
+    default: return false;
+  }
+}
+
+void quantize_row(DType t, const float* x, int64_t n, uint8_t* dst) {
+  const DTypeInfo& ti = info(t);
+  if (!can_quantize_to(t) || n % ti.block_elems != 0) fail("cannot quantize a row of %lld to %s", static_cast<long long>(n), ti.name);
+  for (int64_t b = 0; b < n / ti.block_elems; ++b) {
+    const float* xb = x + b * ti.block_elems;
+    uint8_t* p = dst + b * ti.block_bytes;
+    switch (t) {
+      case DType::F32: std::memcpy(p, xb, 4); break;
+      case DType::F16: put_half(p, *xb); break;
+      case DType::BF16: { const uint16_t h = float_to_bf16(*xb); std::memcpy(p, &h, 2); break; }
+      case DType::Q8_0: q8_0(xb, p); break;
+      case DType::Q4_0: q4_0(xb, p); break;
+      case DType::Q4_1: q4_1(xb, p); break;
+      case DType::Q4_K: q4_k(xb, p); break;
+      default: a4g64(xb, p); break;
+    }
+  }
+}
+
+}  // namespace tessera

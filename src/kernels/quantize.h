@@ -1,0 +1,16 @@
+// Weight quantizers (reference, scalar): rows of fp32 into each weight type the kernels read.
+// Q8_0/Q4_0/Q4_1 follow ggml's reference rounding; Q4_K uses a plain min/max search per
+// 32-element sub-block (ggml's iterative search gives slightly lower error); A4G64 follows
+// MLX's affine quantization (the larger-magnitude extreme is the bias, zero stays exact).
+#pragma once
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace tessera {
+
+bool can_quantize_to(DType t);
+// dst holds row_bytes(t, n); n a multiple of the type's block size.
+void quantize_row(DType t, const float* x, int64_t n, uint8_t* dst);
+
+}  // namespace tessera

@@ -1,0 +1,107 @@
+// Weight formats beyond the foundation's: Q4_K and MLX's affine 4-bit (group 32 -> Q4_1,
+// group 64 -> A4G64), their quantizers, and loading mlx-lm checkpoints against MLX's own logits.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <vector>
+
+#include "core/fp16.h"
+#include "kernels/kernels.h"
+#include "kernels/quant_blocks.h"
+#include "kernels/quantize.h"
+#include "models/hf_loader.h"
+#include "runtime/session.h"
+#include "test_util.h"
+
+using namespace tessera;
+
+namespace {
+
+std::vector<float> random_row(int64_t n, uint32_t seed, float scale = 1.0f) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (auto& v : x) v = nd(rng);
+  return x;
+}
+
+}  // namespace
+
+// Round trip of each quantizer: the error of every element is at most half a quantization step
+// of its block (plus the fp16 rounding of the block's scale and offset); ggml's Q4_0 clips the
+// side opposite its largest value to 7 steps, and MLX's affine rule snaps the scale to keep zero
+// exact, so the far end may clip: an error of up to one step there.
+TEST(QuantFormats, QuantizersRoundTripWithinHalfAStep) {
+  const int64_t n = 1024;
+  const std::vector<float> x = random_row(n, 1, 0.05f);
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::A4G64}) {
+    std::vector<uint8_t> q(row_bytes(t, n));
+    std::vector<float> y(static_cast<size_t>(n));
+    quantize_row(t, x.data(), n, q.data());
+    dequantize_row(t, q.data(), y.data(), n);
+    const int64_t group = t == DType::A4G64 ? 64 : 32;
+    for (int64_t b = 0; b < n / group; ++b) {
+      const float* xb = &x[static_cast<size_t>(b * group)];
+      float mn = xb[0], mx = xb[0], amax = 0;
+      for (int64_t i = 0; i < group; ++i) {
+        mn = std::min(mn, xb[i]);
+        mx = std::max(mx, xb[i]);
+        amax = std::max(amax, std::fabs(xb[i]));
+      }
+      double step = (mx - mn) / 15.0;                                  // Q4_1
+      if (t == DType::Q8_0) step = amax / 127.0;
+      if (t == DType::Q4_0) step = 2 * amax / 8.0;  // d = max / -8; +amax clips at q = 15: a whole step
+      if (t == DType::A4G64) step *= 2.0;  // MLX snaps the scale so 0 is exact: the far end may clip a step
+      if (t == DType::Q4_K) step = (std::max(mx, 0.0f) - std::min(mn, 0.0f)) / 15.0 * 1.6;  // 6-bit scales
+      step += 1e-6;
+      for (int64_t i = 0; i < group; ++i) {
+        const size_t k = static_cast<size_t>(b * group + i);
+        ASSERT_LE(std::fabs(y[k] - x[k]), 0.5 * step * 1.02 + 2e-4 * std::fabs(x[k])) << dtype_name(t) << " element " << k;
+      }
+    }
+  }
+}
+
+// MLX's affine rule: the larger-magnitude extreme is the bias and zero stays exact. The values
+// 0..15 give scale -1 and bias 15 (mlx.core.quantize writes the first word as 0x89abcdef).
+TEST(QuantFormats, AffineGroup64FollowsMlx) {
+  std::vector<float> x(64, 0.0f);
+  for (int i = 0; i < 16; ++i) x[static_cast<size_t>(i)] = static_cast<float>(i);
+  std::vector<uint8_t> q(kA4G64Bytes);
+  quantize_row(DType::A4G64, x.data(), 64, q.data());
+  uint16_t s, b;
+  std::memcpy(&s, q.data(), 2);
+  std::memcpy(&b, q.data() + 2, 2);
+  EXPECT_EQ(fp16_to_float(s), -1.0f);
+  EXPECT_EQ(fp16_to_float(b), 15.0f);
+  std::vector<float> y(64);
+  dequantize_row(DType::A4G64, q.data(), y.data(), 64);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(y[static_cast<size_t>(i)], x[static_cast<size_t>(i)]) << i;
+}
+
+// A Q4_K block written by hand (ggml's layout) decodes to d*sc*q - dmin*m per sub-block.
+TEST(QuantFormats, Q4KLayout) {
+  std::vector<uint8_t> blk(kQ4KBytes, 0);
+  const uint16_t d = float_to_fp16(0.5f), dm = float_to_fp16(0.25f);
+  std::memcpy(blk.data(), &d, 2);
+  std::memcpy(blk.data() + 2, &dm, 2);
+  for (int j = 0; j < 8; ++j) q4k_set_scale_min(blk.data() + 4, j, 10 + 6 * j, 63 - 7 * j);
+  for (int j = 0; j < 8; ++j) {
+    int sc, m;
+    q4k_scale_min(blk.data() + 4, j, sc, m);
+    EXPECT_EQ(sc, 10 + 6 * j);
+    EXPECT_EQ(m, 63 - 7 * j);
+  }
+  for (int i = 0; i < 128; ++i) blk[static_cast<size_t>(16 + i)] = static_cast<uint8_t>((i % 16) | ((15 - i % 16) << 4));
+  std::vector<float> y(256);
+  dequantize_row(DType::Q4_K, blk.data(), y.data(), 256);
+  for (int k = 0; k < 256; ++k) {
+    const int j = k / 32, l = k % 32, q = j % 2 ? 15 - l % 16 : l % 16;
+    EXPECT_FLOAT_EQ(y[static_cast<size_t>(k)], 0.5f * (10 + 6 * j) * q - 0.25f * (63 - 7 * j)) << k;
+  }
+}
