@@ -2,6 +2,7 @@
 // group 64 -> A4G64), their quantizers, and loading mlx-lm checkpoints against MLX's own logits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -104,4 +105,51 @@ TEST(QuantFormats, Q4KLayout) {
     const int j = k / 32, l = k % 32, q = j % 2 ? 15 - l % 16 : l % 16;
     EXPECT_FLOAT_EQ(y[static_cast<size_t>(k)], 0.5f * (10 + 6 * j) * q - 0.25f * (63 - 7 * j)) << k;
   }
+}
+
+// mlx-lm checkpoints of a small random Llama (tests/fixtures/mlx/tiny-g*, made with MLX itself:
+// bench/reference/make_mlx_tiny.py): the engine's logits equal MLX's (run in float32) to the
+// precision the golden file keeps.
+TEST(QuantFormats, MlxCheckpointsMatchMlxLogits) {
+  for (const char* dir : {"tests/fixtures/mlx/tiny-g64", "tests/fixtures/mlx/tiny-g32"}) {
+    const HfModel h = load_hf_dir(test::source_path(dir));
+    std::ifstream f(test::source_path(std::string(dir) + "/golden.json"));
+    const nlohmann::json g = nlohmann::json::parse(f);
+    const std::vector<int32_t> toks = g["tokens"].get<std::vector<int32_t>>();
+    const int V = h.text->config().n_vocab;
+    SessionOptions o;
+    o.n_ctx = 64;
+    o.kv_type = DType::F32;
+    o.n_threads = 2;
+    Session s(*h.text, o);
+    double worst = 0;
+    s.eval_all(toks, [&](size_t i, const float* l) {
+      const std::vector<double> want = g["logits"][i].get<std::vector<double>>();
+      ASSERT_EQ(static_cast<int>(want.size()), V);
+      for (int v = 0; v < V; ++v) worst = std::max(worst, std::fabs(l[v] - want[static_cast<size_t>(v)]));
+    });
+    EXPECT_LT(worst, 1e-4) << dir;
+  }
+}
+
+// The same on the real SmolLM2-135M converted by mlx-lm, when present (.peers/, made by
+// bench/reference/make_mlx_reference.py): top-1 agrees with MLX at every position.
+TEST(QuantFormats, RealMlxSmolLM2MatchesMlxWhenPresent) {
+  const std::string dir = test::source_path(".peers/smollm2-mlx4-g64");
+  if (!std::filesystem::exists(dir + "/config.json")) GTEST_SKIP() << "no " << dir;
+  const HfModel h = load_hf_dir(dir);
+  std::ifstream f(test::source_path("tests/fixtures/mlx/mlx4_g64_f32act_logits.json"));
+  const nlohmann::json g = nlohmann::json::parse(f);
+  const std::vector<int32_t> toks = g["tokens"].get<std::vector<int32_t>>();
+  SessionOptions o;
+  o.n_ctx = 64;
+  o.kv_type = DType::F32;
+  Session s(*h.text, o);
+  int agree = 0;
+  s.eval_all(toks, [&](size_t i, const float* l) {
+    const int V = h.text->config().n_vocab;
+    const int best = static_cast<int>(std::max_element(l, l + V) - l);
+    if (best == g["positions"][i]["top"][0][0].get<int>()) ++agree;
+  });
+  EXPECT_EQ(agree, static_cast<int>(toks.size()));
 }
