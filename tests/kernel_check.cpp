@@ -1,11 +1,12 @@
 // Standalone cross-ISA kernel check (no GoogleTest, no image or JSON libraries), so it can be
-// cross-compiled and run under qemu-user: the active ISA's matmul must equal the scalar twin bit
-// for bit, and both must stay within the documented float64 tolerance, over the shape sweep.
-// Prints "N passed, N failed".
+// cross-compiled and run under qemu-user: the active ISA's matmul, encoder GEMM, 8-bit-activation
+// matmul and fused attention must equal the scalar twin bit for bit (matmul also within the
+// documented float64 tolerance), over shape, type and head-dim sweeps. Prints "N passed, N failed".
 #include <cstdio>
 #include <cstring>
 
 #include "kernel_cases.h"
+#include "kernels/attention.h"
 
 using namespace tessera;
 using namespace tessera::test;
@@ -38,6 +39,71 @@ int main() {
                         static_cast<long long>(M));
           }
         }
+      }
+    }
+  }
+  auto check = [&](bool ok, const char* what, DType t, long long a, long long b) {
+    if (ok) {
+      ++passed;
+    } else {
+      ++failed;
+      std::printf("FAIL %s %s %lld %lld\n", what, dtype_name(t), a, b);
+    }
+  };
+  for (const Case& c : cases()) {  // encoder GEMM: one FMA chain per output
+    for (int64_t K : {c.ks.front(), c.ks.back()}) {
+      const RandomMatrix W = make_matrix(c.type, 45, K, static_cast<uint32_t>(K + 3));
+      for (int64_t M : {1, 7, 13}) {
+        const std::vector<float> x = random_x(M, K, static_cast<uint32_t>(M + K));
+        std::vector<float> y_ref(static_cast<size_t>(M * 45)), y(y_ref.size());
+        ref::gemm_rows(W.w, 0, 45, x.data(), M, K, y_ref.data(), 45);
+        gemm(W.w, x.data(), M, K, y.data(), 45, pool);
+        check(std::memcmp(y.data(), y_ref.data(), y.size() * 4) == 0, "gemm", c.type, K, M);
+      }
+    }
+  }
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {  // 8-bit activations (W4A8/W8A8)
+    for (int64_t K : {32, 576, 1536}) {
+      const RandomMatrix W = make_matrix(t, 13, K, static_cast<uint32_t>(K + 5));
+      for (int64_t M : {1, 3}) {
+        const std::vector<float> x = random_x(M, K, static_cast<uint32_t>(M * 3 + K));
+        std::vector<BlockQ8_1> xq(static_cast<size_t>(M * K / 32));
+        for (int64_t i = 0; i < M; ++i) quantize_row_q8_1(x.data() + i * K, xq.data() + i * K / 32, K);
+        std::vector<float> y_ref(static_cast<size_t>(M * 13)), y(y_ref.size());
+        ref::matmul_q8_rows(W.w, 0, 13, xq.data(), M, K / 32, y_ref.data(), 13);
+        matmul_q8(W.w, xq.data(), M, K / 32, y.data(), 13, pool);
+        check(std::memcmp(y.data(), y_ref.data(), y.size() * 4) == 0, "matmul_q8", t, K, M);
+      }
+    }
+  }
+  for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::I8}) {  // fused attention
+    for (int hd : {64, 72, 80, 128}) {
+      for (int64_t n_kv : {5, 300, 700}) {
+        const int n_head_kv = 2, n_head = 6;
+        const size_t row = kv_row_bytes(kv, hd);
+        std::vector<uint8_t> k(row * n_head_kv * n_kv), v(k.size());
+        const std::vector<float> src = random_x(2 * n_kv * n_head_kv, hd, static_cast<uint32_t>(hd + n_kv));
+        for (int64_t p = 0; p < n_kv * n_head_kv; ++p) {
+          kv_store_row(kv, src.data() + p * hd, hd, k.data() + p * row);
+          kv_store_row(kv, src.data() + (n_kv * n_head_kv + p) * hd, hd, v.data() + p * row);
+        }
+        const int64_t n_q = 4, width = static_cast<int64_t>(n_head) * hd;
+        const std::vector<float> q = random_x(n_q, width, 9);
+        AttentionShape s;
+        s.n_head = n_head;
+        s.n_head_kv = n_head_kv;
+        s.head_dim = hd;
+        s.scale = 0.1f;
+        s.q_pos0 = n_kv - n_q;
+        s.n_kv = n_kv;
+        const KvView view{k.data(), v.data(), kv, static_cast<int64_t>(row * n_head_kv), static_cast<int64_t>(row)};
+        std::vector<float> a(static_cast<size_t>(n_q * width)), b(a.size());
+        flash_attention(s, q.data(), n_q, width, view, a.data(), width, pool);
+        const Isa before = active_isa();
+        set_isa_cap(Isa::Scalar);
+        flash_attention(s, q.data(), n_q, width, view, b.data(), width, pool);
+        set_isa_cap(before);
+        check(std::memcmp(a.data(), b.data(), a.size() * 4) == 0, "attention", kv, hd, n_kv);
       }
     }
   }

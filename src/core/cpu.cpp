@@ -2,6 +2,8 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
 #endif
 
 namespace tessera {
@@ -33,6 +35,11 @@ const CpuFeatures& cpu_features() {
       c.amx_int8 = (d >> 25) & 1;
     }
     if (__get_cpuid_count(7, 1, &a, &b, &cx, &d)) c.avx512bf16 = (a >> 5) & 1;
+#elif defined(__aarch64__) && defined(__linux__)
+    c.dotprod = (getauxval(AT_HWCAP) >> 20) & 1;  // HWCAP_ASIMDDP
+    c.i8mm = (getauxval(AT_HWCAP2) >> 13) & 1;    // HWCAP2_I8MM
+#elif defined(__aarch64__) && defined(__APPLE__)
+    c.dotprod = true;  // every Apple Silicon core (M1 and later)
 #endif
     return c;
   }();

@@ -1,12 +1,12 @@
-// Fused attention block kernel, AVX-512 build of x86/attention_x86.inc.
+// Fused attention block kernel, AVX-512 build of simd/attention_simd.inc.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "kernels/attention.h"
 #include "kernels/exp_poly.h"
-#include "kernels/x86/vec16.h"
+#include "kernels/simd/vec16.h"
 
 namespace tessera::avx512 {
-#include "kernels/x86/attention_x86.inc"
+#include "kernels/simd/attention_simd.inc"
 }  // namespace tessera::avx512

@@ -11,17 +11,17 @@
 #include <vector>
 
 #include "kernels/kernels.h"
-#include "kernels/x86/deq_x86.h"
+#include "kernels/simd/deq16.h"
 
 namespace tessera::avx512 {
 
 namespace {
 
-using x86::deq16;
-using x86::deq32;
-using x86::deq_tail;
-using x86::is_block32;
-using x86::V16;
+using simd::deq16;
+using simd::deq32;
+using simd::deq_tail;
+using simd::is_block32;
+using simd::V16;
 
 inline float reduce16(__m512 v) {
   const __m256 lo = _mm512_castps512_ps256(v);
@@ -265,13 +265,13 @@ void gemm_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, 
 
 void gemm_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m, int64_t xs, float* y,
                int64_t ys) {
-  if (!x86::with_weight_type(w.type, [&](auto T) { gemm_rows_t<decltype(T)::value>(w, r0, r1, x, m, xs, y, ys); }))
+  if (!simd::with_weight_type(w.type, [&](auto T) { gemm_rows_t<decltype(T)::value>(w, r0, r1, x, m, xs, y, ys); }))
     ref::gemm_rows(w, r0, r1, x, m, xs, y, ys);
 }
 
 void matmul_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m,
                  int64_t xs, float* y, int64_t ys) {
-  if (!x86::with_weight_type(w.type, [&](auto T) { matmul_rows_t<decltype(T)::value>(w, r0, r1, x, m, xs, y, ys); }))
+  if (!simd::with_weight_type(w.type, [&](auto T) { matmul_rows_t<decltype(T)::value>(w, r0, r1, x, m, xs, y, ys); }))
     ref::matmul_rows(w, r0, r1, x, m, xs, y, ys);
 }
 

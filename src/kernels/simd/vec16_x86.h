@@ -1,7 +1,5 @@
-// A 16-lane fp32 vector for the x86 kernels that are compiled once per ISA level: one zmm
-// register under AVX-512, two ymm registers under AVX2+FMA. Every operation is lane-wise or
-// uses the fixed reduction tree of ref/ (lanes 0..7 + 8..15, then halves again), so a kernel
-// written against V16 gives bitwise the same results at both levels and in the scalar twin.
+// V16 on x86 (see simd/vec16.h): one zmm register under AVX-512, two ymm registers under
+// AVX2+FMA.
 #pragma once
 #include <immintrin.h>
 
@@ -12,19 +10,20 @@
 // Each ISA build gets its own inline namespace: the same names, different definitions, no
 // clash between the object files at link time.
 #if defined(__AVX512F__)
-#define TESSERA_X86_LEVEL v512
+#define TESSERA_SIMD_LEVEL v512
 #else
-#define TESSERA_X86_LEVEL v256
+#define TESSERA_SIMD_LEVEL v256
 #endif
 
-namespace tessera::x86 {
-inline namespace TESSERA_X86_LEVEL {
+namespace tessera::simd {
+inline namespace TESSERA_SIMD_LEVEL {
 
 #if defined(__AVX512F__)
 
 struct V16 {
   __m512 v;
 };
+constexpr int kRegs = 32;  // vector registers, each a V16
 inline V16 zero16() { return {_mm512_setzero_ps()}; }
 inline V16 set16(float a) { return {_mm512_set1_ps(a)}; }
 inline V16 load16(const float* p) { return {_mm512_loadu_ps(p)}; }
@@ -86,6 +85,7 @@ inline V16 reduce16x16(const V16 v[16]) {
 struct V16 {
   __m256 lo, hi;
 };
+constexpr int kRegs = 16;  // ymm registers: 8 V16
 inline V16 zero16() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
 inline V16 set16(float a) { return {_mm256_set1_ps(a), _mm256_set1_ps(a)}; }
 inline V16 load16(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
@@ -162,22 +162,31 @@ inline V16 reduce16x16(const V16 v[16]) {
 
 #endif
 
-// exp(x) for x <= 0 (softmax numerators): x = n ln2 + r, degree-6 polynomial, n >= -126 so
-// 2^n is an exact normal number. Same steps as exp_nonpos() in kernels/exp_poly.h.
-inline V16 exp16_nonpos(V16 x) {
-  x = max16(min16(x, zero16()), set16(-87.33f));
-  const V16 n = round16(mul16(x, set16(1.44269504088896341f)));
-  V16 r = fma16(sub16(zero16(), n), set16(0.693359375f), x);
-  r = fma16(sub16(zero16(), n), set16(-2.12194440e-4f), r);
-  V16 p = set16(1.9875691500e-4f);
-  p = fma16(p, r, set16(1.3981999507e-3f));
-  p = fma16(p, r, set16(8.3334519073e-3f));
-  p = fma16(p, r, set16(4.1665795894e-2f));
-  p = fma16(p, r, set16(1.6666665459e-1f));
-  p = fma16(p, r, set16(5.0000001201e-1f));
-  p = fma16(p, mul16(r, r), add16(r, set16(1.0f)));
-  return scale_pow2(p, n);
+// A block's fp16 scale or min, as fp32 (F16C).
+inline float half_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return _cvtsh_ss(h);
 }
 
-}  // namespace TESSERA_X86_LEVEL
-}  // namespace tessera::x86
+// 16 nibbles (low ones, or high ones if hi) of the 16 bytes at p, as floats.
+inline V16 nibbles16(const uint8_t* p, bool hi) {
+#if defined(__AVX512F__)
+  const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return {_mm512_cvtepi32_ps(hi ? _mm512_srli_epi32(q, 4) : _mm512_and_si512(q, _mm512_set1_epi32(0xf)))};
+#else
+  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  __m256i lo = _mm256_cvtepu8_epi32(b), up = _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8));
+  if (hi) {
+    lo = _mm256_srli_epi32(lo, 4);
+    up = _mm256_srli_epi32(up, 4);
+  } else {
+    lo = _mm256_and_si256(lo, _mm256_set1_epi32(0xf));
+    up = _mm256_and_si256(up, _mm256_set1_epi32(0xf));
+  }
+  return {_mm256_cvtepi32_ps(lo), _mm256_cvtepi32_ps(up)};
+#endif
+}
+
+}  // namespace TESSERA_SIMD_LEVEL
+}  // namespace tessera::simd

@@ -1,7 +1,6 @@
-// Weight dequantizers over V16 for the x86 matmul kernels (one source for AVX2 and AVX-512),
-// with exactly the rounding of ref/'s weight_at().
+// Weight dequantizers over V16 (one source for AVX-512, AVX2 and NEON), with exactly the
+// rounding of ref/'s weight_at().
 #pragma once
-#include <immintrin.h>
 
 #include <cmath>
 #include <cstdint>
@@ -10,40 +9,14 @@
 
 #include "core/dtype.h"
 #include "kernels/quant_blocks.h"
-#include "kernels/x86/vec16.h"
+#include "kernels/simd/vec16.h"
 
-namespace tessera::x86 {
-inline namespace TESSERA_X86_LEVEL {
-
-// A block's fp16 scale or min, as fp32 (F16C).
-inline float half_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return _cvtsh_ss(h);
-}
+namespace tessera::simd {
+inline namespace TESSERA_SIMD_LEVEL {
 
 // Types dequantized 32 elements at a time (block formats); the rest are float types.
 constexpr bool is_block32(DType t) {
   return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K || t == DType::A4G64;
-}
-
-// 16 nibbles q (low if hi == false) of the 16 bytes at p as floats.
-inline V16 nibbles16(const uint8_t* p, bool hi) {
-#if defined(__AVX512F__)
-  const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
-  return {_mm512_cvtepi32_ps(hi ? _mm512_srli_epi32(q, 4) : _mm512_and_si512(q, _mm512_set1_epi32(0xf)))};
-#else
-  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  __m256i lo = _mm256_cvtepu8_epi32(b), up = _mm256_cvtepu8_epi32(_mm_srli_si128(b, 8));
-  if (hi) {
-    lo = _mm256_srli_epi32(lo, 4);
-    up = _mm256_srli_epi32(up, 4);
-  } else {
-    lo = _mm256_and_si256(lo, _mm256_set1_epi32(0xf));
-    up = _mm256_and_si256(up, _mm256_set1_epi32(0xf));
-  }
-  return {_mm256_cvtepi32_ps(lo), _mm256_cvtepi32_ps(up)};
-#endif
 }
 
 // The 16 weights of chunk c (elements 16c .. 16c+15) of a float-typed row (full chunks only).
@@ -121,5 +94,5 @@ bool with_weight_type(DType t, F&& f) {
   }
 }
 
-}  // namespace TESSERA_X86_LEVEL
-}  // namespace tessera::x86
+}  // namespace TESSERA_SIMD_LEVEL
+}  // namespace tessera::simd
