@@ -12,6 +12,16 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
 }
 
+void add_rms_norm(float* x, const float* d, const float* w, float* y, int64_t n, float eps) {
+  double ss = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] += d[i];
+    ss += static_cast<double>(x[i] * x[i]);
+  }
+  const float scale = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
+}
+
 void rope_pairs(float* x, int n_heads, int head_dim, int64_t pos, float base) {
   const float theta_scale = std::pow(base, -2.0f / static_cast<float>(head_dim));
   float theta = static_cast<float>(pos);
@@ -51,9 +61,22 @@ void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
+void add_layer_norm(float* x, const float* d, const float* w, const float* b, float* y, int64_t n, float eps) {
+  double mean = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] += d[i];
+    mean += x[i];
+  }
+  layer_norm_tail(x, w, b, y, n, eps, mean);
+}
+
 void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
   double mean = 0;
   for (int64_t i = 0; i < n; ++i) mean += x[i];
+  layer_norm_tail(x, w, b, y, n, eps, mean);
+}
+
+void layer_norm_tail(const float* x, const float* w, const float* b, float* y, int64_t n, float eps, double mean) {
   mean /= static_cast<double>(n);
   double var = 0;
   for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);

@@ -7,6 +7,9 @@ namespace tessera {
 
 // y = x / sqrt(mean(x^2) + eps) * w  (sum of squares in double, as llama.cpp does)
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
+// Fused residual add + RMSNorm (one pass less over x): x += d; y = rms_norm(x) * w. Bitwise
+// the same as add_inplace followed by rms_norm.
+void add_rms_norm(float* x, const float* d, const float* w, float* y, int64_t n, float eps);
 // Rotate adjacent pairs (x[2i], x[2i+1]) of each head by pos * base^(-2i/head_dim) (GGUF llama layout).
 void rope_pairs(float* x, int n_heads, int head_dim, int64_t pos, float base);
 // Rotate (x[i], x[i + head_dim/2]) of each head (Hugging Face's rotate_half layout).
@@ -17,6 +20,10 @@ void add_inplace(float* y, const float* x, int64_t n);
 
 // y = (x - mean) / sqrt(var + eps) * w + b  (statistics in double)
 void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps);
+// Fused residual add + LayerNorm: x += d; y = layer_norm(x) (bitwise as the two steps).
+void add_layer_norm(float* x, const float* d, const float* w, const float* b, float* y, int64_t n, float eps);
+// layer_norm after its mean sum (shared by both)
+void layer_norm_tail(const float* x, const float* w, const float* b, float* y, int64_t n, float eps, double mean);
 // softmax_row and gelu_tanh (PyTorch's approximate="tanh") live in kernels.h: they have SIMD versions.
 
 }  // namespace tessera

@@ -167,8 +167,21 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
   apply(patch_, cols.data(), N, x.data(), pool);
   add_inplace(x.data(), pos_.data(), static_cast<int64_t>(N) * H);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  // Row-wise norms over the pool; `pending` is a residual still to add (fused into the norm).
+  // (the buffers are thread_local: workers get raw pointers, never the vectors themselves)
+  float* const xp = x.data();
+  auto norm_rows = [&](const float* w, const float* b, const float* pending, float* out) {
+    pool.parallel_for(N, 16, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        float* xi = xp + static_cast<size_t>(i) * H;
+        if (pending) add_layer_norm(xi, pending + static_cast<size_t>(i) * H, w, b, out + static_cast<size_t>(i) * H, H, c.eps);
+        else layer_norm(xi, w, b, out + static_cast<size_t>(i) * H, H, c.eps);
+      }
+    });
+  };
+  const float* pending = nullptr;  // the previous layer's MLP output, added in the next norm
   for (const SiglipLayer& L : layers_) {
-    for (int i = 0; i < N; ++i) layer_norm(&x[static_cast<size_t>(i) * H], L.ln1_w.data(), L.ln1_b.data(), &xn[static_cast<size_t>(i) * H], H, c.eps);
+    norm_rows(L.ln1_w.data(), L.ln1_b.data(), pending, xn.data());
     apply(L.q, xn.data(), N, q.data(), pool);
     apply(L.k, xn.data(), N, k.data(), pool);
     apply(L.v, xn.data(), N, v.data(), pool);
@@ -183,14 +196,14 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
                       static_cast<int64_t>(H) * 4, static_cast<int64_t>(hd) * 4};
     flash_attention(shape, q.data(), N, H, view, att.data(), H, pool);
     apply(L.o, att.data(), N, tmp.data(), pool);
-    add_inplace(x.data(), tmp.data(), static_cast<int64_t>(N) * H);
-    for (int i = 0; i < N; ++i) layer_norm(&x[static_cast<size_t>(i) * H], L.ln2_w.data(), L.ln2_b.data(), &xn[static_cast<size_t>(i) * H], H, c.eps);
+    norm_rows(L.ln2_w.data(), L.ln2_b.data(), tmp.data(), xn.data());
     apply(L.fc1, xn.data(), N, ff.data(), pool);
-    gelu_tanh(ff.data(), static_cast<int64_t>(N) * c.ff);
+    float* ffp = ff.data();
+    pool.parallel_for(N, 16, [&](int64_t i0, int64_t i1) { gelu_tanh(ffp + i0 * c.ff, (i1 - i0) * c.ff); });
     apply(L.fc2, ff.data(), N, tmp.data(), pool);
-    add_inplace(x.data(), tmp.data(), static_cast<int64_t>(N) * H);
+    pending = tmp.data();
   }
-  for (int i = 0; i < N; ++i) layer_norm(&x[static_cast<size_t>(i) * H], post_w_.data(), post_b_.data(), encoded + static_cast<size_t>(i) * H, H, c.eps);
+  norm_rows(post_w_.data(), post_b_.data(), pending, encoded);
 }
 
 // Idefics3Connector.pixel_shuffle: output token (hb, wb) of the (side/s)^2 grid holds, at

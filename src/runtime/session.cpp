@@ -115,7 +115,11 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
     uint8_t* kc = k_cache_.data() + static_cast<size_t>(l) * n_ctx_ * pos_bytes;
     uint8_t* vc = v_cache_.data() + static_cast<size_t>(l) * n_ctx_ * pos_bytes;
 
-    for (int i = 0; i < n; ++i) rms_norm(&x_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
+    // the previous layer's residual add is fused into this norm (add_rms_norm)
+    for (int i = 0; i < n; ++i) {
+      if (l == 0) rms_norm(&x_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
+      else add_rms_norm(&x_[i * E], &tmp_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
+    }
     linear(L.wq, xn_.data(), n, E, q_.data(), E, false);
     linear(L.wk, xn_.data(), n, E, k_.data(), KV, L.wk.type == L.wq.type);
     linear(L.wv, xn_.data(), n, E, v_.data(), KV, L.wv.type == L.wq.type);
@@ -140,19 +144,16 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
     const KvView view{kc, vc, kv_type_, static_cast<int64_t>(pos_bytes), static_cast<int64_t>(kv_row_)};
     flash_attention(shape, q_.data(), n, E, view, att_.data(), E, pool_);
     linear(L.wo, att_.data(), n, E, tmp_.data(), E, false);
-    add_inplace(x_.data(), tmp_.data(), n * E);
-
-    for (int i = 0; i < n; ++i) rms_norm(&x_[i * E], L.ffn_norm.data(), &xn_[i * E], E, c.rms_eps);
+    for (int i = 0; i < n; ++i) add_rms_norm(&x_[i * E], &tmp_[i * E], L.ffn_norm.data(), &xn_[i * E], E, c.rms_eps);
     linear(L.w_gate, xn_.data(), n, E, gate_.data(), FF, false);
     linear(L.w_up, xn_.data(), n, E, up_.data(), FF, L.w_up.type == L.w_gate.type);
     swiglu(gate_.data(), up_.data(), n * FF);
-    linear(L.w_down, gate_.data(), n, FF, tmp_.data(), E, false);
-    add_inplace(x_.data(), tmp_.data(), n * E);
+    linear(L.w_down, gate_.data(), n, FF, tmp_.data(), E, false);  // added in the next norm
   }
   n_past_ += n;
 
   const int first = all_logits ? 0 : n - 1;
-  for (int i = first; i < n; ++i) rms_norm(&x_[i * E], M.output_norm().data(), &xn_[i * E], E, c.rms_eps);
+  for (int i = first; i < n; ++i) add_rms_norm(&x_[i * E], &tmp_[i * E], M.output_norm().data(), &xn_[i * E], E, c.rms_eps);
   for (int i = first; i < n; i += kLogitRows) {
     const int rows = std::min(kLogitRows, n - i);
     linear(M.output(), &xn_[i * E], rows, E, logits_.data(), c.n_vocab, false);
