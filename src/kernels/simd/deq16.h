@@ -65,6 +65,72 @@ inline void deq32(const uint8_t* row, int64_t b, V16& w0, V16& w1) {
   }
 }
 
+// The constants deq32 broadcasts for blocks [b0, b0 + n) (n <= 16): scale d[] and offset m[]
+// (Q8_0/Q4_0: m unused). Computed ahead of the dot-product loop, so the decode kernel reads
+// them with broadcast loads; on AVX-512 the fp16 pairs of 16 blocks come in with one gather.
+template <DType t>
+inline void block_consts(const uint8_t* row, int64_t b0, int n, float* d, float* m) {
+  constexpr int64_t bs = t == DType::Q8_0 ? 34 : t == DType::Q4_0 ? 18 : 20;
+  if constexpr (t == DType::Q4_K) {
+    for (int j = 0; j < n; ++j) {
+      const int64_t b = b0 + j;
+      const uint8_t* p = row + (b / 8) * kQ4KBytes;
+      int sc, mn;
+      q4k_scale_min(p + 4, static_cast<int>(b % 8), sc, mn);
+      d[j] = half_at(p) * static_cast<float>(sc);
+      m[j] = -(half_at(p + 2) * static_cast<float>(mn));
+    }
+  } else {
+#if defined(__AVX512F__)
+    const __m512i j16 = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    __m512i blk = _mm512_add_epi32(_mm512_set1_epi32(static_cast<int>(b0)), j16);
+    __m512i off = t == DType::A4G64 ? _mm512_mullo_epi32(_mm512_srli_epi32(blk, 1), _mm512_set1_epi32(kA4G64Bytes))
+                                    : _mm512_mullo_epi32(blk, _mm512_set1_epi32(static_cast<int>(bs)));
+    const __mmask16 k = static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1);
+    const __m512i g = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), k, off, row, 1);
+    _mm512_mask_storeu_ps(d, k, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)));
+    if constexpr (t == DType::Q4_1 || t == DType::A4G64)
+      _mm512_mask_storeu_ps(m, k, _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_srli_epi32(g, 16))));
+#else
+    for (int j = 0; j < n; ++j) {
+      const int64_t b = b0 + j;
+      const uint8_t* p = t == DType::A4G64 ? row + (b / 2) * kA4G64Bytes : row + b * bs;
+      d[j] = half_at(p);
+      if constexpr (t == DType::Q4_1 || t == DType::A4G64) m[j] = half_at(p + 2);
+    }
+#endif
+  }
+}
+
+// deq32 with the block's constants given (from block_consts): the same values, bit for bit.
+template <DType t>
+inline void deq32c(const uint8_t* row, int64_t b, float dc, float mc, V16& w0, V16& w1) {
+  const V16 d = set16(dc);
+  if constexpr (t == DType::Q8_0) {
+    const uint8_t* p = row + b * 34;
+    w0 = mul16(d, i8x16(reinterpret_cast<const int8_t*>(p + 2)));
+    w1 = mul16(d, i8x16(reinterpret_cast<const int8_t*>(p + 18)));
+  } else if constexpr (t == DType::Q4_0) {
+    const uint8_t* p = row + b * 18;
+    const V16 eight = set16(8.0f);
+    w0 = mul16(d, sub16(nibbles16(p + 2, false), eight));
+    w1 = mul16(d, sub16(nibbles16(p + 2, true), eight));
+  } else if constexpr (t == DType::Q4_1) {
+    const uint8_t* p = row + b * 20;
+    w0 = fma16(d, nibbles16(p + 4, false), set16(mc));
+    w1 = fma16(d, nibbles16(p + 4, true), set16(mc));
+  } else if constexpr (t == DType::A4G64) {
+    const uint8_t* q = row + (b / 2) * kA4G64Bytes + 4 + 16 * (b % 2);
+    w0 = fma16(d, nibbles16(q, false), set16(mc));
+    w1 = fma16(d, nibbles16(q, true), set16(mc));
+  } else {  // Q4_K
+    const int j = static_cast<int>(b % 8);
+    const uint8_t* q = row + (b / 8) * kQ4KBytes + 16 + 32 * (j / 2);
+    w0 = fma16(d, nibbles16(q, j % 2), set16(mc));
+    w1 = fma16(d, nibbles16(q + 16, j % 2), set16(mc));
+  }
+}
+
 // Partial last chunk (float types only): lanes >= rem are zero.
 inline V16 deq_tail(DType t, const uint8_t* row, int64_t c, int rem) {
   alignas(64) float tmp[16] = {0};

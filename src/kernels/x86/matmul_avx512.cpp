@@ -45,13 +45,21 @@ void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y) {
     rows[i] = w.data + (r + i) * w.row_stride;
   }
   if constexpr (is_block32(T)) {
-    for (int64_t b = 0; b < K / 32; ++b) {
-      const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
-      for (int i = 0; i < R; ++i) {
-        V16 w0, w1;
-        deq32<T>(rows[i], b, w0, w1);
-        acc[i] = _mm512_fmadd_ps(w0.v, x0, acc[i]);
-        acc[i] = _mm512_fmadd_ps(w1.v, x1, acc[i]);
+    // blocks in groups of 16: their scales/offsets first (one gather per row), then the dots
+    alignas(64) float dc[R][16], mc[R][16];
+    const int64_t nb = K / 32;
+    for (int64_t b0 = 0; b0 < nb; b0 += 16) {
+      const int n = static_cast<int>(std::min<int64_t>(16, nb - b0));
+      for (int i = 0; i < R; ++i) simd::block_consts<T>(rows[i], b0, n, dc[i], mc[i]);
+      for (int j = 0; j < n; ++j) {
+        const int64_t b = b0 + j;
+        const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
+        for (int i = 0; i < R; ++i) {
+          V16 w0, w1;
+          simd::deq32c<T>(rows[i], b, dc[i][j], mc[i][j], w0, w1);
+          acc[i] = _mm512_fmadd_ps(w0.v, x0, acc[i]);
+          acc[i] = _mm512_fmadd_ps(w1.v, x1, acc[i]);
+        }
       }
     }
   } else {
