@@ -21,6 +21,7 @@
 #include "formats/gguf_writer.h"
 #include "kernels/kernels.h"
 #include "kernels/quantize.h"
+#include "profile/profiler.h"
 #include "formats/image.h"
 #include "models/hf_loader.h"
 #include "models/idefics3.h"
@@ -141,8 +142,27 @@ struct VisionArgs {
   int64_t max_pixels = ImageLimits{}.max_pixels;
 };
 
+struct ProfileArgs {
+  bool on = false;
+  std::string trace, json, probe;
+};
+
+// After a profiled request: the report on stdout, JSON and trace files if asked.
+void finish_profile(const ProfileArgs& pa, int threads) {
+  if (!pa.on) return;
+  prof::stop();
+  const std::string probe = pa.probe.empty() ? std::string(TESSERA_SOURCE_DIR) + "/models/probe.json" : pa.probe;
+  const prof::Peaks peaks = prof::load_peaks(probe, threads);
+  std::printf("\n%s", prof::report_text(peaks).c_str());
+  if (!pa.json.empty()) write_atomically(pa.json, prof::report_json(peaks));
+  if (!pa.trace.empty()) {
+    write_atomically(pa.trace, prof::trace_json());
+    std::fprintf(stderr, "trace written to %s (open it in https://ui.perfetto.dev)\n", pa.trace.c_str());
+  }
+}
+
 int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, const std::string& system,
-            const SamplerOptions& so, const std::string& out_path, const VisionArgs& va) {
+            const SamplerOptions& so, const std::string& out_path, const VisionArgs& va, const ProfileArgs& pa) {
   if (prompt.empty()) fail("the prompt is empty (pass -p TEXT)");
   check_output_writable(out_path);
   if (va.image.empty() && !va.mmproj.empty()) fail("--mmproj given without --image");
@@ -154,6 +174,8 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
   ImageLimits limits;
   limits.max_pixels = va.max_pixels;
   if (!va.image.empty()) image = load_image(va.image, limits);
+  check_output_writable(pa.json);
+  check_output_writable(pa.trace);
   HfModel loaded = load_any(a);
   std::unique_ptr<LlamaModel>& model = loaded.text;
   Sampler sampler(so);
@@ -163,6 +185,7 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
     if (!vision) fail("'%s' has no vision tower", a.model.c_str());
     Idefics3 vlm(*model, *vision);
     VisionTimings tm;
+    if (pa.on) prof::start(!pa.trace.empty());
     ImagePrompt ip = vlm.build(image, prompt, session.pool(), &tm);
     if (static_cast<int>(ip.tokens.size()) >= session.n_ctx())
       fail("the image prompt is %zu tokens, longer than the context of %d tokens (raise -c)", ip.tokens.size(), session.n_ctx());
@@ -181,6 +204,7 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
                  tm.encode_total() * 1e3 / std::max(1, ip.tiles), tm.connector_s * 1e3);
     std::fprintf(stderr, "[prefill: %d tokens, %.1f ms, %.1f tok/s | decode: %d tokens, %.1f ms, %.1f tok/s]\n", st.prompt_tokens,
                  st.prompt_seconds * 1e3, st.prompt_tps(), st.generated_tokens, st.generate_seconds * 1e3, st.generate_tps());
+    finish_profile(pa, session.pool().size());
     return 0;
   }
   std::string text = prompt;
@@ -195,6 +219,7 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
   if (static_cast<int>(ids.size()) >= session.n_ctx())
     fail("the prompt is %zu tokens, longer than the context of %d tokens (raise -c)", ids.size(), session.n_ctx());
   std::string collected;
+  if (pa.on) prof::start(!pa.trace.empty());
   const GenerateStats st = generate(session, ids, n_predict, sampler, [&](const std::string& piece) {
     collected += piece;
     if (out_path.empty()) {
@@ -205,6 +230,7 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
   if (out_path.empty()) std::fputc('\n', stdout);
   else write_atomically(out_path, collected);
   print_stats(st);
+  finish_profile(pa, session.pool().size());
   return 0;
 }
 
@@ -372,18 +398,27 @@ int main(int argc, char** argv) {
   bool raw = false, special = false, json = false;
   int n_prompt = 512, n_gen = 128, reps = 5;
 
-  auto* run = app.add_subcommand("run", "generate a reply to one prompt");
-  add_common(run, common);
-  add_sampling(run, samp);
-  run->add_option("-p,--prompt", prompt, "the prompt")->required();
-  run->add_option("-n,--n-predict", n_predict, "tokens to generate at most")->check(CLI::Range(0, 1 << 24));
-  run->add_flag("--raw", raw, "pass the prompt as is (no chat template, special-token text not parsed)");
-  run->add_option("--system", system, "system prompt (default: the model's own)");
-  run->add_option("-o,--output", out_path, "write the generated text to this file instead of stdout");
   VisionArgs vision;
-  run->add_option("--mmproj", vision.mmproj, "vision model (llama.cpp mmproj GGUF) for --image");
-  run->add_option("--image", vision.image, "a PNG or JPEG image to ask about (SmolVLM)");
-  run->add_option("--image-max-pixels", vision.max_pixels, "refuse larger images (memory budget)")->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  auto add_run_options = [&](CLI::App* sub) {
+    add_common(sub, common);
+    add_sampling(sub, samp);
+    sub->add_option("-p,--prompt", prompt, "the prompt")->required();
+    sub->add_option("-n,--n-predict", n_predict, "tokens to generate at most")->check(CLI::Range(0, 1 << 24));
+    sub->add_flag("--raw", raw, "pass the prompt as is (no chat template, special-token text not parsed)");
+    sub->add_option("--system", system, "system prompt (default: the model's own)");
+    sub->add_option("-o,--output", out_path, "write the generated text to this file instead of stdout");
+    sub->add_option("--mmproj", vision.mmproj, "vision model (llama.cpp mmproj GGUF) for --image");
+    sub->add_option("--image", vision.image, "a PNG or JPEG image to ask about (SmolVLM)");
+    sub->add_option("--image-max-pixels", vision.max_pixels, "refuse larger images (memory budget)")->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  };
+  auto* run = app.add_subcommand("run", "generate a reply to one prompt");
+  add_run_options(run);
+  ProfileArgs pa;
+  auto* profile = app.add_subcommand("profile", "run one request and report where the time goes (phases, ops, roofline)");
+  add_run_options(profile);
+  profile->add_option("--trace", pa.trace, "write a Chrome/Perfetto trace (JSON) of the request");
+  profile->add_option("--json", pa.json, "write the report as JSON");
+  profile->add_option("--probe", pa.probe, "the probe's saved peaks (default models/probe.json)");
 
   auto* chat = app.add_subcommand("chat", "interactive chat; the KV cache is kept between turns");
   add_common(chat, common);
@@ -441,7 +476,11 @@ int main(int argc, char** argv) {
     return 2;
   }
   try {
-    if (*run) return cmd_run(common, prompt, n_predict, raw, system, samp, out_path, vision);
+    if (*run) return cmd_run(common, prompt, n_predict, raw, system, samp, out_path, vision, ProfileArgs{});
+    if (*profile) {
+      pa.on = true;
+      return cmd_run(common, prompt, n_predict, raw, system, samp, out_path, vision, pa);
+    }
     if (*chat) return cmd_chat(common, n_predict, system, samp);
     if (*bench) return cmd_bench(common, n_prompt, n_gen, reps, json);
     if (*tokenize) return cmd_tokenize(common, text, special);

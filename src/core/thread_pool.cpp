@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "profile/profiler.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define TESSERA_PAUSE() _mm_pause()
@@ -56,6 +58,19 @@ void ThreadPool::worker_loop() {
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (prof::tracing()) {  // each chunk becomes a slice on the track of the thread that ran it
+    const char* label = prof::current_label();
+    const std::function<void(int64_t, int64_t)> traced = [&fn, label](int64_t a, int64_t b) {
+      const int64_t t0 = prof::now_ns();
+      fn(a, b);
+      prof::chunk(label, t0, prof::now_ns());
+    };
+    return run(n, grain, traced);
+  }
+  run(n, grain, fn);
+}
+
+void ThreadPool::run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int64_t blocks = (n + grain - 1) / grain;

@@ -27,6 +27,7 @@ class ThreadPool {
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
+  void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
   void worker_loop();
   void run_chunks(uint32_t epoch);
 

@@ -1,5 +1,7 @@
 #include "models/idefics3.h"
 
+#include "profile/profiler.h"
+
 #include <chrono>
 
 #include "core/error.h"
@@ -63,10 +65,16 @@ std::vector<float> Idefics3::encode(const PreprocessedImage& pre, ThreadPool& po
     if (pre.tiles[t].width != c.image_size || pre.tiles[t].height != c.image_size)
       fail("tile %zu is %dx%d, the encoder takes %dx%d", t, pre.tiles[t].width, pre.tiles[t].height, c.image_size, c.image_size);
     double t0 = now();
-    tile_to_chw(pre.tiles[t], vision_.preprocess_config(), chw.data());
-    vision_.encode_tile(chw.data(), enc.data(), pool);
+    {
+      prof::PhaseScope phase(prof::Phase::VisionEncode);
+      tile_to_chw(pre.tiles[t], vision_.preprocess_config(), chw.data());
+      vision_.encode_tile(chw.data(), enc.data(), pool);
+    }
     double t1 = now();
-    vision_.connector(enc.data(), out.data() + t * per_tile, pool);
+    {
+      prof::PhaseScope phase(prof::Phase::Connector);
+      vision_.connector(enc.data(), out.data() + t * per_tile, pool);
+    }
     if (tm) {
       tm->tile_encode_s.push_back(t1 - t0);
       tm->connector_s += now() - t1;
@@ -77,7 +85,12 @@ std::vector<float> Idefics3::encode(const PreprocessedImage& pre, ThreadPool& po
 
 ImagePrompt Idefics3::build(const ImageRGB& image, const std::string& question, ThreadPool& pool, VisionTimings* tm) const {
   double t0 = now();
-  const PreprocessedImage pre = preprocess_idefics3(image, vision_.preprocess_config());
+  PreprocessedImage pre;
+  {
+    prof::PhaseScope phase(prof::Phase::Preprocess);
+    prof::OpScope op("resize+split", "", 0, 3.0 * image.width * image.height * 2);
+    pre = preprocess_idefics3(image, vision_.preprocess_config());
+  }
   if (tm) tm->preprocess_s = now() - t0;
   ImagePrompt p;
   p.rows = pre.rows;

@@ -1,12 +1,14 @@
 #include "models/siglip.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "core/error.h"
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
 #include "models/gguf_source.h"
+#include "profile/profiler.h"
 
 namespace tessera {
 
@@ -22,7 +24,13 @@ Linear linear(const TensorSource& s, const std::string& w, const std::string& b,
 }
 
 // y[n][rows] = x[n][cols] W^T + b
-void apply(const Linear& l, const float* x, int n, float* y, ThreadPool& pool) {
+void apply(const Linear& l, const float* x, int n, float* y, ThreadPool& pool, const char* what) {
+  char detail[80] = "";
+  if (prof::on())
+    std::snprintf(detail, sizeof detail, "%s %s %lldx%lld", what, dtype_name(l.w.type), static_cast<long long>(l.w.rows),
+                  static_cast<long long>(l.w.cols));
+  prof::OpScope op("gemm", detail, 2.0 * n * l.w.rows * l.w.cols,
+                   static_cast<double>(l.w.rows) * l.w.row_stride + 4.0 * n * (l.w.rows + l.w.cols));
   gemm(l.w, x, n, l.w.cols, y, l.w.rows, pool);
   if (!l.b.empty())
     for (int i = 0; i < n; ++i) add_inplace(y + static_cast<size_t>(i) * l.w.rows, l.b.data(), l.w.rows);
@@ -164,13 +172,14 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
         for (int ky = 0; ky < P; ++ky)
           std::memcpy(dst + (ch * P + ky) * P, chw + (static_cast<size_t>(ch) * S + py * P + ky) * S + px * P, P * sizeof(float));
     }
-  apply(patch_, cols.data(), N, x.data(), pool);
+  apply(patch_, cols.data(), N, x.data(), pool, "patch");
   add_inplace(x.data(), pos_.data(), static_cast<int64_t>(N) * H);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   // Row-wise norms over the pool; `pending` is a residual still to add (fused into the norm).
   // (the buffers are thread_local: workers get raw pointers, never the vectors themselves)
   float* const xp = x.data();
   auto norm_rows = [&](const float* w, const float* b, const float* pending, float* out) {
+    prof::OpScope op(pending ? "add+layer_norm" : "layer_norm", "", 8.0 * N * H, (pending ? 12.0 : 8.0) * N * H);
     pool.parallel_for(N, 16, [&](int64_t i0, int64_t i1) {
       for (int64_t i = i0; i < i1; ++i) {
         float* xi = xp + static_cast<size_t>(i) * H;
@@ -182,9 +191,9 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
   const float* pending = nullptr;  // the previous layer's MLP output, added in the next norm
   for (const SiglipLayer& L : layers_) {
     norm_rows(L.ln1_w.data(), L.ln1_b.data(), pending, xn.data());
-    apply(L.q, xn.data(), N, q.data(), pool);
-    apply(L.k, xn.data(), N, k.data(), pool);
-    apply(L.v, xn.data(), N, v.data(), pool);
+    apply(L.q, xn.data(), N, q.data(), pool, "q");
+    apply(L.k, xn.data(), N, k.data(), pool, "k");
+    apply(L.v, xn.data(), N, v.data(), pool, "v");
     // Bidirectional fused attention over the tile's own keys (no cache: K/V are this layer's).
     AttentionShape shape;
     shape.n_head = shape.n_head_kv = c.heads;
@@ -194,13 +203,19 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     shape.n_kv = N;
     const KvView view{reinterpret_cast<const uint8_t*>(k.data()), reinterpret_cast<const uint8_t*>(v.data()), DType::F32,
                       static_cast<int64_t>(H) * 4, static_cast<int64_t>(hd) * 4};
-    flash_attention(shape, q.data(), N, H, view, att.data(), H, pool);
-    apply(L.o, att.data(), N, tmp.data(), pool);
+    {
+      prof::OpScope op("attention", "bidirectional", 4.0 * N * N * H, 16.0 * N * H);
+      flash_attention(shape, q.data(), N, H, view, att.data(), H, pool);
+    }
+    apply(L.o, att.data(), N, tmp.data(), pool, "o");
     norm_rows(L.ln2_w.data(), L.ln2_b.data(), tmp.data(), xn.data());
-    apply(L.fc1, xn.data(), N, ff.data(), pool);
+    apply(L.fc1, xn.data(), N, ff.data(), pool, "fc1");
     float* ffp = ff.data();
-    pool.parallel_for(N, 16, [&](int64_t i0, int64_t i1) { gelu_tanh(ffp + i0 * c.ff, (i1 - i0) * c.ff); });
-    apply(L.fc2, ff.data(), N, tmp.data(), pool);
+    {
+      prof::OpScope op("gelu", "", 8.0 * N * c.ff, 8.0 * N * c.ff);
+      pool.parallel_for(N, 16, [&](int64_t i0, int64_t i1) { gelu_tanh(ffp + i0 * c.ff, (i1 - i0) * c.ff); });
+    }
+    apply(L.fc2, ff.data(), N, tmp.data(), pool, "fc2");
     pending = tmp.data();
   }
   norm_rows(post_w_.data(), post_b_.data(), pending, encoded);
@@ -220,6 +235,8 @@ void Idefics3Vision::connector(const float* enc, float* out, ThreadPool& pool) c
         for (int j = 0; j < s; ++j)
           std::memcpy(&shuffled[static_cast<size_t>(hb * g + wb) * F + static_cast<size_t>(i * s + j) * H],
                       enc + static_cast<size_t>((s * hb + i) * side + s * wb + j) * H, H * sizeof(float));
+  prof::OpScope op("gemm", "connector proj", 2.0 * T * F * c.text_hidden,
+                   static_cast<double>(proj_.rows) * proj_.row_stride + 4.0 * T * (F + c.text_hidden));
   gemm(proj_, shuffled.data(), T, F, out, c.text_hidden, pool);
 }
 

@@ -1,5 +1,7 @@
 #include "runtime/generate.h"
 
+#include "profile/profiler.h"
+
 #include <chrono>
 
 #include "core/error.h"
@@ -46,11 +48,14 @@ GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int
   for (int32_t t : prompt)
     if (t >= 0) sampler.accept(t);
   double t0 = now();
-  if (embeddings) {
-    const size_t E = static_cast<size_t>(session.model().config().n_embd);
-    session.eval(prompt, embeddings->data(), embeddings->size() / E);
-  } else {
-    session.eval(prompt);
+  {
+    prof::PhaseScope phase(prof::Phase::Prefill);
+    if (embeddings) {
+      const size_t E = static_cast<size_t>(session.model().config().n_embd);
+      session.eval(prompt, embeddings->data(), embeddings->size() / E);
+    } else {
+      session.eval(prompt);
+    }
   }
   st.prompt_tokens = static_cast<int>(prompt.size());
   st.prompt_seconds = now() - t0;
@@ -58,10 +63,16 @@ GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int
   t0 = now();
   std::string pending;  // bytes of an incomplete UTF-8 sequence
   for (int i = 0; i < n_predict; ++i) {
-    const int32_t next = sampler.sample(session.logits(), n_vocab);
+    int32_t next;
+    {
+      prof::PhaseScope phase(prof::Phase::Sample);
+      prof::OpScope op("sample", "", 0, 4.0 * n_vocab);
+      next = sampler.sample(session.logits(), n_vocab);
+    }
     if (out_tokens) out_tokens->push_back(next);
     const bool eog = tok.is_eog(next);
     if (session.n_past() < session.n_ctx()) {
+      prof::PhaseScope phase(prof::Phase::Decode);
       session.eval({next});
     } else if (!eog) {
       break;  // context full

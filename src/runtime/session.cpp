@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <thread>
 
@@ -9,6 +10,7 @@
 #include "core/fp16.h"
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
+#include "profile/profiler.h"
 
 namespace tessera {
 
@@ -42,7 +44,13 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
 }
 
 void Session::linear(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, int64_t ys,
-                     bool reuse_quantized) {
+                     bool reuse_quantized, const char* what) {
+  char detail[96] = "";
+  if (prof::on())
+    std::snprintf(detail, sizeof detail, "%s %s %lldx%lld", what, dtype_name(w.type), static_cast<long long>(w.rows),
+                  static_cast<long long>(w.cols));
+  const double wbytes = static_cast<double>(w.rows) * static_cast<double>(w.row_stride);
+  prof::OpScope op("matmul", detail, 2.0 * n * w.rows * w.cols, wbytes + 4.0 * n * (w.cols + w.rows));
   if (!q8_act_ || !supports_q8_activations(w.type) || w.cols % 32 != 0) {
     matmul(w, x, n, xs, y, ys, pool_);
     return;
@@ -100,15 +108,24 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
   const int p0 = n_past_;
   auto rope = c.rope_neox ? rope_neox : rope_pairs;
 
-  for (int i = 0; i < n; ++i) {
-    if (tokens[i] == kEmbeddingSlot) {
-      std::memcpy(&x_[static_cast<size_t>(i * E)], embeddings, E * sizeof(float));
-      embeddings += E;
-    } else {
-      M.embed(tokens[i], &x_[static_cast<size_t>(i * E)]);
+  if (prof::on()) {
+    prof::note_memory("weights", M.weight_bytes());
+    prof::note_memory("kv cache", k_cache_.size() + v_cache_.size());
+    size_t act = 0;
+    for (const auto* b : {&x_, &xn_, &q_, &k_, &v_, &att_, &tmp_, &gate_, &up_, &logits_}) act += b->size() * sizeof(float);
+    prof::note_memory("activations", act + xq_.size() * sizeof(BlockQ8_1));
+  }
+  {
+    prof::OpScope embed_op("embed", "", 0, 4.0 * n * E);
+    for (int i = 0; i < n; ++i) {
+      if (tokens[i] == kEmbeddingSlot) {
+        std::memcpy(&x_[static_cast<size_t>(i * E)], embeddings, E * sizeof(float));
+        embeddings += E;
+      } else {
+        M.embed(tokens[i], &x_[static_cast<size_t>(i * E)]);
+      }
     }
   }
-
   for (int l = 0; l < c.n_layer; ++l) {
     const LlamaLayer& L = M.layers()[static_cast<size_t>(l)];
     const size_t pos_bytes = static_cast<size_t>(c.n_head_kv) * kv_row_;
@@ -116,13 +133,18 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
     uint8_t* vc = v_cache_.data() + static_cast<size_t>(l) * n_ctx_ * pos_bytes;
 
     // the previous layer's residual add is fused into this norm (add_rms_norm)
+    {
+    prof::OpScope op("add+rms_norm", "", 4.0 * n * E, 12.0 * n * E);
     for (int i = 0; i < n; ++i) {
       if (l == 0) rms_norm(&x_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
       else add_rms_norm(&x_[i * E], &tmp_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
     }
-    linear(L.wq, xn_.data(), n, E, q_.data(), E, false);
-    linear(L.wk, xn_.data(), n, E, k_.data(), KV, L.wk.type == L.wq.type);
-    linear(L.wv, xn_.data(), n, E, v_.data(), KV, L.wv.type == L.wq.type);
+    }
+    linear(L.wq, xn_.data(), n, E, q_.data(), E, false, "q");
+    linear(L.wk, xn_.data(), n, E, k_.data(), KV, L.wk.type == L.wq.type, "k");
+    linear(L.wv, xn_.data(), n, E, v_.data(), KV, L.wv.type == L.wq.type, "v");
+    {
+    prof::OpScope op("rope+kv store", "", 6.0 * n * (E + KV), 4.0 * n * (2 * E + 2 * KV) + 2.0 * n * pos_bytes);
     for (int i = 0; i < n; ++i) {
       rope(&q_[i * E], c.n_head, hd, p0 + i, c.rope_base);
       rope(&k_[i * KV], c.n_head_kv, hd, p0 + i, c.rope_base);
@@ -131,6 +153,7 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
         kv_store_row(kv_type_, &k_[i * KV + g * hd], hd, kc + at);
         kv_store_row(kv_type_, &v_[i * KV + g * hd], hd, vc + at);
       }
+    }
     }
     // fused attention: token i sees positions 0 .. p0+i
     AttentionShape shape;
@@ -142,21 +165,39 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
     shape.q_pos0 = p0;
     shape.n_kv = p0 + n;
     const KvView view{kc, vc, kv_type_, static_cast<int64_t>(pos_bytes), static_cast<int64_t>(kv_row_)};
-    flash_attention(shape, q_.data(), n, E, view, att_.data(), E, pool_);
-    linear(L.wo, att_.data(), n, E, tmp_.data(), E, false);
-    for (int i = 0; i < n; ++i) add_rms_norm(&x_[i * E], &tmp_[i * E], L.ffn_norm.data(), &xn_[i * E], E, c.rms_eps);
-    linear(L.w_gate, xn_.data(), n, E, gate_.data(), FF, false);
-    linear(L.w_up, xn_.data(), n, E, up_.data(), FF, L.w_up.type == L.w_gate.type);
-    swiglu(gate_.data(), up_.data(), n * FF);
-    linear(L.w_down, gate_.data(), n, FF, tmp_.data(), E, false);  // added in the next norm
+    {
+      // q·k and p·v over the visible keys; bytes: the cache rows read once per call, q and out
+      const double keys = static_cast<double>(n) * p0 + 0.5 * n * (n + 1.0);
+      char detail[48] = "";
+      if (prof::on()) std::snprintf(detail, sizeof detail, "KV %s", dtype_name(kv_type_));
+      prof::OpScope op("attention", detail, 4.0 * keys * hd * c.n_head, 2.0 * (p0 + n) * pos_bytes + 8.0 * n * E);
+      flash_attention(shape, q_.data(), n, E, view, att_.data(), E, pool_);
+    }
+    linear(L.wo, att_.data(), n, E, tmp_.data(), E, false, "o");
+    {
+      prof::OpScope op("add+rms_norm", "", 4.0 * n * E, 12.0 * n * E);
+      for (int i = 0; i < n; ++i) add_rms_norm(&x_[i * E], &tmp_[i * E], L.ffn_norm.data(), &xn_[i * E], E, c.rms_eps);
+    }
+    linear(L.w_gate, xn_.data(), n, E, gate_.data(), FF, false, "gate");
+    linear(L.w_up, xn_.data(), n, E, up_.data(), FF, L.w_up.type == L.w_gate.type, "up");
+    {
+      prof::OpScope op("swiglu", "", 4.0 * n * FF, 12.0 * n * FF);
+      float* g = gate_.data();
+      const float* u = up_.data();
+      pool_.parallel_for(static_cast<int64_t>(n) * FF, 256, [&](int64_t i0, int64_t i1) { swiglu(g + i0, u + i0, i1 - i0); });
+    }
+    linear(L.w_down, gate_.data(), n, FF, tmp_.data(), E, false, "down");  // added in the next norm
   }
   n_past_ += n;
 
   const int first = all_logits ? 0 : n - 1;
-  for (int i = first; i < n; ++i) add_rms_norm(&x_[i * E], &tmp_[i * E], M.output_norm().data(), &xn_[i * E], E, c.rms_eps);
+  {
+    prof::OpScope op("add+rms_norm", "output", 4.0 * (n - first) * E, 12.0 * (n - first) * E);
+    for (int i = first; i < n; ++i) add_rms_norm(&x_[i * E], &tmp_[i * E], M.output_norm().data(), &xn_[i * E], E, c.rms_eps);
+  }
   for (int i = first; i < n; i += kLogitRows) {
     const int rows = std::min(kLogitRows, n - i);
-    linear(M.output(), &xn_[i * E], rows, E, logits_.data(), c.n_vocab, false);
+    linear(M.output(), &xn_[i * E], rows, E, logits_.data(), c.n_vocab, false, "lm_head");
     if (on_logits)
       for (int r = 0; r < rows; ++r) (*on_logits)(base + static_cast<size_t>(i + r), logits_.data() + static_cast<size_t>(r) * c.n_vocab);
   }

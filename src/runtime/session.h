@@ -47,7 +47,8 @@ class Session {
                const std::function<void(size_t, const float*)>* on_logits, size_t base,
                const float* embeddings = nullptr);
   // y = W x for n rows of x (row length W.cols, stride xs): fp32 or 8-bit activations.
-  void linear(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, int64_t ys, bool reuse_quantized);
+  void linear(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, int64_t ys, bool reuse_quantized,
+              const char* what);
 
   const LlamaModel& model_;
   ThreadPool pool_;

@@ -1,0 +1,31 @@
+// The profiler's roofline denominators, read from the probe's saved JSON.
+#include <fstream>
+#include <sstream>
+
+#include "profile/probe.h"
+#include "profile/profiler.h"
+
+namespace tessera::prof {
+
+Peaks load_peaks(const std::string& path, int threads) {
+  Peaks p;
+  p.threads = threads;
+  std::ifstream f(path);
+  if (!f) return p;
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string j = ss.str();
+  auto get = [&](const char* name) {
+    double v = probe_lookup(j, name, threads);
+    if (v <= 0) v = probe_lookup(j, name, 1) * threads;  // only the 1-thread figure stored
+    return v;
+  };
+  p.gflops = get("fp32_fma_avx512");
+  if (p.gflops <= 0) p.gflops = get("fp32_fma");
+  p.dram_gbs = get("read_dram");
+  p.l3_gbs = get("read_l3");
+  p.source = path;
+  return p;
+}
+
+}  // namespace tessera::prof
