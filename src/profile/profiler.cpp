@@ -70,21 +70,17 @@ int tid_locked(State& s) {
   return t;
 }
 
-uint64_t peak_rss_bytes() {
+// A memory line of /proc/self/status ("VmHWM:", "VmRSS:") in bytes; 0 where unavailable.
+uint64_t status_bytes(const char* key) {
   std::ifstream f("/proc/self/status");
   std::string line;
+  const size_t n = std::strlen(key);
   while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
+    if (line.compare(0, n, key) == 0) return std::stoull(line.substr(n)) * 1024;
   return 0;
 }
-
-uint64_t rss_bytes() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::stoull(line.substr(6)) * 1024;
-  return 0;
-}
+uint64_t peak_rss_bytes() { return status_bytes("VmHWM:"); }
+uint64_t rss_bytes() { return status_bytes("VmRSS:"); }
 
 std::string json_escape(const std::string& s) {
   std::string o;
