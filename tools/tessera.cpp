@@ -31,111 +31,13 @@
 #include "profile/probe.h"
 #include "runtime/session.h"
 #include "vlm_init.h"
+#include "cli_common.h"
+#include "bench.h"
 
 using namespace tessera;
+using namespace tessera::cli;
 
 namespace {
-
-std::string default_model_path() {
-  if (const char* e = std::getenv("TESSERA_MODEL")) return e;
-  const std::string rel = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
-  if (std::filesystem::exists(rel)) return rel;
-  return std::string(TESSERA_SOURCE_DIR) + "/" + rel;
-}
-
-struct CommonArgs {
-  std::string model;
-  int threads = 0;
-  int ctx = 4096;
-  int batch = 512;
-  std::string isa;
-  std::string cache_type = "f16";
-  bool q8_act = false;
-};
-
-void add_common(CLI::App* app, CommonArgs& a) {
-  app->add_option("-m,--model", a.model, "GGUF model file (default: the bundled SmolLM2-135M-Instruct Q4_1)");
-  app->add_option("-t,--threads", a.threads, "threads (default: all cores)")->check(CLI::Range(1, 1024));
-  app->add_option("-c,--ctx-size", a.ctx, "context size in tokens")->check(CLI::Range(1, 1 << 24));
-  app->add_option("-b,--batch-size", a.batch, "tokens per forward pass")->check(CLI::Range(1, 8192));
-  app->add_option("--cache-type", a.cache_type, "KV cache element type: f16 (default), f32, bf16 or q8 (int8 + a scale per row)")
-      ->check(CLI::IsMember({"f16", "f32", "bf16", "q8"}));
-  app->add_flag("--q8-activations", a.q8_act, "quantize matmul inputs to 8 bits per 32 like llama.cpp's CPU backend (W4A8)");
-  app->add_option("--isa", a.isa, "cap the kernel instruction set: scalar, neon, avx2 or avx512")
-      ->check(CLI::IsMember({"scalar", "neon", "avx2", "avx512"}));
-}
-
-// -m FILE.gguf, or -m DIR for a Hugging Face directory (which may hold a vision tower too).
-HfModel load_any(CommonArgs& a) {
-  if (a.isa == "scalar") set_isa_cap(Isa::Scalar);
-  if (a.isa == "neon") set_isa_cap(Isa::Neon);
-  if (a.isa == "avx2") set_isa_cap(Isa::Avx2);
-  if (a.isa == "avx512") set_isa_cap(Isa::Avx512);
-  if (a.model.empty()) {
-    a.model = default_model_path();
-    if (!std::filesystem::exists(a.model))
-      fail("default model not found at '%s': run scripts/setup.sh (or pass -m MODEL.gguf)", a.model.c_str());
-  }
-  if (std::filesystem::is_directory(a.model)) return load_hf_dir(a.model);
-  HfModel m;
-  m.text = LlamaModel::load(a.model);
-  return m;
-}
-
-std::unique_ptr<LlamaModel> load(CommonArgs& a) { return std::move(load_any(a).text); }
-
-SessionOptions session_options(const CommonArgs& a) {
-  SessionOptions o;
-  o.n_ctx = a.ctx;
-  o.n_batch = a.batch;
-  o.n_threads = a.threads;
-  o.kv_type = a.cache_type == "f32" ? DType::F32 : a.cache_type == "bf16" ? DType::BF16 : a.cache_type == "q8" ? DType::I8 : DType::F16;
-  o.q8_activations = a.q8_act;
-  return o;
-}
-
-void add_sampling(CLI::App* app, SamplerOptions& s) {
-  app->add_option("--temp", s.temperature, "temperature (0: greedy)")->check(CLI::Range(0.0, 100.0));
-  app->add_option("--top-k", s.top_k, "top-k (0: off)")->check(CLI::Range(0, 1 << 24));
-  app->add_option("--top-p", s.top_p, "top-p (1: off)")->check(CLI::Range(0.0, 1.0));
-  app->add_option("--min-p", s.min_p, "min-p (0: off)")->check(CLI::Range(0.0, 1.0));
-  app->add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)")->check(CLI::Range(0.0, 100.0));
-  app->add_option("--repeat-last-n", s.repeat_last_n, "tokens the penalty looks back over")->check(CLI::Range(0, 1 << 20));
-  app->add_option("-s,--seed", s.seed, "random seed");
-}
-
-void print_stats(const GenerateStats& st) {
-  std::fprintf(stderr, "\n[prompt: %d tokens, %.1f tok/s | generation: %d tokens, %.1f tok/s]\n",
-               st.prompt_tokens, st.prompt_tps(), st.generated_tokens, st.generate_tps());
-}
-
-// Writes text to `path` via a temporary file and a rename: never a half-written output.
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) fail("cannot write output file '%s'", path.c_str());
-    f << text;
-    f.close();
-    if (!f) {
-      std::remove(tmp.c_str());
-      fail("cannot write output file '%s'", path.c_str());
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    fail("cannot write output file '%s'", path.c_str());
-  }
-}
-
-void check_output_writable(const std::string& path) {
-  if (path.empty()) return;
-  const std::filesystem::path p(path);
-  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
-  if (!std::filesystem::is_directory(dir) || ::access(dir.c_str(), W_OK) != 0 ||
-      std::filesystem::is_directory(p) || (std::filesystem::exists(p) && ::access(p.c_str(), W_OK) != 0))
-    fail("cannot write output file '%s'", path.c_str());
-}
 
 struct VisionArgs {
   std::string mmproj, image;
@@ -271,75 +173,6 @@ int cmd_chat(CommonArgs& a, int n_predict, const std::string& system, const Samp
   return 0;
 }
 
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
-// llama-bench style: pp = one batch of n_prompt random tokens in a fresh context;
-// tg = n_gen single-token decodes from an empty context.
-int cmd_bench(CommonArgs& a, int n_prompt, int n_gen, int reps, bool json) {
-  auto model = load(a);
-  SessionOptions so = session_options(a);
-  so.n_ctx = std::max(so.n_ctx, n_prompt + n_gen + 1);
-  so.n_batch = std::max(so.n_batch, n_prompt);
-  Session session(*model, so);
-  const int nv = model->config().n_vocab;
-  std::mt19937 rng(42);
-  auto clock = [] { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); };
-  struct Row { std::string test; std::vector<double> tps; };
-  std::vector<Row> rows;
-  if (n_prompt > 0) {
-    Row r{"pp" + std::to_string(n_prompt), {}};
-    std::vector<int32_t> toks(static_cast<size_t>(n_prompt));
-    for (int rep = -1; rep < reps; ++rep) {  // rep -1 warms up
-      for (auto& t : toks) t = static_cast<int32_t>(rng() % static_cast<uint32_t>(nv));
-      session.truncate(0);
-      const double t0 = clock();
-      session.eval(toks);
-      const double dt = clock() - t0;
-      if (rep >= 0) r.tps.push_back(n_prompt / dt);
-    }
-    rows.push_back(r);
-  }
-  if (n_gen > 0) {
-    Row r{"tg" + std::to_string(n_gen), {}};
-    for (int rep = -1; rep < reps; ++rep) {
-      session.truncate(0);
-      int32_t tok = static_cast<int32_t>(rng() % static_cast<uint32_t>(nv));
-      const double t0 = clock();
-      for (int i = 0; i < n_gen; ++i) {
-        session.eval({tok});
-        tok = static_cast<int32_t>(std::max_element(session.logits(), session.logits() + nv) - session.logits());
-      }
-      const double dt = clock() - t0;
-      if (rep >= 0) r.tps.push_back(n_gen / dt);
-    }
-    rows.push_back(r);
-  }
-  const int threads = session.pool().size();
-  if (json) {
-    std::printf("[");
-    for (size_t i = 0; i < rows.size(); ++i) {
-      std::printf("%s{\"test\": \"%s\", \"threads\": %d, \"isa\": \"%s\", \"median_tps\": %.3f, \"samples_tps\": [", i ? ", " : "",
-                  rows[i].test.c_str(), threads, isa_name(active_isa()), median(rows[i].tps));
-      for (size_t k = 0; k < rows[i].tps.size(); ++k) std::printf("%s%.3f", k ? ", " : "", rows[i].tps[k]);
-      std::printf("]}");
-    }
-    std::printf("]\n");
-  } else {
-    std::printf("| model | isa | threads | test | t/s (median) | min | max |\n|---|---|---|---|---|---|---|\n");
-    const std::string name = std::filesystem::path(a.model).filename().string();
-    for (const Row& r : rows) {
-      const auto [mn, mx] = std::minmax_element(r.tps.begin(), r.tps.end());
-      std::printf("| %s | %s | %d | %s | %.2f | %.2f | %.2f |\n", name.c_str(), isa_name(active_isa()), threads,
-                  r.test.c_str(), median(r.tps), *mn, *mx);
-    }
-  }
-  return 0;
-}
-
 // Rewrites a GGUF with its weights converted to `type`, metadata unchanged. Float targets
 // convert every tensor (exact for f32: each weight is the value the kernels compute with);
 // block-quantized targets convert the matrices and keep 1-D tensors (norms) as they are, as
@@ -395,8 +228,7 @@ int main(int argc, char** argv) {
   SamplerOptions samp;
   std::string prompt, system, out_path, text;
   int n_predict = 256;
-  bool raw = false, special = false, json = false;
-  int n_prompt = 512, n_gen = 128, reps = 5;
+  bool raw = false, special = false;
 
   VisionArgs vision;
   auto add_run_options = [&](CLI::App* sub) {
@@ -426,12 +258,10 @@ int main(int argc, char** argv) {
   chat->add_option("-n,--n-predict", n_predict, "tokens to generate at most per turn")->check(CLI::Range(0, 1 << 24));
   chat->add_option("--system", system, "system prompt (default: the model's own)");
 
-  auto* bench = app.add_subcommand("bench", "prompt-processing and generation speed (like llama-bench)");
+  auto* bench = app.add_subcommand("bench", "standard speed tests (like llama-bench, plus vision): markdown or JSON with a machine fingerprint");
   add_common(bench, common);
-  bench->add_option("-p,--n-prompt", n_prompt, "prompt tokens (pp test)")->check(CLI::Range(0, 1 << 16));
-  bench->add_option("-n,--n-gen", n_gen, "generated tokens (tg test)")->check(CLI::Range(0, 1 << 16));
-  bench->add_option("-r,--repetitions", reps, "repetitions")->check(CLI::Range(1, 1000));
-  bench->add_flag("--json", json, "JSON output");
+  BenchArgs bargs;
+  add_bench_options(bench, bargs);
 
   auto* tokenize = app.add_subcommand("tokenize", "print the token ids of a text");
   add_common(tokenize, common);
@@ -482,7 +312,7 @@ int main(int argc, char** argv) {
       return cmd_run(common, prompt, n_predict, raw, system, samp, out_path, vision, pa);
     }
     if (*chat) return cmd_chat(common, n_predict, system, samp);
-    if (*bench) return cmd_bench(common, n_prompt, n_gen, reps, json);
+    if (*bench) return cmd_bench(common, bargs);
     if (*tokenize) return cmd_tokenize(common, text, special);
     if (*convert) return cmd_convert(conv_in, out_path, conv_type);
     if (*probe) {

@@ -1,0 +1,112 @@
+#include "cli_common.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "core/error.h"
+#include "kernels/kernels.h"
+
+namespace tessera::cli {
+
+std::string default_model_path() {
+  if (const char* e = std::getenv("TESSERA_MODEL")) return e;
+  const std::string rel = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (std::filesystem::exists(rel)) return rel;
+  return std::string(TESSERA_SOURCE_DIR) + "/" + rel;
+}
+
+void add_common(CLI::App* app, CommonArgs& a) {
+  app->add_option("-m,--model", a.model, "GGUF model file (default: the bundled SmolLM2-135M-Instruct Q4_1)");
+  app->add_option("-t,--threads", a.threads, "threads (default: all cores)")->check(CLI::Range(1, 1024));
+  app->add_option("-c,--ctx-size", a.ctx, "context size in tokens")->check(CLI::Range(1, 1 << 24));
+  app->add_option("-b,--batch-size", a.batch, "tokens per forward pass")->check(CLI::Range(1, 8192));
+  app->add_option("--cache-type", a.cache_type, "KV cache element type: f16 (default), f32, bf16 or q8 (int8 + a scale per row)")
+      ->check(CLI::IsMember({"f16", "f32", "bf16", "q8"}));
+  app->add_flag("--q8-activations", a.q8_act, "quantize matmul inputs to 8 bits per 32 like llama.cpp's CPU backend (W4A8)");
+  app->add_option("--isa", a.isa, "cap the kernel instruction set: scalar, neon, avx2 or avx512")
+      ->check(CLI::IsMember({"scalar", "neon", "avx2", "avx512"}));
+}
+
+HfModel load_any(CommonArgs& a) {
+  if (a.isa == "scalar") set_isa_cap(Isa::Scalar);
+  if (a.isa == "neon") set_isa_cap(Isa::Neon);
+  if (a.isa == "avx2") set_isa_cap(Isa::Avx2);
+  if (a.isa == "avx512") set_isa_cap(Isa::Avx512);
+  if (a.model.empty()) {
+    a.model = default_model_path();
+    if (!std::filesystem::exists(a.model))
+      fail("default model not found at '%s': run scripts/setup.sh (or pass -m MODEL.gguf)", a.model.c_str());
+  }
+  if (std::filesystem::is_directory(a.model)) return load_hf_dir(a.model);
+  HfModel m;
+  m.text = LlamaModel::load(a.model);
+  return m;
+}
+
+std::unique_ptr<LlamaModel> load(CommonArgs& a) { return std::move(load_any(a).text); }
+
+SessionOptions session_options(const CommonArgs& a) {
+  SessionOptions o;
+  o.n_ctx = a.ctx;
+  o.n_batch = a.batch;
+  o.n_threads = a.threads;
+  o.kv_type = a.cache_type == "f32" ? DType::F32 : a.cache_type == "bf16" ? DType::BF16 : a.cache_type == "q8" ? DType::I8 : DType::F16;
+  o.q8_activations = a.q8_act;
+  return o;
+}
+
+void add_sampling(CLI::App* app, SamplerOptions& s) {
+  app->add_option("--temp", s.temperature, "temperature (0: greedy)")->check(CLI::Range(0.0, 100.0));
+  app->add_option("--top-k", s.top_k, "top-k (0: off)")->check(CLI::Range(0, 1 << 24));
+  app->add_option("--top-p", s.top_p, "top-p (1: off)")->check(CLI::Range(0.0, 1.0));
+  app->add_option("--min-p", s.min_p, "min-p (0: off)")->check(CLI::Range(0.0, 1.0));
+  app->add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)")->check(CLI::Range(0.0, 100.0));
+  app->add_option("--repeat-last-n", s.repeat_last_n, "tokens the penalty looks back over")->check(CLI::Range(0, 1 << 20));
+  app->add_option("-s,--seed", s.seed, "random seed");
+}
+
+void print_stats(const GenerateStats& st) {
+  std::fprintf(stderr, "\n[prompt: %d tokens, %.1f tok/s | generation: %d tokens, %.1f tok/s]\n",
+               st.prompt_tokens, st.prompt_tps(), st.generated_tokens, st.generate_tps());
+}
+
+void write_atomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    if (!f) fail("cannot write output file '%s'", path.c_str());
+    f << text;
+    f.close();
+    if (!f) {
+      std::remove(tmp.c_str());
+      fail("cannot write output file '%s'", path.c_str());
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    fail("cannot write output file '%s'", path.c_str());
+  }
+}
+
+void check_output_writable(const std::string& path) {
+  if (path.empty()) return;
+  const std::filesystem::path p(path);
+  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
+  if (!std::filesystem::is_directory(dir) || ::access(dir.c_str(), W_OK) != 0 ||
+      std::filesystem::is_directory(p) || (std::filesystem::exists(p) && ::access(p.c_str(), W_OK) != 0))
+    fail("cannot write output file '%s'", path.c_str());
+}
+
+double median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,41 @@
+// Pieces every `tessera` subcommand shares: model loading from the common flags, session
+// options, sampling flags, and output files written atomically.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "models/hf_loader.h"
+#include "models/llama.h"
+#include "runtime/generate.h"
+#include "runtime/sampler.h"
+#include "runtime/session.h"
+
+namespace tessera::cli {
+
+std::string default_model_path();
+
+struct CommonArgs {
+  std::string model;
+  int threads = 0;
+  int ctx = 4096;
+  int batch = 512;
+  std::string isa;
+  std::string cache_type = "f16";
+  bool q8_act = false;
+};
+
+void add_common(CLI::App* app, CommonArgs& a);
+// -m FILE.gguf, or -m DIR for a Hugging Face directory (which may hold a vision tower too).
+HfModel load_any(CommonArgs& a);
+std::unique_ptr<LlamaModel> load(CommonArgs& a);
+SessionOptions session_options(const CommonArgs& a);
+void add_sampling(CLI::App* app, SamplerOptions& s);
+void print_stats(const GenerateStats& st);
+// Writes text to `path` via a temporary file and a rename: never a half-written output.
+void write_atomically(const std::string& path, const std::string& text);
+void check_output_writable(const std::string& path);
+double median(std::vector<double> v);
+
+}  // namespace tessera::cli
