@@ -7,7 +7,7 @@ cd "$root"
 
 packages=(cmake g++ make pkg-config python3 python3-pip libgtest-dev libbenchmark-dev
           nlohmann-json3-dev libcli11-dev clang libclang-rt-14-dev libpng-dev libjpeg-dev
-          g++-aarch64-linux-gnu qemu-user-static)
+          g++-aarch64-linux-gnu qemu-user-static valgrind)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs every test: unit and model tests (ctest), the CLI bad-input
-# checks, and a time-bounded libFuzzer run of the GGUF parser and the tokenizer.
+# checks, the ARM kernels under qemu, the instruction-count regression check (callgrind), and a
+# time-bounded libFuzzer run of the file parsers.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bash "$root/scripts/setup.sh"
@@ -14,6 +15,9 @@ cmake -S . -B build-arm -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DT
 cmake --build build-arm -j"$(nproc)" 2>&1 | grep -E "error:" || true
 echo "arm64 (qemu-aarch64 -cpu max): $(qemu-aarch64-static -cpu max -L /usr/aarch64-linux-gnu build-arm/kernel_check | tail -n 1)"
 qemu-aarch64-static -cpu max -L /usr/aarch64-linux-gnu build-arm/kernel_check >/dev/null
+
+# instruction counts of a fixed workload against the last recorded ones (+3% fails)
+bash bench/regress/callgrind.sh
 
 fuzz_seconds="${TESSERA_FUZZ_SECONDS:-45}"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \

@@ -33,6 +33,7 @@
 #include "vlm_init.h"
 #include "cli_common.h"
 #include "bench.h"
+#include "sustained.h"
 
 using namespace tessera;
 using namespace tessera::cli;
@@ -262,6 +263,10 @@ int main(int argc, char** argv) {
   add_common(bench, common);
   BenchArgs bargs;
   add_bench_options(bench, bargs);
+  auto* sustained = app.add_subcommand("sustained", "run one workload for minutes: throughput and latency per time window");
+  add_common(sustained, common);
+  SustainedArgs sargs;
+  add_sustained_options(sustained, sargs);
 
   auto* tokenize = app.add_subcommand("tokenize", "print the token ids of a text");
   add_common(tokenize, common);
@@ -313,6 +318,7 @@ int main(int argc, char** argv) {
     }
     if (*chat) return cmd_chat(common, n_predict, system, samp);
     if (*bench) return cmd_bench(common, bargs);
+    if (*sustained) return cmd_sustained(common, sargs);
     if (*tokenize) return cmd_tokenize(common, text, special);
     if (*convert) return cmd_convert(conv_in, out_path, conv_type);
     if (*probe) {

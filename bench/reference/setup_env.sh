@@ -26,6 +26,7 @@ PINS=(
   "huggingface_hub==1.33.0"
   "numpy==2.2.6"
   "pillow==12.3.0"
+  "matplotlib==3.11.2"
   "sentencepiece==0.2.2"
   "protobuf==4.25.9"
   "gguf==0.19.0"

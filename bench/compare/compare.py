@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""tessera vs llama.cpp, side by side: the same tests on the same GGUF files with the same
+threads, interleaved A, B, A, B so both see the same machine conditions. Prints the medians
+with their spread and the ratio, writes JSON and a PNG bar chart (matplotlib).
+
+Tests (llama-bench's, plus vision):
+  pp512, tg128, pp512 @ d512      tessera bench  vs  llama-bench (same model file)
+  vision encode per 512 tile      tessera run    vs  llama-mtmd-cli on a 1920x1080 screenshot (13 tiles)
+  screenshot question             the same runs, end to end (preprocess, encode, prefill, answer)
+
+  .peers/venv/bin/python bench/compare/compare.py [--rounds 5] [-t 2] [--no-vision] [--out out/compare]
+
+Needs build/tessera (scripts/setup.sh), the llama.cpp build (bench/peers/build_llamacpp.sh) and,
+for the vision tests, the SmolVLM-shaped GGUF pair (tessera vlm-init, see docs/vision.md).
+"""
+import argparse
+import json
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+TESSERA = ROOT / "build/tessera"
+LLAMA_BIN = ROOT / ".peers/llama.cpp-build/bin"
+
+
+def run(cmd):
+    return subprocess.run([str(c) for c in cmd], check=True, capture_output=True, text=True)
+
+
+# ---- text tests: t/s, higher is better -------------------------------------------------
+def tessera_text(a, p, n, d):
+    out = run([TESSERA, "bench", "-m", a.model, "-t", a.threads, "-r", 1, "--json", "-p", p, "-n", n, "-d", d]).stdout
+    return json.loads(out)["results"][-1]["median"]
+
+
+def llama_text(a, p, n, d):
+    out = run([LLAMA_BIN / "llama-bench", "-m", a.model, "-t", a.threads, "-r", 1, "-o", "json", "-p", p, "-n", n, "-d", d]).stdout
+    return json.loads(out)[0]["avg_ts"]
+
+
+# ---- vision tests: ms, lower is better --------------------------------------------------
+def tessera_image(a, image):
+    e = run([TESSERA, "run", "-m", a.text, "--mmproj", a.mmproj, "--image", image, "-p", a.question, "-n", a.n_answer,
+             "-t", a.threads, "--temp", 0]).stderr
+    m = re.search(r"-> (\d+) tiles .*vision encode ([\d.]+) ms \(([\d.]+) ms/tile\) \| connector ([\d.]+) ms", e)
+    tiles, enc = int(m[1]), float(m[2]) + float(m[4])
+    m2 = re.search(r"\[prefill: (\d+) tokens, ([\d.]+) ms, [\d.]+ tok/s \| decode: (\d+) tokens, ([\d.]+) ms", e)
+    m3 = re.search(r"preprocess ([\d.]+) ms", e)
+    return {"encode_ms": enc, "tile_ms": enc / tiles, "total_ms": float(m3[1]) + enc + float(m2[2]) + float(m2[4])}
+
+
+def llama_image(a, image):
+    t0 = time.monotonic()
+    e = run([LLAMA_BIN / "llama-mtmd-cli", "-m", a.text, "--mmproj", a.mmproj, "--image", image, "-p", a.question,
+             "-n", a.n_answer, "-t", a.threads, "--temp", 0, "--seed", 1, "--perf", "-v"]).stderr
+    wall = (time.monotonic() - t0) * 1e3
+    encs = [float(x) for x in re.findall(r"mtmd batch encoding done in (\d+) ms", e)]
+    enc = sum(encs)
+    slices = len(re.findall(r"mtmd_batch_encode_impl: encoding batch with (\d+) entries", e)) or len(encs)
+    pe = re.search(r"prompt eval time =\s+([\d.]+) ms", e)
+    ev = re.search(r"(?<!prompt )eval time =\s+([\d.]+) ms", e)
+    # llama.cpp's prompt eval time includes the image encoding
+    total = (float(pe[1]) if pe else wall) + (float(ev[1]) if ev else 0)
+    return {"encode_ms": enc, "tile_ms": enc / max(1, slices), "total_ms": total}
+
+
+def summarize(name, unit, a, b):
+    higher = unit == "t/s"
+    ratios = [(x / y if higher else y / x) for x, y in zip(a, b)]  # > 1: tessera faster
+    return {"test": name, "unit": unit, "tessera": a, "llama.cpp": b, "tessera_median": statistics.median(a),
+            "llama_median": statistics.median(b), "speedup_median": statistics.median(ratios),
+            "speedup_min": min(ratios), "speedup_max": max(ratios)}
+
+
+def plot(rows, path, title):
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(9, 4.5))
+    names = [r["test"] for r in rows]
+    sp = [r["speedup_median"] for r in rows]
+    lo = [r["speedup_median"] - r["speedup_min"] for r in rows]
+    hi = [r["speedup_max"] - r["speedup_median"] for r in rows]
+    bars = ax.bar(range(len(rows)), sp, yerr=[lo, hi], capsize=4, color=["#3a7" if s >= 1 else "#c54" for s in sp])
+    ax.axhline(1.0, color="k", lw=0.8)
+    ax.set_xticks(range(len(rows)), names, rotation=15, ha="right")
+    ax.set_ylabel("tessera speed / llama.cpp speed\n(median of interleaved rounds, bars: min..max)")
+    ax.set_title(title, fontsize=10)
+    for b, r in zip(bars, rows):
+        ax.text(b.get_x() + b.get_width() / 2, b.get_height() + 0.03, f"{r['speedup_median']:.2f}x", ha="center", fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("-m", "--model", default=str(ROOT / "models/SmolLM2-135M-Instruct.Q4_1.gguf"))
+    ap.add_argument("--text", default=str(ROOT / ".peers/smolvlm-full/text.gguf"), help="SmolVLM text GGUF (vision tests)")
+    ap.add_argument("--mmproj", default=str(ROOT / ".peers/smolvlm-full/mmproj.gguf"))
+    ap.add_argument("--screenshot", default=str(ROOT / "tests/fixtures/vision/screens/desktop_1920x1080.png"))
+    ap.add_argument("--question", default="What is the user working on?")
+    ap.add_argument("--n-answer", type=int, default=16)
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--no-vision", action="store_true")
+    ap.add_argument("--out", default=str(ROOT / "out/compare"))
+    a = ap.parse_args()
+    out = Path(a.out)
+    out.mkdir(parents=True, exist_ok=True)
+    text_tests = [("pp512", 512, 0, 0), ("tg128", 0, 128, 0), ("pp512 @ d512", 512, 0, 512)]
+    res = {name: ([], []) for name, *_ in text_tests}
+    vision = not a.no_vision and Path(a.mmproj).exists() and Path(a.text).exists()
+    if vision:
+        for k in ("vision encode per 512 tile", "screenshot question (total)"):
+            res[k] = ([], [])
+    for r in range(a.rounds):
+        for name, p, n, d in text_tests:
+            res[name][0].append(tessera_text(a, p, n, d))
+            res[name][1].append(llama_text(a, p, n, d))
+        if vision:
+            ta, la = tessera_image(a, a.screenshot), llama_image(a, a.screenshot)
+            res["vision encode per 512 tile"][0].append(ta["tile_ms"])
+            res["vision encode per 512 tile"][1].append(la["tile_ms"])
+            res["screenshot question (total)"][0].append(ta["total_ms"])
+            res["screenshot question (total)"][1].append(la["total_ms"])
+        print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
+    rows = [summarize(k, "t/s" if k.startswith(("pp", "tg")) else "ms", v[0], v[1]) for k, v in res.items()]
+    fp = json.loads(run([TESSERA, "bench", "-p", 1, "-n", 0, "-d", 0, "-r", 1, "--json"]).stdout)["machine"]
+    title = f"tessera vs llama.cpp, {a.threads} threads, {a.rounds} interleaved rounds, {fp['cpu']} ({fp['commit']})"
+    print(f"{title}\nmodel: {Path(a.model).name}; vision: {Path(a.text).name} + {Path(a.mmproj).name}\n")
+    print("| test | unit | tessera median (min..max) | llama.cpp median (min..max) | tessera speed-up: median (min..max) |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        t, l = r["tessera"], r["llama.cpp"]
+        print(f"| {r['test']} | {r['unit']} | {statistics.median(t):.1f} ({min(t):.1f}..{max(t):.1f}) | "
+              f"{statistics.median(l):.1f} ({min(l):.1f}..{max(l):.1f}) | {r['speedup_median']:.2f}x "
+              f"({r['speedup_min']:.2f}..{r['speedup_max']:.2f}) |")
+    (out / "compare.json").write_text(json.dumps({"machine": fp, "threads": a.threads, "rounds": a.rounds, "rows": rows}, indent=1))
+    plot(rows, out / "compare.png", title)
+    print(f"\nwrote {out / 'compare.json'} and {out / 'compare.png'}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
