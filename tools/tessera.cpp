@@ -34,6 +34,7 @@
 #include "cli_common.h"
 #include "bench.h"
 #include "sustained.h"
+#include "watch.h"
 
 using namespace tessera;
 using namespace tessera::cli;
@@ -263,6 +264,10 @@ int main(int argc, char** argv) {
   add_common(bench, common);
   BenchArgs bargs;
   add_bench_options(bench, bargs);
+  auto* watch = app.add_subcommand("watch", "ask a standing question of screen frames, reusing work across frames (JSON lines)");
+  add_common(watch, common);
+  WatchArgs wargs;
+  add_watch_options(watch, wargs);
   auto* sustained = app.add_subcommand("sustained", "run one workload for minutes: throughput and latency per time window");
   add_common(sustained, common);
   SustainedArgs sargs;
@@ -319,6 +324,7 @@ int main(int argc, char** argv) {
     if (*chat) return cmd_chat(common, n_predict, system, samp);
     if (*bench) return cmd_bench(common, bargs);
     if (*sustained) return cmd_sustained(common, sargs);
+    if (*watch) return cmd_watch(common, wargs);
     if (*tokenize) return cmd_tokenize(common, text, special);
     if (*convert) return cmd_convert(conv_in, out_path, conv_type);
     if (*probe) {

@@ -37,7 +37,8 @@ std::string apply_chat_template(const LlamaModel& model, const std::vector<ChatM
 
 GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int n_predict,
                        Sampler& sampler, const std::function<void(const std::string&)>& on_piece,
-                       std::vector<int32_t>* out_tokens, const std::vector<float>* embeddings) {
+                       std::vector<int32_t>* out_tokens, const std::vector<float>* embeddings,
+                       std::vector<float>* prompt_logits) {
   const Tokenizer& tok = session.model().tokenizer();
   const int n_vocab = session.model().config().n_vocab;
   GenerateStats st;
@@ -59,6 +60,7 @@ GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int
   }
   st.prompt_tokens = static_cast<int>(prompt.size());
   st.prompt_seconds = now() - t0;
+  if (prompt_logits) prompt_logits->assign(session.logits(), session.logits() + n_vocab);
 
   t0 = now();
   std::string pending;  // bytes of an incomplete UTF-8 sequence

@@ -33,6 +33,7 @@ struct GenerateStats {
 GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int n_predict,
                        Sampler& sampler, const std::function<void(const std::string&)>& on_piece,
                        std::vector<int32_t>* out_tokens = nullptr,
-                       const std::vector<float>* embeddings = nullptr);
+                       const std::vector<float>* embeddings = nullptr,
+                       std::vector<float>* prompt_logits = nullptr);  // the logits after the prompt
 
 }  // namespace tessera

@@ -63,6 +63,11 @@ void Session::linear(const WeightMatrix& w, const float* x, int n, int64_t xs, f
 
 void Session::truncate(int n) { n_past_ = std::clamp(n, 0, n_past_); }
 
+void Session::skip_to(int n) {
+  if (n < n_past_ || n > n_filled_) fail("skip_to(%d): only positions %d..%d hold cached K/V", n, n_past_, n_filled_);
+  n_past_ = n;
+}
+
 void Session::eval(const std::vector<int32_t>& tokens) {
   for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(n_batch_)) {
     const int n = static_cast<int>(std::min<size_t>(n_batch_, tokens.size() - i));
@@ -189,6 +194,7 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
     linear(L.w_down, gate_.data(), n, FF, tmp_.data(), E, false, "down");  // added in the next norm
   }
   n_past_ += n;
+  n_filled_ = std::max(n_filled_, n_past_);
 
   const int first = all_logits ? 0 : n - 1;
   {

@@ -38,6 +38,11 @@ class Session {
   int n_past() const { return n_past_; }
   int n_ctx() const { return n_ctx_; }
   void truncate(int n);  // forget cached positions >= n
+  // Moves n_past forward to n over positions whose K/V an earlier eval wrote and a truncate
+  // only hid: they are kept as they are, stale with respect to anything recomputed before them
+  // (approximate KV reuse). n must not exceed the positions ever written.
+  void skip_to(int n);
+  int n_filled() const { return n_filled_; }
   const LlamaModel& model() const { return model_; }
   ThreadPool& pool() { return pool_; }
   size_t kv_bytes() const { return k_cache_.size() + v_cache_.size(); }
@@ -54,6 +59,7 @@ class Session {
   ThreadPool pool_;
   int n_ctx_, n_batch_;
   int n_past_ = 0;
+  int n_filled_ = 0;  // positions with K/V written (>= n_past_)
   DType kv_type_;
   size_t kv_row_;                           // bytes of one kv head's row (kernels/attention.h)
   bool q8_act_;

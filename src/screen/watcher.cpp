@@ -1,0 +1,215 @@
+#include "screen/watcher.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "core/error.h"
+#include "profile/profiler.h"
+#include "runtime/generate.h"
+#include "runtime/sampler.h"
+#include "vision/idefics3_preprocess.h"
+
+namespace tessera {
+
+namespace {
+
+double now_ms() { return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+double mean_abs_diff(const ImageRGB& a, const ImageRGB& b) {
+  if (a.width != b.width || a.height != b.height || a.pixels.size() != b.pixels.size()) return 1e9;
+  uint64_t s = 0;
+  for (size_t i = 0; i < a.pixels.size(); ++i) s += static_cast<uint64_t>(std::abs(int(a.pixels[i]) - int(b.pixels[i])));
+  return static_cast<double>(s) / static_cast<double>(std::max<size_t>(1, a.pixels.size()));
+}
+
+}  // namespace
+
+Watcher::Watcher(const LlamaModel& text, const Idefics3Vision& vision, Session& session, const WatchOptions& opt)
+    : text_(text), vision_(vision), session_(session), opt_(opt), vlm_(text, vision), cache_(opt.cache_bytes) {
+  if (opt.n_predict < 1) fail("watch: the answer needs at least one token");
+  if (opt.approx_kv > 1) fail("watch: --approx-kv is a fraction in [0, 1]");
+}
+
+FrameResult Watcher::process(const ImageRGB& frame) {
+  FrameResult r;
+  r.width = frame.width;
+  r.height = frame.height;
+  const double t_start = now_ms();
+  const SiglipConfig& vc = vision_.config();
+  const int tpt = vc.tokens_per_tile();
+  const size_t E = static_cast<size_t>(text_.config().n_embd), per_tile = static_cast<size_t>(tpt) * E;
+
+  PreprocessedImage pre;
+  {
+    prof::PhaseScope phase(prof::Phase::Preprocess);
+    pre = preprocess_idefics3(frame, vision_.preprocess_config());
+  }
+  const double t_pre = now_ms();
+  r.preprocess_ms = t_pre - t_start;
+  r.tiles = static_cast<int>(pre.tiles.size());
+
+  // Tiles: the cache (exact), the kept global thumbnail (approximate), or the encoder.
+  r.embeddings.resize(pre.tiles.size() * per_tile);
+  std::vector<float> chw(static_cast<size_t>(3) * vc.image_size * vc.image_size);
+  std::vector<float> enc(static_cast<size_t>(vc.n_patches()) * vc.hidden), out(per_tile);
+  std::vector<bool> changed(pre.tiles.size(), true);
+  for (size_t t = 0; t < pre.tiles.size(); ++t) {
+    const ImageRGB& tile = pre.tiles[t];
+    const bool global = t + 1 == pre.tiles.size();
+    const std::vector<float>* hit = nullptr;
+    if (global && opt_.approx_global >= 0 && !prev_global_out_.empty() && mean_abs_diff(tile, prev_global_) <= opt_.approx_global) {
+      hit = &prev_global_out_;
+      r.global_kept_approx = true;
+    } else if (opt_.reuse) {
+      hit = cache_.find(tile);
+    }
+    if (hit) {
+      std::copy(hit->begin(), hit->end(), out.begin());
+      ++r.tiles_reused;
+    } else {
+      {
+        prof::PhaseScope phase(prof::Phase::VisionEncode);
+        tile_to_chw(tile, vision_.preprocess_config(), chw.data());
+        vision_.encode_tile(chw.data(), enc.data(), session_.pool());
+      }
+      {
+        prof::PhaseScope phase(prof::Phase::Connector);
+        vision_.connector(enc.data(), out.data(), session_.pool());
+      }
+      ++r.tiles_encoded;
+      if (opt_.reuse) cache_.insert(tile, out);
+      if (global) {
+        prev_global_ = tile;
+        prev_global_out_ = out;
+      }
+    }
+    std::copy(out.begin(), out.end(), r.embeddings.begin() + static_cast<std::ptrdiff_t>(t * per_tile));
+    if (prev_emb_.size() == r.embeddings.size())
+      changed[t] = std::memcmp(prev_emb_.data() + t * per_tile, out.data(), per_tile * sizeof(float)) != 0;
+  }
+  prof::note_memory("vision cache", cache_.bytes());
+  const double t_enc = now_ms();
+  r.encode_ms = t_enc - t_pre;
+
+  const std::string text = "<|im_start|>User:" + Idefics3::image_block_text(pre.rows, pre.cols, tpt) + opt_.question +
+                           "<end_of_utterance>\nAssistant:";
+  const std::vector<int32_t> tokens = vlm_.tokenize_with_slots(text);
+  const int N = static_cast<int>(tokens.size());
+  r.prompt_tokens = N;
+  if (N + opt_.n_predict > session_.n_ctx())
+    fail("watch: the frame's prompt (%d tokens) plus the answer does not fit the context of %d tokens (raise -c)", N, session_.n_ctx());
+  // slot index of every position (-1: a text token)
+  std::vector<int> slot_of(static_cast<size_t>(N), -1);
+  std::vector<int> slot_pos;
+  for (int i = 0; i < N; ++i)
+    if (tokens[static_cast<size_t>(i)] == Session::kEmbeddingSlot) {
+      slot_of[static_cast<size_t>(i)] = static_cast<int>(slot_pos.size());
+      slot_pos.push_back(i);
+    }
+
+  // Exact KV reuse: the longest common prefix of tokens and embeddings with the last prompt.
+  int d = 0;
+  if (opt_.reuse) {
+    const int n_prev = std::min<int>(static_cast<int>(prev_tokens_.size()), session_.n_past());
+    while (d < std::min(N, n_prev) && tokens[static_cast<size_t>(d)] == prev_tokens_[static_cast<size_t>(d)]) {
+      const int s = slot_of[static_cast<size_t>(d)];
+      if (s >= 0 && std::memcmp(&r.embeddings[static_cast<size_t>(s) * E], &prev_emb_[static_cast<size_t>(s) * E], E * sizeof(float)) != 0)
+        break;
+      ++d;
+    }
+    d = std::min(d, N - 1);  // the last prompt position is always evaluated: its logits start the answer
+  }
+  session_.truncate(d);
+  r.tokens_reused = d;
+
+  auto slice = [&](int a, int b, std::vector<int32_t>& toks, std::vector<float>& emb) {
+    toks.assign(tokens.begin() + a, tokens.begin() + b);
+    emb.clear();
+    for (int i = a; i < b; ++i)
+      if (const int s = slot_of[static_cast<size_t>(i)]; s >= 0)
+        emb.insert(emb.end(), r.embeddings.begin() + static_cast<std::ptrdiff_t>(s * E), r.embeddings.begin() + static_cast<std::ptrdiff_t>((s + 1) * E));
+  };
+  std::vector<int32_t> toks;
+  std::vector<float> emb;
+  int pos = d;
+  const double t_pf0 = now_ms();
+  // Approximate KV reuse: later unchanged tiles keep their stale K/V except a leading fraction.
+  const bool same_layout = prev_tokens_ == tokens || (prev_tokens_.size() == tokens.size() && std::equal(tokens.begin(), tokens.end(), prev_tokens_.begin()));
+  if (opt_.reuse && opt_.approx_kv >= 0 && same_layout && !prev_emb_.empty() && session_.n_filled() >= N) {
+    prof::PhaseScope phase(prof::Phase::Prefill);
+    for (size_t t = 0; t + 1 < pre.tiles.size(); ++t) {  // the global thumbnail and the tail are recomputed below
+      const int first = slot_pos[t * static_cast<size_t>(tpt)], end = slot_pos[(t + 1) * static_cast<size_t>(tpt) - 1] + 1;
+      if (end <= pos) continue;
+      if (changed[t] || first <= pos) {  // recompute up to the end of this tile
+        slice(pos, end, toks, emb);
+        session_.eval(toks, emb.data(), emb.size() / E);
+        r.tokens_recomputed += end - pos;
+      } else {
+        const int keep_from = first + static_cast<int>(std::ceil(opt_.approx_kv * (end - first)));
+        if (keep_from > pos) {
+          slice(pos, keep_from, toks, emb);
+          session_.eval(toks, emb.data(), emb.size() / E);
+          r.tokens_recomputed += keep_from - pos;
+        }
+        session_.skip_to(end);
+        r.tokens_kept_stale += end - std::max(keep_from, pos);
+      }
+      pos = end;
+    }
+  }
+  // The rest of the prompt, then the answer.
+  slice(pos, N, toks, emb);
+  r.tokens_recomputed += N - pos;
+  SamplerOptions greedy;
+  greedy.temperature = 0;
+  Sampler sampler(greedy);
+  for (int i = 0; i < pos; ++i)
+    if (tokens[static_cast<size_t>(i)] >= 0) sampler.accept(tokens[static_cast<size_t>(i)]);
+  const double t_pf1 = now_ms();
+  const GenerateStats st = generate(session_, toks, opt_.n_predict, sampler, [&](const std::string& piece) { r.answer += piece; },
+                                    &r.answer_tokens, &emb, &r.next_logits);
+  r.prefill_ms = (t_pf1 - t_pf0) + st.prompt_seconds * 1e3;
+  r.decode_ms = st.generate_seconds * 1e3;
+  prev_tokens_ = tokens;
+  prev_emb_ = r.embeddings;
+  r.total_ms = now_ms() - t_start;
+  return r;
+}
+
+Divergence Watcher::compare(const FrameResult& a, const FrameResult& full) {
+  Divergence dv;
+  dv.same_answer = a.answer_tokens == full.answer_tokens;
+  const bool emb_same = a.embeddings.size() == full.embeddings.size() &&
+                        std::memcmp(a.embeddings.data(), full.embeddings.data(), a.embeddings.size() * sizeof(float)) == 0;
+  const bool logits_same = a.next_logits.size() == full.next_logits.size() &&
+                           std::memcmp(a.next_logits.data(), full.next_logits.data(), a.next_logits.size() * sizeof(float)) == 0;
+  dv.bitwise_equal = emb_same && logits_same && dv.same_answer;
+  if (a.embeddings.size() == full.embeddings.size()) {
+    double scale = 0;
+    for (float v : full.embeddings) scale = std::max(scale, std::fabs(static_cast<double>(v)));
+    for (size_t i = 0; i < a.embeddings.size(); ++i)
+      dv.emb_max_abs = std::max(dv.emb_max_abs, std::fabs(static_cast<double>(a.embeddings[i]) - full.embeddings[i]));
+    dv.emb_max_rel = scale > 0 ? dv.emb_max_abs / scale : 0;
+  } else {
+    dv.emb_max_abs = dv.emb_max_rel = INFINITY;
+  }
+  if (a.next_logits.size() == full.next_logits.size() && !a.next_logits.empty()) {
+    auto log_softmax = [](const std::vector<float>& l) {
+      const double mx = *std::max_element(l.begin(), l.end());
+      double s = 0;
+      for (float v : l) s += std::exp(v - mx);
+      std::vector<double> o(l.size());
+      for (size_t i = 0; i < l.size(); ++i) o[i] = l[i] - mx - std::log(s);
+      return o;
+    };
+    const std::vector<double> p = log_softmax(full.next_logits), q = log_softmax(a.next_logits);
+    for (size_t i = 0; i < p.size(); ++i) dv.next_token_kl += std::exp(p[i]) * (p[i] - q[i]);
+  } else {
+    dv.next_token_kl = INFINITY;
+  }
+  return dv;
+}
+
+}  // namespace tessera

@@ -1,0 +1,85 @@
+// Watching a screen: one standing question asked of frame after frame, reusing the work that
+// the previous frames already did.
+//
+// Exact reuse (default): SmolVLM encodes each 512x512 tile on its own, so a tile whose
+// preprocessed pixels are unchanged gets its encoder+connector output from the TileCache; and
+// the prompt's KV cache is kept up to the first token or image embedding that differs from the
+// previous frame's prompt. Both are bitwise what a full recompute gives, because every kernel
+// is batch- and thread-invariant (kernels/attention.h, kernels/kernels.h): a tile's embeddings
+// do not depend on the other tiles, and a position's K/V do not depend on how the prompt was
+// chunked. Watcher::validate() checks that claim frame by frame.
+//
+// Approximate reuse (opt-in, each measured by validate()):
+//  - approx_global: keep the global thumbnail's encoding while its pixels moved less than a
+//    threshold (mean absolute difference, 0..255 per channel).
+//  - approx_kv: after a changed tile, keep the stale K/V of later unchanged tiles, recomputing
+//    only the first `approx_kv` fraction of each such tile's tokens (CacheBlend/VLCache style;
+//    the global thumbnail and the question after it are always recomputed).
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "formats/image.h"
+#include "models/idefics3.h"
+#include "models/llama.h"
+#include "models/siglip.h"
+#include "runtime/session.h"
+#include "screen/tile_cache.h"
+
+namespace tessera {
+
+struct WatchOptions {
+  std::string question = "What is the user working on?";
+  int n_predict = 16;
+  bool reuse = true;                   // exact tile and KV-prefix reuse
+  size_t cache_bytes = size_t{256} << 20;
+  double approx_global = -1;           // < 0: off
+  double approx_kv = -1;               // < 0: off; else fraction of tokens recomputed in kept tiles
+};
+
+struct FrameResult {
+  std::string answer;
+  std::vector<int32_t> answer_tokens;
+  int width = 0, height = 0, tiles = 0;
+  int tiles_encoded = 0, tiles_reused = 0;
+  bool global_kept_approx = false;
+  int prompt_tokens = 0, tokens_reused = 0, tokens_recomputed = 0, tokens_kept_stale = 0;
+  double preprocess_ms = 0, encode_ms = 0, prefill_ms = 0, decode_ms = 0, total_ms = 0;
+  std::vector<float> embeddings;   // every image embedding of the prompt, in slot order
+  std::vector<float> next_logits;  // logits at the last prompt position
+};
+
+// Divergence of a frame from its full recompute.
+struct Divergence {
+  bool bitwise_equal = false;       // embeddings, next-token logits and answer all identical
+  double emb_max_abs = 0, emb_max_rel = 0;
+  double next_token_kl = 0;         // KL(full || reused) of the next-token distribution
+  bool same_answer = false;
+};
+
+class Watcher {
+ public:
+  Watcher(const LlamaModel& text, const Idefics3Vision& vision, Session& session, const WatchOptions& opt);
+
+  FrameResult process(const ImageRGB& frame);
+  const TileCache& cache() const { return cache_; }
+  const WatchOptions& options() const { return opt_; }
+
+  // The same frame computed from scratch (fresh session, no caches) and compared.
+  static Divergence compare(const FrameResult& reused, const FrameResult& full);
+
+ private:
+  const LlamaModel& text_;
+  const Idefics3Vision& vision_;
+  Session& session_;
+  WatchOptions opt_;
+  Idefics3 vlm_;
+  TileCache cache_;
+  std::vector<int32_t> prev_tokens_;
+  std::vector<float> prev_emb_;
+  ImageRGB prev_global_;
+  std::vector<float> prev_global_out_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,196 @@
+// `tessera watch`: a standing question over a stream of screen frames, one JSON line per frame
+// (answer, tiles changed, tokens reused/recomputed, phase times, savings), then a summary line.
+#include "watch.h"
+
+#include <sys/resource.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <thread>
+
+#include "core/error.h"
+#include "models/idefics3.h"
+#include "screen/frame_source.h"
+#include "screen/watcher.h"
+
+namespace tessera::cli {
+
+namespace {
+
+double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+double cpu_s() {
+  rusage u;
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+std::string esc(const std::string& s) {
+  std::string o;
+  char buf[8];
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      o += '\\';
+      o += static_cast<char>(c);
+    } else if (c < 0x20) {
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      o += buf;
+    } else {
+      o += static_cast<char>(c);
+    }
+  }
+  return o;
+}
+
+}  // namespace
+
+void add_watch_options(CLI::App* sub, WatchArgs& w) {
+  sub->add_option("--frames", w.frames, "a directory of PNG/JPEG frames, a file listing them, or - for raw frames on stdin")->required();
+  sub->add_option("--mmproj", w.mmproj, "vision model (llama.cpp mmproj GGUF)");
+  sub->add_option("-p,--prompt", w.question, "the standing question");
+  sub->add_option("-n,--n-predict", w.n_predict, "answer length in tokens")->check(CLI::Range(1, 4096));
+  sub->add_option("--cadence", w.cadence_s, "look at most once every SECONDS (a live watcher's period; 0: as fast as possible)")
+      ->check(CLI::Range(0.0, 3600.0));
+  sub->add_flag("--no-reuse", w.no_reuse, "recompute every frame in full (the baseline)");
+  sub->add_option("--cache-mb", w.cache_mb, "memory budget of the tile cache")->check(CLI::Range(0, 1 << 20));
+  sub->add_option("--validate", w.validate, "recompute every Nth frame in full and compare (exact mode: any differing bit fails)")
+      ->check(CLI::Range(0, 1 << 20));
+  sub->add_option("--approx-global", w.approx_global,
+                  "keep the global thumbnail's encoding while its pixels moved less than this mean absolute difference (0..255)")
+      ->check(CLI::Range(0.0, 255.0));
+  sub->add_option("--approx-kv", w.approx_kv,
+                  "keep stale K/V of unchanged tiles after a changed one, recomputing this fraction of each (0..1)")
+      ->check(CLI::Range(0.0, 1.0));
+}
+
+int cmd_watch(CommonArgs& a, const WatchArgs& w) {
+  auto source = FrameSource::open(w.frames, ImageLimits{});  // an empty or missing source fails before loading models
+  HfModel loaded = load_any(a);
+  std::unique_ptr<Idefics3Vision> vision = w.mmproj.empty() ? std::move(loaded.vision) : Idefics3Vision::load_mmproj(w.mmproj);
+  if (!vision) fail("watch needs the vision model: pass --mmproj MMPROJ.gguf (or -m a SmolVLM Hugging Face directory)");
+  const LlamaModel& text = *loaded.text;
+  WatchOptions wo;
+  wo.question = w.question;
+  wo.n_predict = w.n_predict;
+  wo.reuse = !w.no_reuse;
+  wo.cache_bytes = static_cast<size_t>(w.cache_mb) << 20;
+  wo.approx_global = w.approx_global;
+  wo.approx_kv = w.approx_kv;
+  const bool approx = w.approx_global >= 0 || w.approx_kv >= 0;
+  Session session(text, session_options(a));
+  Watcher watcher(text, *vision, session, wo);
+  std::unique_ptr<Session> full_session;
+  std::unique_ptr<Watcher> full;
+  if (w.validate > 0) {
+    WatchOptions fo = wo;
+    fo.reuse = false;
+    fo.approx_global = fo.approx_kv = -1;
+    full_session = std::make_unique<Session>(text, session_options(a));
+    full = std::make_unique<Watcher>(text, *vision, *full_session, fo);
+  }
+
+  int n = 0, skipped = 0, validated = 0, bitwise = 0, same_answer = 0, failures = 0;
+  double sum_enc_work = 0, sum_tok_work = 0, busy_s = 0, sum_ratio = 0, sum_kl = 0, max_kl = 0;
+  int ratios = 0;
+  // running cost model for "what a full recompute would have cost" on frames not validated
+  double ms_per_tile = 0, ms_per_token = 0;
+  const double t_begin = now_s(), cpu_begin = cpu_s();
+  double next_tick = t_begin;
+  Frame f;
+  for (int i = 0; source->next(f); ++i) {
+    if (w.cadence_s > 0) {
+      const double wait = next_tick - now_s();
+      if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
+      next_tick = std::max(next_tick + w.cadence_s, now_s());
+    }
+    if (!f.error.empty()) {
+      ++skipped;
+      std::printf("{\"frame\": %d, \"source\": \"%s\", \"skipped\": \"%s\"}\n", i, esc(f.name).c_str(), esc(f.error).c_str());
+      std::fflush(stdout);
+      continue;
+    }
+    FrameResult r;
+    try {
+      r = watcher.process(f.image);
+    } catch (const Error& e) {
+      ++skipped;
+      std::printf("{\"frame\": %d, \"source\": \"%s\", \"skipped\": \"%s\"}\n", i, esc(f.name).c_str(), esc(e.what()).c_str());
+      std::fflush(stdout);
+      continue;
+    }
+    ++n;
+    busy_s += r.total_ms * 1e-3;
+    if (r.tiles_encoded > 0) ms_per_tile = r.encode_ms / r.tiles_encoded;
+    if (r.tokens_recomputed > 0) ms_per_token = r.prefill_ms / r.tokens_recomputed;
+    const double est_full = r.preprocess_ms + ms_per_tile * r.tiles + ms_per_token * r.prompt_tokens + r.decode_ms;
+    const double enc_work = static_cast<double>(r.tiles_encoded) / std::max(1, r.tiles);
+    const double tok_work = static_cast<double>(r.tokens_recomputed) / std::max(1, r.prompt_tokens);
+    sum_enc_work += enc_work;
+    sum_tok_work += tok_work;
+    std::ostringstream o;
+    char buf[256];
+    o << "{\"frame\": " << i << ", \"source\": \"" << esc(f.name) << "\", \"size\": \"" << r.width << "x" << r.height
+      << "\", \"answer\": \"" << esc(r.answer) << "\", \"tiles\": " << r.tiles << ", \"tiles_changed\": " << r.tiles_encoded
+      << ", \"tiles_reused\": " << r.tiles_reused << ", \"global_kept_approx\": " << (r.global_kept_approx ? "true" : "false")
+      << ", \"tokens\": " << r.prompt_tokens << ", \"tokens_reused\": " << r.tokens_reused << ", \"tokens_recomputed\": " << r.tokens_recomputed
+      << ", \"tokens_kept_stale\": " << r.tokens_kept_stale;
+    std::snprintf(buf, sizeof buf, ", \"ms\": {\"preprocess\": %.1f, \"encode\": %.1f, \"prefill\": %.1f, \"decode\": %.1f, \"total\": %.1f}",
+                  r.preprocess_ms, r.encode_ms, r.prefill_ms, r.decode_ms, r.total_ms);
+    o << buf;
+    double full_ms = est_full;
+    bool measured = false;
+    if (full && i % w.validate == 0) {
+      const FrameResult fr = full->process(f.image);
+      const Divergence dv = Watcher::compare(r, fr);
+      full_ms = fr.total_ms;
+      measured = true;
+      ++validated;
+      bitwise += dv.bitwise_equal;
+      same_answer += dv.same_answer;
+      sum_kl += dv.next_token_kl;
+      max_kl = std::max(max_kl, dv.next_token_kl);
+      std::snprintf(buf, sizeof buf,
+                    ", \"validate\": {\"full_ms\": %.1f, \"bitwise_equal\": %s, \"emb_max_abs\": %.3g, \"emb_max_rel\": %.3g, \"next_token_kl\": %.3g, "
+                    "\"same_answer\": %s}",
+                    fr.total_ms, dv.bitwise_equal ? "true" : "false", dv.emb_max_abs, dv.emb_max_rel, dv.next_token_kl,
+                    dv.same_answer ? "true" : "false");
+      o << buf;
+      if (!approx && !dv.bitwise_equal) {
+        ++failures;
+        std::fprintf(stderr, "watch: frame %d (%s) differs from its full recompute (exact reuse must be bitwise): emb max abs %.3g, KL %.3g, same answer %s\n",
+                     i, f.name.c_str(), dv.emb_max_abs, dv.next_token_kl, dv.same_answer ? "yes" : "no");
+      }
+    }
+    if (full_ms > 0) {
+      sum_ratio += r.total_ms / full_ms;
+      ++ratios;
+    }
+    std::snprintf(buf, sizeof buf, ", \"savings\": {\"encoder_work\": %.3f, \"prefill_tokens\": %.3f, \"time_vs_full\": %.3f, \"full_ms_%s\": %.1f}}",
+                  enc_work, tok_work, full_ms > 0 ? r.total_ms / full_ms : 1.0, measured ? "measured" : "estimated", full_ms);
+    o << buf;
+    std::printf("%s\n", o.str().c_str());
+    std::fflush(stdout);
+  }
+  const double wall = now_s() - t_begin, cpu = cpu_s() - cpu_begin;
+  const TileCache& c = watcher.cache();
+  std::printf("{\"summary\": {\"frames\": %d, \"skipped\": %d, \"mean_encoder_work\": %.3f, \"mean_prefill_tokens\": %.3f, "
+              "\"mean_time_vs_full\": %.3f, \"validated\": %d, \"bitwise_equal\": %d, \"same_answer\": %d, \"mean_next_token_kl\": %.3g, "
+              "\"max_next_token_kl\": %.3g, \"busy_s\": %.2f, \"wall_s\": %.2f, \"cpu_s\": %.2f, \"cache\": {\"entries\": %zu, \"mb\": %.1f, "
+              "\"hits\": %llu, \"misses\": %llu, \"evictions\": %llu, \"collisions\": %llu}}}\n",
+              n, skipped, n ? sum_enc_work / n : 0, n ? sum_tok_work / n : 0, ratios ? sum_ratio / ratios : 0, validated, bitwise, same_answer,
+              validated ? sum_kl / validated : 0, max_kl, busy_s, wall, cpu, c.entries(), c.bytes() / 1048576.0,
+              static_cast<unsigned long long>(c.hits()), static_cast<unsigned long long>(c.misses()),
+              static_cast<unsigned long long>(c.evictions()), static_cast<unsigned long long>(c.collisions()));
+  if (failures) {
+    std::fprintf(stderr, "watch: %d validated frame(s) differ from a full recompute\n", failures);
+    return 3;
+  }
+  if (n == 0) {
+    std::fprintf(stderr, "watch: no frame could be read\n");
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace tessera::cli

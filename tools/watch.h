@@ -1,0 +1,20 @@
+// `tessera watch`: a standing question over a stream of screen frames with exact (default) and
+// opt-in approximate reuse of the previous frames' work (src/screen/watcher.h).
+#pragma once
+#include <string>
+
+#include "cli_common.h"
+
+namespace tessera::cli {
+
+struct WatchArgs {
+  std::string frames, mmproj, question = "What is the user working on?";
+  int n_predict = 16, cache_mb = 256, validate = 0;
+  double cadence_s = 0, approx_global = -1, approx_kv = -1;
+  bool no_reuse = false;
+};
+
+void add_watch_options(CLI::App* sub, WatchArgs& w);
+int cmd_watch(CommonArgs& a, const WatchArgs& w);
+
+}  // namespace tessera::cli
