@@ -37,5 +37,7 @@ void print_stats(const GenerateStats& st);
 void write_atomically(const std::string& path, const std::string& text);
 void check_output_writable(const std::string& path);
 double median(std::vector<double> v);
+double now_seconds();  // steady clock
+double cpu_seconds();  // user + system time of this process
 
 }  // namespace tessera::cli

@@ -19,14 +19,6 @@ namespace tessera::cli {
 
 namespace {
 
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-double cpu_s() {
-  rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
 double pct(std::vector<double> v, double p) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -79,22 +71,22 @@ int cmd_sustained(CommonArgs& a, const SustainedArgs& s) {
                             : ("machine: " + fingerprint_json(threads) + "\nworkload: " + s.workload).c_str());
   if (!s.json)
     std::printf("\n| window | t (s) | requests | latency median ms | p90 ms | max ms | CPU busy (cores) |\n|---|---|---|---|---|---|---|\n");
-  const double t_start = now_s(), t_end = t_start + s.minutes * 60.0;
-  double next = t_start, w_start = t_start, w_cpu = cpu_s();
+  const double t_start = now_seconds(), t_end = t_start + s.minutes * 60.0;
+  double next = t_start, w_start = t_start, w_cpu = cpu_seconds();
   std::vector<double> lat, first_lat, last_lat;
   int window = 0;
-  while (now_s() < t_end) {
+  while (now_seconds() < t_end) {
     if (s.period_s > 0) {  // a cadence: wait for the next tick (a late request starts at once)
-      const double wait = next - now_s();
+      const double wait = next - now_seconds();
       if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
       next += s.period_s;
     }
-    const double t0 = now_s();
+    const double t0 = now_seconds();
     request();
-    lat.push_back((now_s() - t0) * 1e3);
-    const double t = now_s();
+    lat.push_back((now_seconds() - t0) * 1e3);
+    const double t = now_seconds();
     if (t - w_start >= s.window_s || t >= t_end) {
-      const double busy = (cpu_s() - w_cpu) / (t - w_start);
+      const double busy = (cpu_seconds() - w_cpu) / (t - w_start);
       ++window;
       if (window == 1) first_lat = lat;
       last_lat = lat;
@@ -108,7 +100,7 @@ int cmd_sustained(CommonArgs& a, const SustainedArgs& s) {
       std::fflush(stdout);
       lat.clear();
       w_start = t;
-      w_cpu = cpu_s();
+      w_cpu = cpu_seconds();
     }
   }
   if (!first_lat.empty() && !last_lat.empty())

@@ -19,13 +19,6 @@ namespace tessera::cli {
 
 namespace {
 
-double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-double cpu_s() {
-  rusage u;
-  getrusage(RUSAGE_SELF, &u);
-  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
 std::string esc(const std::string& s) {
   std::string o;
   char buf[8];
@@ -95,14 +88,14 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
   int ratios = 0;
   // running cost model for "what a full recompute would have cost" on frames not validated
   double ms_per_tile = 0, ms_per_token = 0;
-  const double t_begin = now_s(), cpu_begin = cpu_s();
+  const double t_begin = now_seconds(), cpu_begin = cpu_seconds();
   double next_tick = t_begin;
   Frame f;
   for (int i = 0; source->next(f); ++i) {
     if (w.cadence_s > 0) {
-      const double wait = next_tick - now_s();
+      const double wait = next_tick - now_seconds();
       if (wait > 0) std::this_thread::sleep_for(std::chrono::duration<double>(wait));
-      next_tick = std::max(next_tick + w.cadence_s, now_s());
+      next_tick = std::max(next_tick + w.cadence_s, now_seconds());
     }
     if (!f.error.empty()) {
       ++skipped;
@@ -172,7 +165,7 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
     std::printf("%s\n", o.str().c_str());
     std::fflush(stdout);
   }
-  const double wall = now_s() - t_begin, cpu = cpu_s() - cpu_begin;
+  const double wall = now_seconds() - t_begin, cpu = cpu_seconds() - cpu_begin;
   const TileCache& c = watcher.cache();
   std::printf("{\"summary\": {\"frames\": %d, \"skipped\": %d, \"mean_encoder_work\": %.3f, \"mean_prefill_tokens\": %.3f, "
               "\"mean_time_vs_full\": %.3f, \"validated\": %d, \"bitwise_equal\": %d, \"same_answer\": %d, \"mean_next_token_kl\": %.3g, "
