@@ -58,3 +58,34 @@ TEST(CApi, AskAboutARawFrame) {
   tessera_vision_free(v);
   tessera_model_free(m);
 }
+
+// The watcher through the C API: a repeated frame reuses every tile and the prompt's KV.
+TEST(CApi, WatchFrames) {
+  const std::string tiny = tessera::test::source_path("tests/fixtures/vision/tiny/");
+  tessera_model* m = tessera_model_load((tiny + "text.gguf").c_str());
+  tessera_vision* v = tessera_vision_load((tiny + "mmproj.gguf").c_str());
+  ASSERT_NE(m, nullptr);
+  ASSERT_NE(v, nullptr);
+  tessera_session* s = tessera_session_new(m, 2048, 2);
+  tessera_watch_options o = tessera_default_watch_options();
+  o.n_predict = 3;
+  tessera_watcher* w = tessera_watcher_new(s, v, &o);
+  ASSERT_NE(w, nullptr) << tessera_last_error();
+  std::vector<uint8_t> px(1280 * 720 * 3);
+  for (size_t i = 0; i < px.size(); ++i) px[i] = static_cast<uint8_t>(i * 13 % 241);
+  tessera_frame f{px.data(), 1280, 720, 3, 1280 * 3};
+  std::string a1, a2;
+  auto collect = [](const char* piece, size_t len, void* user) { static_cast<std::string*>(user)->append(piece, len); };
+  tessera_watch_result r1{}, r2{};
+  ASSERT_EQ(tessera_watch_frame(w, &f, collect, &a1, &r1), 0) << tessera_last_error();
+  ASSERT_EQ(tessera_watch_frame(w, &f, collect, &a2, &r2), 0) << tessera_last_error();
+  EXPECT_EQ(r1.tiles_changed, r1.tiles);
+  EXPECT_EQ(r2.tiles_changed, 0);
+  EXPECT_EQ(r2.tokens_reused, r2.prompt_tokens - 1);
+  EXPECT_EQ(a1, a2);
+  EXPECT_EQ(tessera_watch_frame(w, nullptr, nullptr, nullptr, nullptr), -1);
+  tessera_watcher_free(w);
+  tessera_session_free(s);
+  tessera_vision_free(v);
+  tessera_model_free(m);
+}

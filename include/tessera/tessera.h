@@ -73,6 +73,35 @@ int tessera_ask_image(tessera_session* session, const tessera_vision* vision, co
                       const char* question, const tessera_generate_params* params, tessera_piece_fn on_piece,
                       void* user, tessera_image_timings* timings);
 
+/* ---- Watching a screen (src/screen/watcher.h) ----------------------------------------
+ * A standing question asked of frame after frame, reusing the previous frames' work: tiles
+ * whose pixels are unchanged and the KV cache up to the first change (exact: bitwise what a
+ * full recompute gives), plus opt-in approximations. The watcher owns the session's KV cache
+ * while it lives: do not use the session for anything else meanwhile. */
+typedef struct tessera_watcher tessera_watcher;
+
+typedef struct tessera_watch_options {
+  const char* question;   /* the standing question */
+  int n_predict;          /* answer length in tokens */
+  int reuse;              /* 1: exact reuse (default); 0: recompute every frame */
+  size_t cache_mb;        /* tile cache budget */
+  double approx_global;   /* < 0: off; else keep the thumbnail below this mean pixel change */
+  double approx_kv;       /* < 0: off; else fraction of later unchanged tiles' tokens recomputed */
+} tessera_watch_options;
+
+typedef struct tessera_watch_result {
+  int tiles, tiles_changed, prompt_tokens, tokens_reused, tokens_recomputed;
+  double preprocess_ms, encode_ms, prefill_ms, decode_ms, total_ms;
+} tessera_watch_result;
+
+tessera_watch_options tessera_default_watch_options(void);
+tessera_watcher* tessera_watcher_new(tessera_session* session, const tessera_vision* vision, const tessera_watch_options* options);
+void tessera_watcher_free(tessera_watcher* watcher);
+/* Answers the standing question for one frame; the whole answer comes through on_piece.
+ * Returns 0, or -1 (tessera_last_error()). `result` may be NULL. */
+int tessera_watch_frame(tessera_watcher* watcher, const tessera_frame* frame, tessera_piece_fn on_piece, void* user,
+                        tessera_watch_result* result);
+
 #ifdef __cplusplus
 }
 #endif

@@ -10,6 +10,7 @@
 #include "models/llama.h"
 #include "runtime/generate.h"
 #include "runtime/session.h"
+#include "screen/watcher.h"
 
 struct tessera_model {
   std::unique_ptr<tessera::LlamaModel> model;
@@ -19,6 +20,10 @@ struct tessera_session {
 };
 struct tessera_vision {
   std::unique_ptr<tessera::Idefics3Vision> vision;
+};
+struct tessera_watcher {
+  std::string question;
+  std::unique_ptr<tessera::Watcher> watcher;
 };
 
 namespace {
@@ -147,6 +152,60 @@ int tessera_ask_image(tessera_session* session, const tessera_vision* vision, co
       timings->generated_tokens = st.generated_tokens;
     }
     return st.generated_tokens;
+  }, -1);
+}
+
+tessera_watch_options tessera_default_watch_options(void) {
+  tessera_watch_options o{};
+  o.question = "What is the user working on?";
+  o.n_predict = 16;
+  o.reuse = 1;
+  o.cache_mb = 256;
+  o.approx_global = -1;
+  o.approx_kv = -1;
+  return o;
+}
+
+tessera_watcher* tessera_watcher_new(tessera_session* session, const tessera_vision* vision, const tessera_watch_options* o) {
+  return guarded([&]() -> tessera_watcher* {
+    if (!session || !vision || !o || !o->question) tessera::fail("an argument is NULL");
+    tessera::WatchOptions wo;
+    wo.question = o->question;
+    wo.n_predict = o->n_predict;
+    wo.reuse = o->reuse != 0;
+    wo.cache_bytes = o->cache_mb << 20;
+    wo.approx_global = o->approx_global;
+    wo.approx_kv = o->approx_kv;
+    tessera::Session& s = *session->session;
+    auto w = std::make_unique<tessera_watcher>();
+    w->question = o->question;
+    w->watcher = std::make_unique<tessera::Watcher>(s.model(), *vision->vision, s, wo);
+    return w.release();
+  }, nullptr);
+}
+
+void tessera_watcher_free(tessera_watcher* watcher) { delete watcher; }
+
+int tessera_watch_frame(tessera_watcher* watcher, const tessera_frame* frame, tessera_piece_fn on_piece, void* user,
+                        tessera_watch_result* result) {
+  return guarded([&]() -> int {
+    if (!watcher || !frame) tessera::fail("an argument is NULL");
+    const tessera::ImageRGB img = tessera::image_from_raw(frame->pixels, frame->width, frame->height, frame->channels, frame->stride);
+    const tessera::FrameResult r = watcher->watcher->process(img);
+    if (on_piece) on_piece(r.answer.data(), r.answer.size(), user);
+    if (result) {
+      result->tiles = r.tiles;
+      result->tiles_changed = r.tiles_encoded;
+      result->prompt_tokens = r.prompt_tokens;
+      result->tokens_reused = r.tokens_reused;
+      result->tokens_recomputed = r.tokens_recomputed;
+      result->preprocess_ms = r.preprocess_ms;
+      result->encode_ms = r.encode_ms;
+      result->prefill_ms = r.prefill_ms;
+      result->decode_ms = r.decode_ms;
+      result->total_ms = r.total_ms;
+    }
+    return 0;
   }, -1);
 }
 
