@@ -56,6 +56,7 @@ b[29:33] = zlib.crc32(bytes(b[12:29])).to_bytes(4, "big")
 open(sys.argv[2], "wb").write(b)
 PY
 vlm=(run -m "$tiny/text.gguf" --mmproj "$tiny/mmproj.gguf" -p "What is on the screen?" -n 4)
+tinyw=(-m "$tiny/text.gguf" --mmproj "$tiny/mmproj.gguf")
 check "image missing"        "${vlm[@]}" --image "$tmp/nope.png"
 check "image truncated"      "${vlm[@]}" --image "$tmp/cut.png"
 check "image zero width"     "${vlm[@]}" --image "$tmp/zero.png"
@@ -70,6 +71,25 @@ rm -f "$tmp/cut.png" "$tmp/zero.png"
 
 [ -z "$(ls "$tmp" | grep -v -e random.gguf -e truncated.gguf -e hostile.gguf -e out -e err)" ] || { echo "FAIL leftover files: $(ls "$tmp")"; fail=$((fail + 1)); }
 
+# watching: an empty frame directory, a frame list naming nothing, no vision model, bad knobs
+mkdir -p "$tmp/noframes"
+: >"$tmp/empty.list"
+check "watch: empty directory"   watch "${tinyw[@]}" --frames "$tmp/noframes"
+check "watch: empty list"        watch "${tinyw[@]}" --frames "$tmp/empty.list"
+check "watch: missing frames"    watch "${tinyw[@]}" --frames "$tmp/nope"
+check "watch: no vision model"   watch -m "$root/tests/fixtures/vision/tiny/text.gguf" --frames "$root/tests/fixtures/vision/screens"
+check "watch: bad approx-kv"     watch "${tinyw[@]}" --frames "$root/tests/fixtures/vision/screens" --approx-kv 2
+# a corrupt frame among good ones is skipped with its reason; the others are answered
+mkdir -p "$tmp/frames"
+cp "$root/tests/fixtures/vision/screens/xterm_700x450.png" "$tmp/frames/a.png"
+head -c 3000 "$root/tests/fixtures/vision/screens/xterm_700x450.png" >"$tmp/frames/b.png"
+cp "$root/tests/fixtures/vision/screens/xterm_700x450.png" "$tmp/frames/c.png"
+if "$bin" watch "${tinyw[@]}" --frames "$tmp/frames" -n 2 --validate 1 >"$tmp/out" 2>"$tmp/err" &&
+   [ "$(grep -c '"skipped": "' "$tmp/out")" -eq 1 ] && [ "$(grep -c '"bitwise_equal": true' "$tmp/out")" -eq 2 ]; then
+  pass=$((pass + 1)); echo "ok   watch skips the corrupt frame: $(grep '"skipped"' "$tmp/out" | head -c 160)"
+else
+  fail=$((fail + 1)); echo "FAIL watch with a corrupt frame: $(head -c 400 "$tmp/out") $(cat "$tmp/err")"
+fi
 # and the good paths: -o writes the whole answer atomically; the screen path answers
 if "$bin" "${vlm[@]}" --image "$screen" >"$tmp/out" 2>"$tmp/err" && grep -q "vision encode" "$tmp/err"; then
   pass=$((pass + 1)); echo "ok   screen question answered: $(grep 'vision encode' "$tmp/err")"
