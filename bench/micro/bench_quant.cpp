@@ -1,0 +1,71 @@
+// tessera's quantized matmul on the shapes of bench/peers/llamacpp_matmul.cpp (SmolLM2-135M's
+// decode and prefill), JSON lines in the same format, so bench/micro/quant_table.py can put the
+// two side by side. Weights are random values quantized by the engine's own quantizers; decode
+// cycles over enough weight copies to stream from DRAM when --cold is given.
+//   build/bench_quant [-t THREADS] [--cold] [--reps N]
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "kernels/quantize.h"
+
+using namespace tessera;
+
+int main(int argc, char** argv) {
+  int threads = 1, reps = 0;
+  bool cold = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "-t") && i + 1 < argc) threads = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--cold")) cold = true;
+    else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+  }
+  ThreadPool pool(threads);
+  struct Shape { int64_t M, N, K; };
+  const std::vector<Shape> shapes = {{1, 576, 576}, {1, 192, 576}, {1, 1536, 576}, {1, 576, 1536}, {1, 49152, 576},
+                                     {512, 1536, 576}, {512, 576, 1536}, {512, 576, 576}};
+  const DType types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::A4G64, DType::F32, DType::F16, DType::BF16};
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 0.05f);
+  for (DType t : types) {
+    for (const Shape& s : shapes) {
+      if (s.K % info(t).block_elems) continue;  // Q4_K needs K = 256k
+      const size_t rb = row_bytes(t, static_cast<uint64_t>(s.K));
+      const size_t wbytes = rb * static_cast<size_t>(s.N);
+      const int copies = cold && s.M == 1 ? static_cast<int>(std::max<size_t>(1, (256u << 20) / wbytes)) : 1;
+      std::vector<std::vector<uint8_t>> W(static_cast<size_t>(copies), std::vector<uint8_t>(wbytes));
+      std::vector<float> row(static_cast<size_t>(s.K));
+      for (auto& w : W)
+        for (int64_t r = 0; r < s.N; ++r) {
+          for (auto& e : row) e = nd(rng);
+          quantize_row(t, row.data(), s.K, w.data() + r * rb);
+        }
+      std::vector<float> x(static_cast<size_t>(s.M * s.K)), y(static_cast<size_t>(s.M * s.N));
+      for (auto& e : x) e = nd(rng) * 20;
+      const double flops = 2.0 * s.M * s.N * s.K;
+      const int n = reps > 0 ? reps : std::max(5, static_cast<int>(std::min(2000.0, 3e9 / flops)));
+      std::vector<double> ts;
+      for (int i = -2; i < n; ++i) {
+        const WeightMatrix wm{t, s.N, s.K, W[static_cast<size_t>((i + 2) % copies)].data(), rb};
+        const auto t0 = std::chrono::steady_clock::now();
+        matmul(wm, x.data(), s.M, s.K, y.data(), s.N, pool);
+        const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        if (i >= 0) ts.push_back(dt);
+      }
+      std::sort(ts.begin(), ts.end());
+      const double med = ts[ts.size() / 2];
+      std::printf("{\"engine\":\"tessera\",\"type\":\"%s\",\"M\":%lld,\"N\":%lld,\"K\":%lld,\"threads\":%d,\"cold_cache\":%s,"
+                  "\"act\":\"f32 (no conversion)\",\"reps\":%d,\"median_ms\":%.6f,\"min_ms\":%.6f,\"gflops\":%.3f,\"weight_gbs\":%.3f,"
+                  "\"weight_bytes\":%zu}\n",
+                  dtype_name(t), static_cast<long long>(s.M), static_cast<long long>(s.N), static_cast<long long>(s.K), threads,
+                  cold && s.M == 1 ? "true" : "false", n, med * 1e3, ts[0] * 1e3, flops / med * 1e-9, wbytes / med * 1e-9, wbytes);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
