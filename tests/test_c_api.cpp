@@ -89,3 +89,27 @@ TEST(CApi, WatchFrames) {
   tessera_vision_free(v);
   tessera_model_free(m);
 }
+
+// Profiling through the C API: a generate call shows up as prefill and decode phases with ops.
+TEST(CApi, ProfileReport) {
+  tessera_model* m = tessera_model_load(tessera::test::model_path().c_str());
+  ASSERT_NE(m, nullptr);
+  tessera_session* s = tessera_session_new(m, 256, 2);
+  tessera_profile_start(1);
+  tessera_generate_params p = tessera_default_params();
+  p.n_predict = 3;
+  ASSERT_GE(tessera_generate(s, "Hello", &p, nullptr, nullptr), 0);
+  tessera_profile_stop();
+  const size_t n = tessera_profile_report(nullptr, 0, nullptr, 2);
+  std::string report(n + 1, '\0');
+  tessera_profile_report(report.data(), report.size(), nullptr, 2);
+  EXPECT_NE(report.find("\"phase\": \"prefill\""), std::string::npos);
+  EXPECT_NE(report.find("\"phase\": \"decode\""), std::string::npos);
+  EXPECT_NE(report.find("matmul"), std::string::npos);
+  const size_t t = tessera_profile_trace(nullptr, 0);
+  std::string trace(t + 1, '\0');
+  tessera_profile_trace(trace.data(), trace.size());
+  EXPECT_NE(trace.find("traceEvents"), std::string::npos);
+  tessera_session_free(s);
+  tessera_model_free(m);
+}

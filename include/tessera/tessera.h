@@ -102,6 +102,17 @@ void tessera_watcher_free(tessera_watcher* watcher);
 int tessera_watch_frame(tessera_watcher* watcher, const tessera_frame* frame, tessera_piece_fn on_piece, void* user,
                         tessera_watch_result* result);
 
+/* ---- Profiling (src/profile/profiler.h) -------------------------------------------------
+ * Phases, per-op table with roofline verdicts, memory and energy, as `tessera profile` prints
+ * them, for an app's own requests. Off by default (and free when off). */
+void tessera_profile_start(int trace);
+void tessera_profile_stop(void);
+/* Writes the report (JSON) or the Chrome/Perfetto trace (JSON) into buf; returns the full
+ * length (call again with a larger buf if it did not fit). probe_json: the probe's saved
+ * peaks (NULL: no roofline). */
+size_t tessera_profile_report(char* buf, size_t size, const char* probe_json, int threads);
+size_t tessera_profile_trace(char* buf, size_t size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,5 +1,7 @@
 #include "tessera/tessera.h"
 
+#include <algorithm>
+#include <cstring>
 #include <memory>
 #include <new>
 #include <string>
@@ -11,6 +13,7 @@
 #include "runtime/generate.h"
 #include "runtime/session.h"
 #include "screen/watcher.h"
+#include "profile/profiler.h"
 
 struct tessera_model {
   std::unique_ptr<tessera::LlamaModel> model;
@@ -208,5 +211,26 @@ int tessera_watch_frame(tessera_watcher* watcher, const tessera_frame* frame, te
     return 0;
   }, -1);
 }
+
+void tessera_profile_start(int trace) { tessera::prof::start(trace != 0); }
+void tessera_profile_stop(void) { tessera::prof::stop(); }
+
+namespace {
+size_t copy_out(const std::string& s, char* buf, size_t size) {
+  if (buf && size > 0) {
+    const size_t n = std::min(size - 1, s.size());
+    std::memcpy(buf, s.data(), n);
+    buf[n] = 0;
+  }
+  return s.size();
+}
+}  // namespace
+
+size_t tessera_profile_report(char* buf, size_t size, const char* probe_json, int threads) {
+  const tessera::prof::Peaks peaks = probe_json ? tessera::prof::load_peaks(probe_json, threads) : tessera::prof::Peaks{};
+  return copy_out(tessera::prof::report_json(peaks), buf, size);
+}
+
+size_t tessera_profile_trace(char* buf, size_t size) { return copy_out(tessera::prof::trace_json(), buf, size); }
 
 }  // extern "C"
