@@ -126,6 +126,7 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
     o << "{\"frame\": " << i << ", \"source\": \"" << esc(f.name) << "\", \"size\": \"" << r.width << "x" << r.height
       << "\", \"answer\": \"" << esc(r.answer) << "\", \"tiles\": " << r.tiles << ", \"tiles_changed\": " << r.tiles_encoded
       << ", \"tiles_reused\": " << r.tiles_reused << ", \"global_kept_approx\": " << (r.global_kept_approx ? "true" : "false")
+      << ", \"frame_unchanged\": " << (r.frame_unchanged ? "true" : "false") << ", \"answer_reused\": " << (r.answer_reused ? "true" : "false")
       << ", \"tokens\": " << r.prompt_tokens << ", \"tokens_reused\": " << r.tokens_reused << ", \"tokens_recomputed\": " << r.tokens_recomputed
       << ", \"tokens_kept_stale\": " << r.tokens_kept_stale;
     std::snprintf(buf, sizeof buf, ", \"ms\": {\"preprocess\": %.1f, \"encode\": %.1f, \"prefill\": %.1f, \"decode\": %.1f, \"total\": %.1f}",

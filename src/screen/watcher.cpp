@@ -37,6 +37,19 @@ FrameResult Watcher::process(const ImageRGB& frame) {
   r.width = frame.width;
   r.height = frame.height;
   const double t_start = now_ms();
+  if (opt_.reuse && have_prev_ && frame.width == prev_frame_.width && frame.height == prev_frame_.height &&
+      frame.pixels == prev_frame_.pixels) {
+    FrameResult same = prev_result_;
+    same.frame_unchanged = true;
+    same.tiles_encoded = 0;
+    same.tiles_reused = same.tiles;
+    same.tokens_reused = same.prompt_tokens;
+    same.tokens_recomputed = same.tokens_kept_stale = 0;
+    same.global_kept_approx = false;
+    same.preprocess_ms = same.encode_ms = same.prefill_ms = same.decode_ms = 0;
+    same.total_ms = now_ms() - t_start;
+    return same;
+  }
   const SiglipConfig& vc = vision_.config();
   const int tpt = vc.tokens_per_tile();
   const size_t E = static_cast<size_t>(text_.config().n_embd), per_tile = static_cast<size_t>(tpt) * E;
@@ -121,6 +134,19 @@ FrameResult Watcher::process(const ImageRGB& frame) {
     }
     d = std::min(d, N - 1);  // the last prompt position is always evaluated: its logits start the answer
   }
+  // The same prompt as last time (every token and embedding): greedy decoding is deterministic,
+  // so the answer and the next-token logits are the previous ones.
+  if (opt_.reuse && have_prev_ && d == N - 1 && prev_tokens_ == tokens &&
+      std::memcmp(r.embeddings.data(), prev_emb_.data(), r.embeddings.size() * sizeof(float)) == 0) {
+    r.answer = prev_result_.answer;
+    r.answer_tokens = prev_result_.answer_tokens;
+    r.next_logits = prev_result_.next_logits;
+    r.tokens_reused = N;
+    r.answer_reused = true;
+    r.total_ms = now_ms() - t_start;
+    remember(frame, r);
+    return r;
+  }
   session_.truncate(d);
   r.tokens_reused = d;
 
@@ -175,7 +201,15 @@ FrameResult Watcher::process(const ImageRGB& frame) {
   prev_tokens_ = tokens;
   prev_emb_ = r.embeddings;
   r.total_ms = now_ms() - t_start;
+  remember(frame, r);
   return r;
+}
+
+void Watcher::remember(const ImageRGB& frame, const FrameResult& r) {
+  if (!opt_.reuse) return;
+  prev_frame_ = frame;
+  prev_result_ = r;
+  have_prev_ = true;
 }
 
 Divergence Watcher::compare(const FrameResult& a, const FrameResult& full) {

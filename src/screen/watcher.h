@@ -1,7 +1,9 @@
 // Watching a screen: one standing question asked of frame after frame, reusing the work that
 // the previous frames already did.
 //
-// Exact reuse (default): SmolVLM encodes each 512x512 tile on its own, so a tile whose
+// Exact reuse (default): a frame bitwise equal to the previous one returns the previous result,
+// and a prompt equal to the previous one (tokens and embeddings) the previous greedy answer.
+// SmolVLM encodes each 512x512 tile on its own, so a tile whose
 // preprocessed pixels are unchanged gets its encoder+connector output from the TileCache; and
 // the prompt's KV cache is kept up to the first token or image embedding that differs from the
 // previous frame's prompt. Both are bitwise what a full recompute gives, because every kernel
@@ -45,6 +47,8 @@ struct FrameResult {
   int tiles_encoded = 0, tiles_reused = 0;
   bool global_kept_approx = false;
   int prompt_tokens = 0, tokens_reused = 0, tokens_recomputed = 0, tokens_kept_stale = 0;
+  bool frame_unchanged = false;    // bitwise the previous frame: its result is returned as is
+  bool answer_reused = false;      // same prompt as before: the greedy answer is the previous one
   double preprocess_ms = 0, encode_ms = 0, prefill_ms = 0, decode_ms = 0, total_ms = 0;
   std::vector<float> embeddings;   // every image embedding of the prompt, in slot order
   std::vector<float> next_logits;  // logits at the last prompt position
@@ -70,6 +74,7 @@ class Watcher {
   static Divergence compare(const FrameResult& reused, const FrameResult& full);
 
  private:
+  void remember(const ImageRGB& frame, const FrameResult& r);
   const LlamaModel& text_;
   const Idefics3Vision& vision_;
   Session& session_;
@@ -80,6 +85,11 @@ class Watcher {
   std::vector<float> prev_emb_;
   ImageRGB prev_global_;
   std::vector<float> prev_global_out_;
+  // the last frame and its result: an identical frame, or an identical prompt, has an identical
+  // greedy answer (exact)
+  ImageRGB prev_frame_;
+  FrameResult prev_result_;
+  bool have_prev_ = false;
 };
 
 }  // namespace tessera
