@@ -21,8 +21,8 @@ def load(path):
 def main():
     out, sessions = Path(sys.argv[1]), sys.argv[2:]
     print("| workload | mode | frames | encoder work / full (steady) | time-to-answer / full (steady, median) | bitwise = full | "
-          "same greedy answer | next-token KL max | CPU share at 1 fps |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "same greedy answer | next-token KL max | busy s per frame (steady) | CPU share at 1 fps |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for s in sessions:
         for mode in ("exact", "approx"):
             p = out / f"{s}.{mode}.jsonl"
@@ -39,7 +39,7 @@ def main():
             # busy seconds per frame in steady state = cores busy if a frame arrives every second
             share = statistics.mean(f["ms"]["total"] for f in steady) / 1000.0
             print(f"| {s} | {mode} | {len(fr)} | {enc:.2f} | {ratio:.2f} | {bit}/{len(val)} | {same}/{len(val)} | {kl:.2g} | "
-                  f"{min(share, 1.0) * 100:.0f}%{' (saturated)' if share > 1 else ''} |")
+                  f"{share:.2f} | {min(share, 1.0) * 100:.0f}%{' (saturated: frames queue)' if share > 1 else ''} |")
 
 
 if __name__ == "__main__":
