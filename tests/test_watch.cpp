@@ -171,3 +171,40 @@ TEST(Watch, RawFramesAndBadFrames) {
   std::filesystem::create_directories(empty);
   EXPECT_THROW(FrameSource::open(empty, ImageLimits{}), Error);
 }
+
+// Token gating: the second change at a tile position re-encodes only the changed patches; the
+// result is close to, but not bitwise, a full recompute; the exact tile cache never holds it.
+TEST(Watch, TokenGatingReencodesOnlyChangedPatches) {
+  const Models& m = models();
+  const ImageRGB a = screen("desktop_1920x1080.png");
+  WatchOptions wo;
+  wo.n_predict = 2;
+  wo.approx_gate = true;
+  Session s1(*m.text, session_options()), s2(*m.text, session_options());
+  Watcher gate(*m.text, *m.vision, s1, wo);
+  WatchOptions fo;
+  fo.n_predict = 2;
+  fo.reuse = false;
+  Watcher full(*m.text, *m.vision, s2, fo);
+  const std::vector<ImageRGB> frames = {a, paint(a, 1500, 900, 30, 14, 200), paint(a, 1500, 900, 50, 14, 120),
+                                        paint(a, 1500, 900, 70, 14, 60)};
+  FrameResult last;
+  for (size_t i = 0; i < frames.size(); ++i) {
+    last = gate.process(frames[i]);
+    const Divergence d = Watcher::compare(last, full.process(frames[i]));
+    if (i < 2) {
+      EXPECT_EQ(last.tiles_gated, 0) << i;  // first sight, then the first change records the state
+      EXPECT_TRUE(d.bitwise_equal) << i;
+    } else {
+      EXPECT_GT(last.tiles_gated, 0) << i;
+      EXPECT_LT(last.encoder_work, 0.05) << i;  // a few patches of 13 tiles
+      EXPECT_LT(d.emb_max_rel, 0.2) << i;
+      EXPECT_LT(d.next_token_kl, 0.01) << i;
+    }
+  }
+  // gated outputs never enter the exact content cache: a gated frame shown again is re-encoded
+  // (or gated again), never served its approximate embeddings as exact
+  const size_t before = gate.cache().entries();
+  gate.process(frames[0]);  // exact content: cached tiles only
+  EXPECT_EQ(gate.cache().entries(), before);
+}

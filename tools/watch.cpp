@@ -52,6 +52,8 @@ void add_watch_options(CLI::App* sub, WatchArgs& w) {
   sub->add_option("--approx-global", w.approx_global,
                   "keep the global thumbnail's encoding while its pixels moved less than this mean absolute difference (0..255)")
       ->check(CLI::Range(0.0, 255.0));
+  sub->add_flag("--approx-gate", w.approx_gate,
+               "token gating in the encoder: re-encode only the changed 16x16 patches of a partly changed tile");
   sub->add_option("--approx-kv", w.approx_kv,
                   "keep stale K/V of unchanged tiles after a changed one, recomputing this fraction of each (0..1)")
       ->check(CLI::Range(0.0, 1.0));
@@ -70,7 +72,8 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
   wo.cache_bytes = static_cast<size_t>(w.cache_mb) << 20;
   wo.approx_global = w.approx_global;
   wo.approx_kv = w.approx_kv;
-  const bool approx = w.approx_global >= 0 || w.approx_kv >= 0;
+  wo.approx_gate = w.approx_gate;
+  const bool approx = w.approx_global >= 0 || w.approx_kv >= 0 || w.approx_gate;
   Session session(text, session_options(a));
   Watcher watcher(text, *vision, session, wo);
   std::unique_ptr<Session> full_session;
@@ -79,6 +82,7 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
     WatchOptions fo = wo;
     fo.reuse = false;
     fo.approx_global = fo.approx_kv = -1;
+    fo.approx_gate = false;
     full_session = std::make_unique<Session>(text, session_options(a));
     full = std::make_unique<Watcher>(text, *vision, *full_session, fo);
   }
@@ -117,7 +121,7 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
     if (r.tiles_encoded > 0) ms_per_tile = r.encode_ms / r.tiles_encoded;
     if (r.tokens_recomputed > 0) ms_per_token = r.prefill_ms / r.tokens_recomputed;
     const double est_full = r.preprocess_ms + ms_per_tile * r.tiles + ms_per_token * r.prompt_tokens + r.decode_ms;
-    const double enc_work = static_cast<double>(r.tiles_encoded) / std::max(1, r.tiles);
+    const double enc_work = r.encoder_work;
     const double tok_work = static_cast<double>(r.tokens_recomputed) / std::max(1, r.prompt_tokens);
     sum_enc_work += enc_work;
     sum_tok_work += tok_work;
@@ -125,6 +129,7 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
     char buf[256];
     o << "{\"frame\": " << i << ", \"source\": \"" << esc(f.name) << "\", \"size\": \"" << r.width << "x" << r.height
       << "\", \"answer\": \"" << esc(r.answer) << "\", \"tiles\": " << r.tiles << ", \"tiles_changed\": " << r.tiles_encoded
+ << ", \"tiles_gated\": " << r.tiles_gated
       << ", \"tiles_reused\": " << r.tiles_reused << ", \"global_kept_approx\": " << (r.global_kept_approx ? "true" : "false")
       << ", \"frame_unchanged\": " << (r.frame_unchanged ? "true" : "false") << ", \"answer_reused\": " << (r.answer_reused ? "true" : "false")
       << ", \"tokens\": " << r.prompt_tokens << ", \"tokens_reused\": " << r.tokens_reused << ", \"tokens_recomputed\": " << r.tokens_recomputed

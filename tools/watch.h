@@ -11,7 +11,7 @@ struct WatchArgs {
   std::string frames, mmproj, question = "What is the user working on?";
   int n_predict = 16, cache_mb = 256, validate = 0;
   double cadence_s = 0, approx_global = -1, approx_kv = -1;
-  bool no_reuse = false;
+  bool no_reuse = false, approx_gate = false;
 };
 
 void add_watch_options(CLI::App* sub, WatchArgs& w);

@@ -6,23 +6,24 @@
 # tower, `tessera vlm-init`). Writes JSON lines per run and prints the per-workload table.
 #   bash bench/watch/run.sh [OUTDIR] [threads]
 # Env: TEXT, MMPROJ (model pair), SESSIONS (space-separated names), APPROX (flags for the
-# approximate runs, default "--approx-global 2 --approx-kv 0.1").
+# approximate runs, default "--approx-global 2 --approx-kv 0.1 --approx-gate"), MODES ("exact approx").
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 cd "$root"
 out="${1:-out/watch}"; threads="${2:-2}"
 text="${TEXT:-.peers/smolvlm-full/text.gguf}"; mmproj="${MMPROJ:-.peers/smolvlm-full/mmproj.gguf}"
-approx="${APPROX:---approx-global 2 --approx-kv 0.1}"
+approx="${APPROX:---approx-global 2 --approx-kv 0.1 --approx-gate}"
+modes="${MODES:-exact approx}"
 sessions="${SESSIONS:-typing scroll switch browse idle}"
 mkdir -p "$out"
 for f in "$text" "$mmproj"; do [ -f "$f" ] || { echo "missing $f (see docs/vision.md: tessera vlm-init)" >&2; exit 1; }; done
 for s in $sessions; do
-  echo "[watch bench] $s: exact" >&2
-  build/tessera watch -m "$text" --mmproj "$mmproj" --frames "tests/fixtures/watch/$s" -n 16 -t "$threads" --validate 1 \
-    >"$out/$s.exact.jsonl" || echo "[watch bench] $s exact: exit $?" >&2
-  echo "[watch bench] $s: approximate ($approx)" >&2
-  # shellcheck disable=SC2086
-  build/tessera watch -m "$text" --mmproj "$mmproj" --frames "tests/fixtures/watch/$s" -n 16 -t "$threads" --validate 1 $approx \
-    >"$out/$s.approx.jsonl" || echo "[watch bench] $s approx: exit $?" >&2
+  for m in $modes; do
+    flags=""; [ "$m" = approx ] && flags="$approx"
+    echo "[watch bench] $s: $m $flags" >&2
+    # shellcheck disable=SC2086
+    build/tessera watch -m "$text" --mmproj "$mmproj" --frames "tests/fixtures/watch/$s" -n 16 -t "$threads" --validate 1 $flags \
+      >"$out/$s.$m.jsonl" || echo "[watch bench] $s $m: exit $?" >&2
+  done
 done
 python3 bench/watch/table.py "$out" $sessions

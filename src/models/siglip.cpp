@@ -1,5 +1,6 @@
 #include "models/siglip.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -151,7 +152,7 @@ std::unique_ptr<Idefics3Vision> Idefics3Vision::from_hf(const SiglipConfig& cfg,
   return v;
 }
 
-void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& pool) const {
+void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& pool, TileState* record) const {
   const SiglipConfig& c = cfg_;
   const int S = c.image_size, P = c.patch_size, side = S / P, N = c.n_patches(), H = c.hidden, hd = H / c.heads;
   thread_local std::vector<float> cols, x, xn, q, k, v, att, tmp, ff;
@@ -189,11 +190,23 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     });
   };
   const float* pending = nullptr;  // the previous layer's MLP output, added in the next norm
+  const size_t NH = static_cast<size_t>(N) * H;
+  if (record) {
+    record->k.resize(layers_.size() * NH);
+    record->v.resize(layers_.size() * NH);
+    record->encoded.resize(NH);
+  }
+  size_t li = 0;
   for (const SiglipLayer& L : layers_) {
     norm_rows(L.ln1_w.data(), L.ln1_b.data(), pending, xn.data());
     apply(L.q, xn.data(), N, q.data(), pool, "q");
     apply(L.k, xn.data(), N, k.data(), pool, "k");
     apply(L.v, xn.data(), N, v.data(), pool, "v");
+    if (record) {
+      std::copy(k.begin(), k.begin() + static_cast<std::ptrdiff_t>(NH), record->k.begin() + static_cast<std::ptrdiff_t>(li * NH));
+      std::copy(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(NH), record->v.begin() + static_cast<std::ptrdiff_t>(li * NH));
+    }
+    ++li;
     // Bidirectional fused attention over the tile's own keys (no cache: K/V are this layer's).
     AttentionShape shape;
     shape.n_head = shape.n_head_kv = c.heads;
@@ -219,6 +232,81 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     pending = tmp.data();
   }
   norm_rows(post_w_.data(), post_b_.data(), pending, encoded);
+  if (record) std::copy(encoded, encoded + NH, record->encoded.begin());
+}
+
+void Idefics3Vision::encode_tile_gated(const float* chw, const std::vector<int>& changed, TileState& st, float* encoded,
+                                       ThreadPool& pool) const {
+  const SiglipConfig& c = cfg_;
+  const int S = c.image_size, P = c.patch_size, side = S / P, N = c.n_patches(), H = c.hidden, hd = H / c.heads;
+  const size_t NH = static_cast<size_t>(N) * H;
+  if (st.encoded.size() != NH || st.k.size() != layers_.size() * NH) fail("gated encoding needs a state recorded from this tower");
+  const int n = static_cast<int>(changed.size());
+  for (int i : changed)
+    if (i < 0 || i >= N) fail("gated encoding: patch %d out of range", i);
+  if (n == 0) {
+    std::copy(st.encoded.begin(), st.encoded.end(), encoded);
+    return;
+  }
+  std::vector<float> cols(static_cast<size_t>(n) * 3 * P * P), x(static_cast<size_t>(n) * H), xn(x.size()), q(x.size()),
+      kk(x.size()), vv(x.size()), att(x.size()), tmp(x.size()), ff(static_cast<size_t>(n) * c.ff);
+  for (int r = 0; r < n; ++r) {  // im2col of the changed patches only
+    const int py = changed[static_cast<size_t>(r)] / side, px = changed[static_cast<size_t>(r)] % side;
+    float* dst = &cols[static_cast<size_t>(r) * 3 * P * P];
+    for (int ch = 0; ch < 3; ++ch)
+      for (int ky = 0; ky < P; ++ky)
+        std::memcpy(dst + (ch * P + ky) * P, chw + (static_cast<size_t>(ch) * S + py * P + ky) * S + px * P, P * sizeof(float));
+  }
+  apply(patch_, cols.data(), n, x.data(), pool, "patch (gated)");
+  for (int r = 0; r < n; ++r)
+    add_inplace(&x[static_cast<size_t>(r) * H], &pos_[static_cast<size_t>(changed[static_cast<size_t>(r)]) * H], H);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  auto norm = [&](const float* w, const float* b, const float* pending, float* out) {
+    for (int r = 0; r < n; ++r) {
+      float* xr = &x[static_cast<size_t>(r) * H];
+      if (pending) add_layer_norm(xr, pending + static_cast<size_t>(r) * H, w, b, out + static_cast<size_t>(r) * H, H, c.eps);
+      else layer_norm(xr, w, b, out + static_cast<size_t>(r) * H, H, c.eps);
+    }
+  };
+  const float* pending = nullptr;
+  size_t li = 0;
+  for (const SiglipLayer& L : layers_) {
+    norm(L.ln1_w.data(), L.ln1_b.data(), pending, xn.data());
+    apply(L.q, xn.data(), n, q.data(), pool, "q (gated)");
+    apply(L.k, xn.data(), n, kk.data(), pool, "k (gated)");
+    apply(L.v, xn.data(), n, vv.data(), pool, "v (gated)");
+    float* K = st.k.data() + li * NH;
+    float* V = st.v.data() + li * NH;
+    for (int r = 0; r < n; ++r) {  // the changed tokens' keys and values replace their old ones
+      const size_t at = static_cast<size_t>(changed[static_cast<size_t>(r)]) * H;
+      std::copy(&kk[static_cast<size_t>(r) * H], &kk[static_cast<size_t>(r) * H] + H, K + at);
+      std::copy(&vv[static_cast<size_t>(r) * H], &vv[static_cast<size_t>(r) * H] + H, V + at);
+    }
+    AttentionShape shape;
+    shape.n_head = shape.n_head_kv = c.heads;
+    shape.head_dim = hd;
+    shape.scale = scale;
+    shape.causal = false;
+    shape.n_kv = N;
+    const KvView view{reinterpret_cast<const uint8_t*>(K), reinterpret_cast<const uint8_t*>(V), DType::F32,
+                      static_cast<int64_t>(H) * 4, static_cast<int64_t>(hd) * 4};
+    {
+      prof::OpScope op("attention", "gated", 4.0 * n * N * H, 8.0 * N * H);
+      flash_attention(shape, q.data(), n, H, view, att.data(), H, pool);
+    }
+    apply(L.o, att.data(), n, tmp.data(), pool, "o (gated)");
+    norm(L.ln2_w.data(), L.ln2_b.data(), tmp.data(), xn.data());
+    apply(L.fc1, xn.data(), n, ff.data(), pool, "fc1 (gated)");
+    gelu_tanh(ff.data(), static_cast<int64_t>(n) * c.ff);
+    apply(L.fc2, ff.data(), n, tmp.data(), pool, "fc2 (gated)");
+    pending = tmp.data();
+    ++li;
+  }
+  norm(post_w_.data(), post_b_.data(), pending, xn.data());
+  for (int r = 0; r < n; ++r)
+    std::copy(&xn[static_cast<size_t>(r) * H], &xn[static_cast<size_t>(r) * H] + H,
+              st.encoded.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(changed[static_cast<size_t>(r)]) * H));
+  std::copy(st.encoded.begin(), st.encoded.end(), encoded);
 }
 
 // Idefics3Connector.pixel_shuffle: output token (hb, wb) of the (side/s)^2 grid holds, at

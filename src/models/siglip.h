@@ -45,8 +45,22 @@ class Idefics3Vision {
   const SiglipConfig& config() const { return cfg_; }
   const Idefics3PreprocessConfig& preprocess_config() const { return pre_; }
 
-  // Encodes one normalised tile [3][S][S] into n_patches x hidden (after the post-layernorm).
-  void encode_tile(const float* chw, float* encoded, ThreadPool& pool) const;
+  // What a tile's encoding leaves behind for a later gated re-encoding of the same tile
+  // position: every layer's keys and values, and the encoder output (layers x N x H floats).
+  struct TileState {
+    std::vector<float> k, v, encoded;
+  };
+
+  // Encodes one normalised tile [3][S][S] into n_patches x hidden (after the post-layernorm);
+  // with `record`, also keeps its per-layer keys/values (no change to the result).
+  void encode_tile(const float* chw, float* encoded, ThreadPool& pool, TileState* record = nullptr) const;
+  // Token gating (Eventful-Transformer style, approximate): re-encodes a tile of which only the
+  // patches `changed` differ from the tile `state` was recorded from. Only those patches'
+  // tokens are recomputed in every layer -- against the other tokens' cached keys and values --
+  // and the other tokens keep their previous outputs (what the changed tokens would have done to
+  // them is the approximation). Updates `state` to describe the new tile.
+  void encode_tile_gated(const float* chw, const std::vector<int>& changed, TileState& state, float* encoded,
+                         ThreadPool& pool) const;
   // Pixel shuffle + projection: n_patches x hidden -> tokens_per_tile() x text_hidden.
   void connector(const float* encoded, float* out, ThreadPool& pool) const;
 

@@ -24,7 +24,39 @@ double mean_abs_diff(const ImageRGB& a, const ImageRGB& b) {
   return static_cast<double>(s) / static_cast<double>(std::max<size_t>(1, a.pixels.size()));
 }
 
+// Indices of the P x P patches whose pixels differ between two tiles of the same size.
+std::vector<int> changed_patches_of(const ImageRGB& a, const ImageRGB& b, int P) {
+  std::vector<int> out;
+  const int side = a.width / P;
+  for (int py = 0; py < side; ++py)
+    for (int px = 0; px < side; ++px) {
+      bool diff = false;
+      for (int y = py * P; y < (py + 1) * P && !diff; ++y)
+        diff = std::memcmp(a.row(y) + 3 * px * P, b.row(y) + 3 * px * P, static_cast<size_t>(3 * P)) != 0;
+      if (diff) out.push_back(py * side + px);
+    }
+  return out;
+}
+
 }  // namespace
+
+// The gating entry of a tile position: an existing one with a tile of the same size, or a new
+// one (least recently used evicted). A new entry only remembers the tile; its K/V state is
+// recorded the next time the position changes.
+Watcher::GateEntry* Watcher::gate_entry(int position, const ImageRGB& tile) {
+  ++gate_clock_;
+  for (GateEntry& e : gate_)
+    if (e.position == position && e.tile.width == tile.width && e.tile.height == tile.height) {
+      e.used = gate_clock_;
+      return &e;
+    }
+  if (gate_.size() >= 64) {  // bound the remembered positions (each keeps its tile's pixels)
+    auto lru = std::min_element(gate_.begin(), gate_.end(), [](const GateEntry& a, const GateEntry& b) { return a.used < b.used; });
+    gate_.erase(lru);
+  }
+  gate_.push_back(GateEntry{position, ImageRGB{}, {}, gate_clock_});
+  return &gate_.back();
+}
 
 Watcher::Watcher(const LlamaModel& text, const Idefics3Vision& vision, Session& session, const WatchOptions& opt)
     : text_(text), vision_(vision), session_(session), opt_(opt), vlm_(text, vision), cache_(opt.cache_bytes) {
@@ -41,7 +73,8 @@ FrameResult Watcher::process(const ImageRGB& frame) {
       frame.pixels == prev_frame_.pixels) {
     FrameResult same = prev_result_;
     same.frame_unchanged = true;
-    same.tiles_encoded = 0;
+    same.tiles_encoded = same.tiles_gated = 0;
+    same.encoder_work = 0;
     same.tiles_reused = same.tiles;
     same.tokens_reused = same.prompt_tokens;
     same.tokens_recomputed = same.tokens_kept_stale = 0;
@@ -82,17 +115,45 @@ FrameResult Watcher::process(const ImageRGB& frame) {
       std::copy(hit->begin(), hit->end(), out.begin());
       ++r.tiles_reused;
     } else {
+      bool gated = false;
       {
         prof::PhaseScope phase(prof::Phase::VisionEncode);
         tile_to_chw(tile, vision_.preprocess_config(), chw.data());
-        vision_.encode_tile(chw.data(), enc.data(), session_.pool());
+        GateEntry* g = opt_.approx_gate ? gate_entry(static_cast<int>(t), tile) : nullptr;
+        if (g && !g->state.encoded.empty()) {
+          const std::vector<int> changed_patches = changed_patches_of(g->tile, tile, vc.patch_size);
+          if (static_cast<double>(changed_patches.size()) <= opt_.gate_max_fraction * vc.n_patches()) {
+            vision_.encode_tile_gated(chw.data(), changed_patches, g->state, enc.data(), session_.pool());
+            gated = true;
+            r.encoder_work += static_cast<double>(changed_patches.size()) / vc.n_patches();
+          }
+        }
+        if (!gated) {
+          // a position seen changing once is likely to change again: keep its per-layer K/V,
+          // for at most gate_positions positions (least recently used give theirs up)
+          const bool record = g && g->tile.width;
+          if (record && g->state.encoded.empty()) {
+            size_t with_state = 0;
+            GateEntry* lru = nullptr;
+            for (GateEntry& e : gate_)
+              if (!e.state.encoded.empty()) {
+                ++with_state;
+                if (!lru || e.used < lru->used) lru = &e;
+              }
+            if (with_state >= static_cast<size_t>(std::max(1, opt_.gate_positions)) && lru) lru->state = Idefics3Vision::TileState{};
+          }
+          vision_.encode_tile(chw.data(), enc.data(), session_.pool(), record ? &g->state : nullptr);
+          r.encoder_work += 1.0;
+        }
+        if (g) g->tile = tile;
       }
       {
         prof::PhaseScope phase(prof::Phase::Connector);
         vision_.connector(enc.data(), out.data(), session_.pool());
       }
       ++r.tiles_encoded;
-      if (opt_.reuse) cache_.insert(tile, out);
+      r.tiles_gated += gated;
+      if (opt_.reuse && !gated) cache_.insert(tile, out);  // the content cache holds exact outputs only
       if (global) {
         prev_global_ = tile;
         prev_global_out_ = out;
@@ -102,6 +163,7 @@ FrameResult Watcher::process(const ImageRGB& frame) {
     if (prev_emb_.size() == r.embeddings.size())
       changed[t] = std::memcmp(prev_emb_.data() + t * per_tile, out.data(), per_tile * sizeof(float)) != 0;
   }
+  r.encoder_work /= std::max<size_t>(1, pre.tiles.size());
   prof::note_memory("vision cache", cache_.bytes());
   const double t_enc = now_ms();
   r.encode_ms = t_enc - t_pre;

@@ -14,6 +14,8 @@
 // Approximate reuse (opt-in, each measured by validate()):
 //  - approx_global: keep the global thumbnail's encoding while its pixels moved less than a
 //    threshold (mean absolute difference, 0..255 per channel).
+//  - approx_gate: a tile of which only some 16x16 patches changed is re-encoded for those
+//    patches' tokens only, against the other tokens' cached keys and values (Eventful style).
 //  - approx_kv: after a changed tile, keep the stale K/V of later unchanged tiles, recomputing
 //    only the first `approx_kv` fraction of each such tile's tokens (CacheBlend/VLCache style;
 //    the global thumbnail and the question after it are always recomputed).
@@ -38,13 +40,17 @@ struct WatchOptions {
   size_t cache_bytes = size_t{256} << 20;
   double approx_global = -1;           // < 0: off
   double approx_kv = -1;               // < 0: off; else fraction of tokens recomputed in kept tiles
+  bool approx_gate = false;            // token gating inside the encoder for partly changed tiles
+  double gate_max_fraction = 0.5;      // above this fraction of changed patches: a full encode
+  int gate_positions = 3;              // tile positions whose per-layer K/V are kept (~78 MB each)
 };
 
 struct FrameResult {
   std::string answer;
   std::vector<int32_t> answer_tokens;
   int width = 0, height = 0, tiles = 0;
-  int tiles_encoded = 0, tiles_reused = 0;
+  int tiles_encoded = 0, tiles_reused = 0, tiles_gated = 0;  // gated: counted in tiles_encoded too
+  double encoder_work = 0;         // fraction of a full encode's tokens pushed through the encoder
   bool global_kept_approx = false;
   int prompt_tokens = 0, tokens_reused = 0, tokens_recomputed = 0, tokens_kept_stale = 0;
   bool frame_unchanged = false;    // bitwise the previous frame: its result is returned as is
@@ -75,6 +81,8 @@ class Watcher {
 
  private:
   void remember(const ImageRGB& frame, const FrameResult& r);
+  struct GateEntry;
+  GateEntry* gate_entry(int position, const ImageRGB& tile);
   const LlamaModel& text_;
   const Idefics3Vision& vision_;
   Session& session_;
@@ -87,6 +95,14 @@ class Watcher {
   std::vector<float> prev_global_out_;
   // the last frame and its result: an identical frame, or an identical prompt, has an identical
   // greedy answer (exact)
+  struct GateEntry {
+    int position = -1;
+    ImageRGB tile;                       // the tile `state` describes
+    Idefics3Vision::TileState state;     // empty until the position changed once
+    uint64_t used = 0;
+  };
+  std::vector<GateEntry> gate_;
+  uint64_t gate_clock_ = 0;
   ImageRGB prev_frame_;
   FrameResult prev_result_;
   bool have_prev_ = false;
