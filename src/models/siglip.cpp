@@ -37,6 +37,23 @@ void apply(const Linear& l, const float* x, int n, float* y, ThreadPool& pool, c
     for (int i = 0; i < n; ++i) add_inplace(y + static_cast<size_t>(i) * l.w.rows, l.b.data(), l.w.rows);
 }
 
+// Bidirectional attention of n_q query rows over all of a tile's keys/values (n_patches x
+// hidden, f32, heads side by side).
+void tile_attention(const SiglipConfig& c, const float* q, int n_q, const float* k, const float* v, float* out,
+                    ThreadPool& pool, const char* what) {
+  const int N = c.n_patches(), H = c.hidden, hd = H / c.heads;
+  AttentionShape shape;
+  shape.n_head = shape.n_head_kv = c.heads;
+  shape.head_dim = hd;
+  shape.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  shape.causal = false;
+  shape.n_kv = N;
+  const KvView view{reinterpret_cast<const uint8_t*>(k), reinterpret_cast<const uint8_t*>(v), DType::F32,
+                    static_cast<int64_t>(H) * 4, static_cast<int64_t>(hd) * 4};
+  prof::OpScope op("attention", what, 4.0 * n_q * N * H, 8.0 * (N + n_q) * H);
+  flash_attention(shape, q, n_q, H, view, out, H, pool);
+}
+
 void check_config(const SiglipConfig& c, const std::string& file) {
   auto bad = [&](const char* what) { fail("%s: vision config: %s", file.c_str(), what); };
   if (c.patch_size < 1 || c.patch_size > 64) bad("patch size out of range");
@@ -154,7 +171,7 @@ std::unique_ptr<Idefics3Vision> Idefics3Vision::from_hf(const SiglipConfig& cfg,
 
 void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& pool, TileState* record) const {
   const SiglipConfig& c = cfg_;
-  const int S = c.image_size, P = c.patch_size, side = S / P, N = c.n_patches(), H = c.hidden, hd = H / c.heads;
+  const int S = c.image_size, P = c.patch_size, side = S / P, N = c.n_patches(), H = c.hidden;
   thread_local std::vector<float> cols, x, xn, q, k, v, att, tmp, ff;
   cols.resize(static_cast<size_t>(N) * 3 * P * P);
   x.resize(static_cast<size_t>(N) * H);
@@ -175,7 +192,6 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     }
   apply(patch_, cols.data(), N, x.data(), pool, "patch");
   add_inplace(x.data(), pos_.data(), static_cast<int64_t>(N) * H);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   // Row-wise norms over the pool; `pending` is a residual still to add (fused into the norm).
   // (the buffers are thread_local: workers get raw pointers, never the vectors themselves)
   float* const xp = x.data();
@@ -208,18 +224,7 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     }
     ++li;
     // Bidirectional fused attention over the tile's own keys (no cache: K/V are this layer's).
-    AttentionShape shape;
-    shape.n_head = shape.n_head_kv = c.heads;
-    shape.head_dim = hd;
-    shape.scale = scale;
-    shape.causal = false;
-    shape.n_kv = N;
-    const KvView view{reinterpret_cast<const uint8_t*>(k.data()), reinterpret_cast<const uint8_t*>(v.data()), DType::F32,
-                      static_cast<int64_t>(H) * 4, static_cast<int64_t>(hd) * 4};
-    {
-      prof::OpScope op("attention", "bidirectional", 4.0 * N * N * H, 16.0 * N * H);
-      flash_attention(shape, q.data(), N, H, view, att.data(), H, pool);
-    }
+    tile_attention(c, q.data(), N, k.data(), v.data(), att.data(), pool, "bidirectional");
     apply(L.o, att.data(), N, tmp.data(), pool, "o");
     norm_rows(L.ln2_w.data(), L.ln2_b.data(), tmp.data(), xn.data());
     apply(L.fc1, xn.data(), N, ff.data(), pool, "fc1");
@@ -238,7 +243,7 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
 void Idefics3Vision::encode_tile_gated(const float* chw, const std::vector<int>& changed, TileState& st, float* encoded,
                                        ThreadPool& pool) const {
   const SiglipConfig& c = cfg_;
-  const int S = c.image_size, P = c.patch_size, side = S / P, N = c.n_patches(), H = c.hidden, hd = H / c.heads;
+  const int S = c.image_size, P = c.patch_size, side = S / P, N = c.n_patches(), H = c.hidden;
   const size_t NH = static_cast<size_t>(N) * H;
   if (st.encoded.size() != NH || st.k.size() != layers_.size() * NH) fail("gated encoding needs a state recorded from this tower");
   const int n = static_cast<int>(changed.size());
@@ -260,7 +265,6 @@ void Idefics3Vision::encode_tile_gated(const float* chw, const std::vector<int>&
   apply(patch_, cols.data(), n, x.data(), pool, "patch (gated)");
   for (int r = 0; r < n; ++r)
     add_inplace(&x[static_cast<size_t>(r) * H], &pos_[static_cast<size_t>(changed[static_cast<size_t>(r)]) * H], H);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   auto norm = [&](const float* w, const float* b, const float* pending, float* out) {
     for (int r = 0; r < n; ++r) {
       float* xr = &x[static_cast<size_t>(r) * H];
@@ -282,18 +286,7 @@ void Idefics3Vision::encode_tile_gated(const float* chw, const std::vector<int>&
       std::copy(&kk[static_cast<size_t>(r) * H], &kk[static_cast<size_t>(r) * H] + H, K + at);
       std::copy(&vv[static_cast<size_t>(r) * H], &vv[static_cast<size_t>(r) * H] + H, V + at);
     }
-    AttentionShape shape;
-    shape.n_head = shape.n_head_kv = c.heads;
-    shape.head_dim = hd;
-    shape.scale = scale;
-    shape.causal = false;
-    shape.n_kv = N;
-    const KvView view{reinterpret_cast<const uint8_t*>(K), reinterpret_cast<const uint8_t*>(V), DType::F32,
-                      static_cast<int64_t>(H) * 4, static_cast<int64_t>(hd) * 4};
-    {
-      prof::OpScope op("attention", "gated", 4.0 * n * N * H, 8.0 * N * H);
-      flash_attention(shape, q.data(), n, H, view, att.data(), H, pool);
-    }
+    tile_attention(c, q.data(), n, K, V, att.data(), pool, "gated");
     apply(L.o, att.data(), n, tmp.data(), pool, "o (gated)");
     norm(L.ln2_w.data(), L.ln2_b.data(), tmp.data(), xn.data());
     apply(L.fc1, xn.data(), n, ff.data(), pool, "fc1 (gated)");
