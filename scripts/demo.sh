@@ -30,3 +30,28 @@ With real files:  build/tessera run -m SmolVLM-256M-Instruct-text.gguf \\
 NOTE
 echo "\$ build/tessera run -m $text_vlm --mmproj $mmproj --image $screen -p \"What is the user doing?\" -n 32"
 build/tessera run -m "$text_vlm" --mmproj "$mmproj" --image "$screen" -p "What is the user doing?" -n 32 --repeat-penalty 1.3
+
+cat <<NOTE
+
+--- Watching the screen: a recorded typing session (tests/fixtures/watch/typing, 8 frames) ---
+Unchanged tiles come from a content-keyed cache and the KV cache is kept up to the first change;
+every 4th frame is recomputed from scratch and compared bit for bit (--validate 4).
+NOTE
+echo "\$ build/tessera watch -m $text_vlm --mmproj $mmproj --frames tests/fixtures/watch/typing -n 8 --validate 4"
+summarize_watch=$(cat <<'PY'
+import json, sys
+for line in sys.stdin:
+    d = json.loads(line)
+    if "summary" in d:
+        s = d["summary"]
+        print(f"summary: {s['frames']} frames, mean encoder work {s['mean_encoder_work']:.2f} of a full encode, "
+              f"mean time {s['mean_time_vs_full']:.2f} of a full recompute, "
+              f"{s['bitwise_equal']}/{s['validated']} validated frames bitwise equal")
+    elif "skipped" not in d:
+        v = d.get("validate")
+        extra = f", full recompute {v['full_ms']:.0f} ms, bitwise equal: {v['bitwise_equal']}" if v else ""
+        print(f"frame {d['frame']}: {d['tiles_changed']}/{d['tiles']} tiles changed, "
+              f"{d['tokens_reused']}/{d['tokens']} prompt tokens reused, {d['ms']['total']:.0f} ms{extra}")
+PY
+)
+build/tessera watch -m "$text_vlm" --mmproj "$mmproj" --frames tests/fixtures/watch/typing -n 8 --validate 4 | python3 -c "$summarize_watch"
