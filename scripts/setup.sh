@@ -7,7 +7,7 @@ cd "$root"
 
 packages=(cmake g++ make pkg-config python3 python3-pip libgtest-dev libbenchmark-dev
           nlohmann-json3-dev libcli11-dev clang libclang-rt-14-dev libpng-dev libjpeg-dev
-          g++-aarch64-linux-gnu qemu-user-static valgrind)
+          g++-aarch64-linux-gnu qemu-user-static valgrind xz-utils)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
@@ -21,6 +21,12 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 bash scripts/fetch_model.sh
+
+# test fixtures stored xz-compressed (tracked files stay under 4 MiB): unpack when missing or stale
+for xzf in tests/fixtures/vision/tiny/*.gguf.xz; do
+  out="${xzf%.xz}"
+  if [ ! -f "$out" ] || [ "$xzf" -nt "$out" ]; then xz -dkf "$xzf"; fi
+done
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" 2>&1 | grep -E "error:|warning: unused" || true
