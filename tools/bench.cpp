@@ -51,15 +51,6 @@ std::string run_capture(const std::string& cmd) {
   return out;
 }
 
-std::string esc(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\';
-    if (static_cast<unsigned char>(c) >= 0x20) o += c;
-  }
-  return o;
-}
-
 }  // namespace
 
 std::string fingerprint_json(int threads) {
@@ -80,10 +71,10 @@ std::string fingerprint_json(int threads) {
   if (commit.empty()) commit = "unknown";
   else if (!run_capture("git -C '" + src + "' status --porcelain -uno 2>/dev/null").empty()) commit += "-dirty";
   std::ostringstream o;
-  o << "{\"cpu\": \"" << esc(first_line_with("/proc/cpuinfo", "model name")) << "\", \"isa_in_use\": \"" << isa_name(active_isa())
+  o << "{\"cpu\": \"" << json_escape(first_line_with("/proc/cpuinfo", "model name")) << "\", \"isa_in_use\": \"" << isa_name(active_isa())
     << "\", \"cpu_features\": \"" << feats << "\", \"cores\": " << std::thread::hardware_concurrency() << ", \"threads\": " << threads
-    << ", \"memory\": \"" << esc(first_line_with("/proc/meminfo", "MemTotal")) << "\", \"compiler\": \"" << esc(__VERSION__)
-    << "\", \"build\": \"" << esc(TESSERA_BUILD_FLAGS) << "\", \"commit\": \"" << esc(commit) << "\"}";
+    << ", \"memory\": \"" << json_escape(first_line_with("/proc/meminfo", "MemTotal")) << "\", \"compiler\": \"" << json_escape(__VERSION__)
+    << "\", \"build\": \"" << json_escape(TESSERA_BUILD_FLAGS) << "\", \"commit\": \"" << json_escape(commit) << "\"}";
   return o.str();
 }
 
@@ -202,12 +193,12 @@ int cmd_bench(CommonArgs& a, const BenchArgs& b) {
   std::ostringstream o;
   char buf[512];
   if (b.json) {
-    o << "{\"machine\": " << fingerprint_json(threads) << ", \"model\": \"" << esc(name) << "\", \"kv_cache\": \"" << a.cache_type
+    o << "{\"machine\": " << fingerprint_json(threads) << ", \"model\": \"" << json_escape(name) << "\", \"kv_cache\": \"" << a.cache_type
       << "\", \"results\": [";
     for (size_t i = 0; i < rows.size(); ++i) {
       const auto [mn, mx] = std::minmax_element(rows[i].v.begin(), rows[i].v.end());
       std::snprintf(buf, sizeof buf, "%s{\"test\": \"%s\", \"unit\": \"%s\", \"median\": %.4f, \"min\": %.4f, \"max\": %.4f, \"samples\": [",
-                    i ? ", " : "", esc(rows[i].test).c_str(), rows[i].unit.c_str(), median(rows[i].v), *mn, *mx);
+                    i ? ", " : "", json_escape(rows[i].test).c_str(), rows[i].unit.c_str(), median(rows[i].v), *mn, *mx);
       o << buf;
       for (size_t k = 0; k < rows[i].v.size(); ++k) o << (k ? ", " : "") << rows[i].v[k];
       o << "]}";

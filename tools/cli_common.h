@@ -37,6 +37,8 @@ void print_stats(const GenerateStats& st);
 void write_atomically(const std::string& path, const std::string& text);
 void check_output_writable(const std::string& path);
 double median(std::vector<double> v);
+// The text as the inside of a JSON string (quotes, backslashes and control characters escaped).
+std::string json_escape(const std::string& s);
 double now_seconds();  // steady clock
 double cpu_seconds();  // user + system time of this process
 

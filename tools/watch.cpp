@@ -17,27 +17,6 @@
 
 namespace tessera::cli {
 
-namespace {
-
-std::string esc(const std::string& s) {
-  std::string o;
-  char buf[8];
-  for (unsigned char c : s) {
-    if (c == '"' || c == '\\') {
-      o += '\\';
-      o += static_cast<char>(c);
-    } else if (c < 0x20) {
-      std::snprintf(buf, sizeof buf, "\\u%04x", c);
-      o += buf;
-    } else {
-      o += static_cast<char>(c);
-    }
-  }
-  return o;
-}
-
-}  // namespace
-
 void add_watch_options(CLI::App* sub, WatchArgs& w) {
   sub->add_option("--frames", w.frames, "a directory of PNG/JPEG frames, a file listing them, or - for raw frames on stdin")->required();
   sub->add_option("--mmproj", w.mmproj, "vision model (llama.cpp mmproj GGUF)");
@@ -103,7 +82,7 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
     }
     if (!f.error.empty()) {
       ++skipped;
-      std::printf("{\"frame\": %d, \"source\": \"%s\", \"skipped\": \"%s\"}\n", i, esc(f.name).c_str(), esc(f.error).c_str());
+      std::printf("{\"frame\": %d, \"source\": \"%s\", \"skipped\": \"%s\"}\n", i, json_escape(f.name).c_str(), json_escape(f.error).c_str());
       std::fflush(stdout);
       continue;
     }
@@ -112,7 +91,7 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
       r = watcher.process(f.image);
     } catch (const Error& e) {
       ++skipped;
-      std::printf("{\"frame\": %d, \"source\": \"%s\", \"skipped\": \"%s\"}\n", i, esc(f.name).c_str(), esc(e.what()).c_str());
+      std::printf("{\"frame\": %d, \"source\": \"%s\", \"skipped\": \"%s\"}\n", i, json_escape(f.name).c_str(), json_escape(e.what()).c_str());
       std::fflush(stdout);
       continue;
     }
@@ -127,8 +106,8 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
     sum_tok_work += tok_work;
     std::ostringstream o;
     char buf[256];
-    o << "{\"frame\": " << i << ", \"source\": \"" << esc(f.name) << "\", \"size\": \"" << r.width << "x" << r.height
-      << "\", \"answer\": \"" << esc(r.answer) << "\", \"tiles\": " << r.tiles << ", \"tiles_changed\": " << r.tiles_encoded
+    o << "{\"frame\": " << i << ", \"source\": \"" << json_escape(f.name) << "\", \"size\": \"" << r.width << "x" << r.height
+      << "\", \"answer\": \"" << json_escape(r.answer) << "\", \"tiles\": " << r.tiles << ", \"tiles_changed\": " << r.tiles_encoded
  << ", \"tiles_gated\": " << r.tiles_gated
       << ", \"tiles_reused\": " << r.tiles_reused << ", \"global_kept_approx\": " << (r.global_kept_approx ? "true" : "false")
       << ", \"frame_unchanged\": " << (r.frame_unchanged ? "true" : "false") << ", \"answer_reused\": " << (r.answer_reused ? "true" : "false")

@@ -160,7 +160,7 @@ FrameResult Watcher::process(const ImageRGB& frame) {
       }
     }
     std::copy(out.begin(), out.end(), r.embeddings.begin() + static_cast<std::ptrdiff_t>(t * per_tile));
-    if (prev_emb_.size() == r.embeddings.size())
+    if (opt_.approx_kv >= 0 && prev_emb_.size() == r.embeddings.size())  // only approx-kv asks which tiles changed
       changed[t] = std::memcmp(prev_emb_.data() + t * per_tile, out.data(), per_tile * sizeof(float)) != 0;
   }
   r.encoder_work /= std::max<size_t>(1, pre.tiles.size());
@@ -224,8 +224,7 @@ FrameResult Watcher::process(const ImageRGB& frame) {
   int pos = d;
   const double t_pf0 = now_ms();
   // Approximate KV reuse: later unchanged tiles keep their stale K/V except a leading fraction.
-  const bool same_layout = prev_tokens_ == tokens || (prev_tokens_.size() == tokens.size() && std::equal(tokens.begin(), tokens.end(), prev_tokens_.begin()));
-  if (opt_.reuse && opt_.approx_kv >= 0 && same_layout && !prev_emb_.empty() && session_.n_filled() >= N) {
+  if (opt_.reuse && opt_.approx_kv >= 0 && prev_tokens_ == tokens && !prev_emb_.empty() && session_.n_filled() >= N) {
     prof::PhaseScope phase(prof::Phase::Prefill);
     for (size_t t = 0; t + 1 < pre.tiles.size(); ++t) {  // the global thumbnail and the tail are recomputed below
       const int first = slot_pos[t * static_cast<size_t>(tpt)], end = slot_pos[(t + 1) * static_cast<size_t>(tpt) - 1] + 1;

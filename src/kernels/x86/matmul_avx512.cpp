@@ -23,16 +23,6 @@ using simd::deq_tail;
 using simd::is_block32;
 using simd::V16;
 
-inline float reduce16(__m512 v) {
-  const __m256 lo = _mm512_castps512_ps256(v);
-  const __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1));
-  const __m256 s8 = _mm256_add_ps(lo, hi);
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
-  return _mm_cvtss_f32(s1);
-}
-
 // Decode: R rows against one token, weights dequantized on the fly.
 template <DType T, int R>
 void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y) {
@@ -74,21 +64,7 @@ void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y) {
     for (int i = 0; i < R; ++i)
       acc[i] = _mm512_mask3_fmadd_ps(deq_tail(w.type, rows[i], full, rem).v, xv, acc[i], mk);
   }
-  for (int i = 0; i < R; ++i) y[r + i] = reduce16(acc[i]);
-}
-
-// reduce16 of 16 vectors at once with the same addition tree (halves, quarters, pairs, then the
-// last pair), so every result is bitwise what reduce16 gives. Result position 4k+e holds
-// reduce16(v[k + 4e]).
-inline __m512 reduce16x16(const __m512 v[16]) {
-  __m512 w[8], z[4], u[2];
-  for (int n = 0; n < 8; ++n)  // s8: lanes 0..7 + lanes 8..15, two vectors per register
-    w[n] = _mm512_add_ps(_mm512_shuffle_f32x4(v[2 * n], v[2 * n + 1], 0x44), _mm512_shuffle_f32x4(v[2 * n], v[2 * n + 1], 0xEE));
-  for (int n = 0; n < 4; ++n)  // s4: s8[0..3] + s8[4..7]
-    z[n] = _mm512_add_ps(_mm512_shuffle_f32x4(w[2 * n], w[2 * n + 1], 0x88), _mm512_shuffle_f32x4(w[2 * n], w[2 * n + 1], 0xDD));
-  for (int n = 0; n < 2; ++n)  // s2: s4[0,1] + s4[2,3]
-    u[n] = _mm512_add_ps(_mm512_shuffle_ps(z[2 * n], z[2 * n + 1], 0x44), _mm512_shuffle_ps(z[2 * n], z[2 * n + 1], 0xEE));
-  return _mm512_add_ps(_mm512_shuffle_ps(u[0], u[1], 0x88), _mm512_shuffle_ps(u[0], u[1], 0xDD));  // s2[0] + s2[1]
+  for (int i = 0; i < R; ++i) y[r + i] = simd::reduce16(V16{acc[i]});
 }
 
 // Prefill micro-kernel on packed operands: 4 rows x 4 tokens, both stored chunk-interleaved
@@ -122,10 +98,12 @@ inline void block4x4_packed(const float* wp, const float* xp, int64_t chunks, __
       for (int j = 0; j < 4; ++j) acc[i][j] = _mm512_mask3_fmadd_ps(wv, xv[j], acc[i][j], last_mask);
     }
   }
-  // out[i][j] = reduce16(acc[i][j]); with v[n = 4i + j], position 4k+e holds n = k + 4e: (i=e, j=k)
+  // out[i][j] = reduce16(acc[i][j]), all 16 with one shuffle tree
+  V16 v[16];
+  for (int n = 0; n < 16; ++n) v[n] = V16{acc[n / 4][n % 4]};
   alignas(64) float r[16];
-  _mm512_store_ps(r, reduce16x16(&acc[0][0]));
-  for (int p = 0; p < 16; ++p) out[p % 4][p / 4] = r[p];
+  simd::store16(r, simd::reduce16x16(v));
+  for (int n = 0; n < 16; ++n) out[n / 4][n % 4] = r[n];
 }
 
 template <DType T>
