@@ -17,7 +17,8 @@ using namespace tessera;
 using namespace tessera::test;
 
 namespace {
-bool has_avx512() { return detected_isa() == Isa::Avx512; }
+bool has_avx512() { return detected_isa() == Isa::Avx512 || detected_isa() == Isa::Avx512Vnni; }
+bool has_vnni() { return detected_isa() == Isa::Avx512Vnni; }
 bool has_avx2() { return detected_isa() >= Isa::Avx2 && detected_isa() != Isa::Neon; }
 }  // namespace
 
@@ -89,7 +90,7 @@ TEST(Kernels, IsaCapFallsBackToScalar) {
   const Isa before = active_isa();
   set_isa_cap(Isa::Scalar);
   EXPECT_EQ(active_isa(), Isa::Scalar);
-  set_isa_cap(Isa::Avx512);
+  set_isa_cap(Isa::Avx512Vnni);
   EXPECT_EQ(active_isa(), detected_isa());
   set_isa_cap(before);
 }
@@ -123,9 +124,9 @@ TEST(Kernels, QuantizeRowQ8_1FollowsGgml) {
 TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
     for (int64_t K : {32, 64, 576, 1536}) {
-      for (int64_t N : {1, 3, 8, 13}) {
+      for (int64_t N : {1, 3, 8, 13, 17}) {
         const RandomMatrix W = make_matrix(t, N, K, static_cast<uint32_t>(K + N));
-        for (int64_t M : {1, 2, 5}) {
+        for (int64_t M : {1, 2, 5, 9}) {
           const std::vector<float> x = random_x(M, K, static_cast<uint32_t>(M * 3 + K));
           const int64_t nb = K / 32;
           std::vector<BlockQ8_1> xq(static_cast<size_t>(M * nb));
@@ -142,16 +143,46 @@ TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
             }
           }
           if (!has_avx512()) continue;
-          avx512::matmul_q8_rows(W.w, 0, N, xq.data(), M, nb, y_simd.data(), N);
-          ASSERT_EQ(std::memcmp(y_ref.data(), y_simd.data(), y_ref.size() * 4), 0)
-              << "avx512 differs from scalar: " << dtype_name(t) << " K=" << K << " N=" << N << " M=" << M;
-          // batch invariance: token 0 alone gives the same bits
-          std::vector<float> single(static_cast<size_t>(N));
-          avx512::matmul_q8_rows(W.w, 0, N, xq.data(), 1, nb, single.data(), N);
-          ASSERT_EQ(std::memcmp(single.data(), y_simd.data(), N * 4), 0);
+          const Isa before = active_isa();
+          for (Isa level : {Isa::Avx512, Isa::Avx512Vnni}) {
+            if (level == Isa::Avx512Vnni && !has_vnni()) continue;
+            set_isa_cap(level);
+            std::fill(y_simd.begin(), y_simd.end(), -1.0f);
+            avx512::matmul_q8_rows(W.w, 0, N, xq.data(), M, nb, y_simd.data(), N);
+            ASSERT_EQ(std::memcmp(y_ref.data(), y_simd.data(), y_ref.size() * 4), 0)
+                << isa_name(level) << " differs from scalar: " << dtype_name(t) << " K=" << K << " N=" << N
+                << " M=" << M;
+            // batch invariance: token 0 alone, and any row range, give the same bits
+            std::vector<float> single(static_cast<size_t>(N));
+            avx512::matmul_q8_rows(W.w, 0, N, xq.data(), 1, nb, single.data(), N);
+            ASSERT_EQ(std::memcmp(single.data(), y_simd.data(), N * 4), 0);
+            if (N > 1) {
+              avx512::matmul_q8_rows(W.w, 1, N, xq.data(), M, nb, y_simd.data(), N);
+              ASSERT_EQ(std::memcmp(y_ref.data(), y_simd.data(), y_ref.size() * 4), 0);
+            }
+          }
+          set_isa_cap(before);
         }
       }
     }
+  }
+}
+
+// The vectorised activation quantizer gives the scalar twin's bytes, including all-zero
+// blocks, tiny (fp16-subnormal) scales, huge values and exact .5 ties.
+TEST(Kernels, QuantizeRowQ8_1SimdMatchesScalar) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512";
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (float scale : {1.0f, 1e-6f, 1e-30f, 3e4f, 1e30f, 0.0f}) {
+    std::vector<float> x(32 * 40);
+    for (auto& v : x) v = u(rng) * scale;
+    for (int i = 0; i < 32; ++i) x[static_cast<size_t>(64 + i)] = static_cast<float>(i) - 15.5f;  // ties after scaling? amax 15.5
+    for (int i = 0; i < 32; ++i) x[static_cast<size_t>(96 + i)] = i == 3 ? 127.0f : static_cast<float>(i) + 0.5f;
+    std::vector<BlockQ8_1> a(40), b(40);
+    ref::quantize_row_q8_1(x.data(), a.data(), 32 * 40);
+    avx512::quantize_row_q8_1(x.data(), b.data(), 32 * 40);
+    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(BlockQ8_1)), 0) << "scale " << scale;
   }
 }
 

@@ -31,8 +31,8 @@ void add_common(CLI::App* app, CommonArgs& a) {
   app->add_option("--cache-type", a.cache_type, "KV cache element type: f16 (default), f32, bf16 or q8 (int8 + a scale per row)")
       ->check(CLI::IsMember({"f16", "f32", "bf16", "q8"}));
   app->add_flag("--q8-activations", a.q8_act, "quantize matmul inputs to 8 bits per 32 like llama.cpp's CPU backend (W4A8)");
-  app->add_option("--isa", a.isa, "cap the kernel instruction set: scalar, neon, avx2 or avx512")
-      ->check(CLI::IsMember({"scalar", "neon", "avx2", "avx512"}));
+  app->add_option("--isa", a.isa, "cap the kernel instruction set: scalar, neon, avx2, avx512 or avx512vnni")
+      ->check(CLI::IsMember({"scalar", "neon", "avx2", "avx512", "avx512vnni"}));
 }
 
 HfModel load_any(CommonArgs& a) {
@@ -40,6 +40,7 @@ HfModel load_any(CommonArgs& a) {
   if (a.isa == "neon") set_isa_cap(Isa::Neon);
   if (a.isa == "avx2") set_isa_cap(Isa::Avx2);
   if (a.isa == "avx512") set_isa_cap(Isa::Avx512);
+  if (a.isa == "avx512vnni") set_isa_cap(Isa::Avx512Vnni);
   if (a.model.empty()) {
     a.model = default_model_path();
     if (!std::filesystem::exists(a.model))

@@ -2,7 +2,9 @@
 // decode and prefill), JSON lines in the same format, so bench/micro/quant_table.py can put the
 // two side by side. Weights are random values quantized by the engine's own quantizers; decode
 // cycles over enough weight copies to stream from DRAM when --cold is given.
-//   build/bench_quant [-t THREADS] [--cold] [--reps N]
+// --q8 runs the 8-bit-activation path instead (Q8_0/Q4_0/Q4_1; the activation quantization is
+// inside the timed region, as in llama.cpp's matmul); --type T limits the run to one weight type.
+//   build/bench_quant [-t THREADS] [--cold] [--reps N] [--q8] [--type T]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,8 +21,12 @@ using namespace tessera;
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 0;
-  bool cold = false;
+  bool cold = false, q8 = false;
+  std::string only;
   for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--q8")) q8 = true;
+    else if (!std::strcmp(argv[i], "--type") && i + 1 < argc) only = argv[++i];
+    else
     if (!std::strcmp(argv[i], "-t") && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--cold")) cold = true;
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
@@ -33,6 +39,8 @@ int main(int argc, char** argv) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 0.05f);
   for (DType t : types) {
+    if (q8 && !supports_q8_activations(t)) continue;
+    if (!only.empty() && only != dtype_name(t)) continue;
     for (const Shape& s : shapes) {
       if (s.K % info(t).block_elems) continue;  // Q4_K needs K = 256k
       const size_t rb = row_bytes(t, static_cast<uint64_t>(s.K));
@@ -49,21 +57,27 @@ int main(int argc, char** argv) {
       for (auto& e : x) e = nd(rng) * 20;
       const double flops = 2.0 * s.M * s.N * s.K;
       const int n = reps > 0 ? reps : std::max(5, static_cast<int>(std::min(2000.0, 3e9 / flops)));
+      std::vector<BlockQ8_1> xq(static_cast<size_t>(s.M * s.K / 32));
       std::vector<double> ts;
       for (int i = -2; i < n; ++i) {
         const WeightMatrix wm{t, s.N, s.K, W[static_cast<size_t>((i + 2) % copies)].data(), rb};
         const auto t0 = std::chrono::steady_clock::now();
-        matmul(wm, x.data(), s.M, s.K, y.data(), s.N, pool);
+        if (q8) {
+          for (int64_t r = 0; r < s.M; ++r) quantize_row_q8_1(x.data() + r * s.K, xq.data() + r * s.K / 32, s.K);
+          matmul_q8(wm, xq.data(), s.M, s.K / 32, y.data(), s.N, pool);
+        } else {
+          matmul(wm, x.data(), s.M, s.K, y.data(), s.N, pool);
+        }
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (i >= 0) ts.push_back(dt);
       }
       std::sort(ts.begin(), ts.end());
       const double med = ts[ts.size() / 2];
       std::printf("{\"engine\":\"tessera\",\"type\":\"%s\",\"M\":%lld,\"N\":%lld,\"K\":%lld,\"threads\":%d,\"cold_cache\":%s,"
-                  "\"act\":\"f32 (no conversion)\",\"reps\":%d,\"median_ms\":%.6f,\"min_ms\":%.6f,\"gflops\":%.3f,\"weight_gbs\":%.3f,"
+                  "\"act\":\"%s\",\"reps\":%d,\"median_ms\":%.6f,\"min_ms\":%.6f,\"gflops\":%.3f,\"weight_gbs\":%.3f,"
                   "\"weight_bytes\":%zu}\n",
                   dtype_name(t), static_cast<long long>(s.M), static_cast<long long>(s.N), static_cast<long long>(s.K), threads,
-                  cold && s.M == 1 ? "true" : "false", n, med * 1e3, ts[0] * 1e3, flops / med * 1e-9, wbytes / med * 1e-9, wbytes);
+                  cold && s.M == 1 ? "true" : "false", q8 ? "q8_1 (quantized in the timed region)" : "f32 (no conversion)", n, med * 1e3, ts[0] * 1e3, flops / med * 1e-9, wbytes / med * 1e-9, wbytes);
       std::fflush(stdout);
     }
   }

@@ -77,6 +77,7 @@ using BlockFn = void (*)(const AttnRows&, int, float, const uint8_t*, const uint
 BlockFn pick_block() {
   switch (active_isa()) {
 #if defined(TESSERA_HAVE_AVX512)
+    case Isa::Avx512Vnni:
     case Isa::Avx512: return &avx512::attention_block;
     case Isa::Avx2: return &avx2::attention_block;
 #endif

@@ -15,12 +15,13 @@ std::atomic<int> g_cap{-1};
 
 Isa cap_from_env() {
   const char* e = std::getenv("TESSERA_ISA");
-  if (!e || !*e) return Isa::Avx512;
+  if (!e || !*e) return Isa::Avx512Vnni;
   if (std::strcmp(e, "scalar") == 0) return Isa::Scalar;
+  if (std::strcmp(e, "avx512vnni") == 0) return Isa::Avx512Vnni;
   if (std::strcmp(e, "avx512") == 0) return Isa::Avx512;
   if (std::strcmp(e, "avx2") == 0) return Isa::Avx2;
   if (std::strcmp(e, "neon") == 0) return Isa::Neon;
-  fail("TESSERA_ISA='%s' is not one of: scalar, neon, avx2, avx512", e);
+  fail("TESSERA_ISA='%s' is not one of: scalar, neon, avx2, avx512, avx512vnni", e);
 }
 
 }  // namespace
@@ -31,6 +32,7 @@ const char* isa_name(Isa isa) {
     case Isa::Neon: return "neon";
     case Isa::Avx2: return "avx2";
     case Isa::Avx512: return "avx512";
+    case Isa::Avx512Vnni: return "avx512vnni";
   }
   return "unknown";
 }
@@ -40,7 +42,7 @@ Isa detected_isa() {
   static const Isa best = [] {
     const CpuFeatures& f = cpu_features();
     const bool avx2 = f.os_avx && f.avx2 && f.fma && f.f16c;
-    if (avx2 && f.os_avx512 && f.avx512f && f.avx512bw && f.avx512vl) return Isa::Avx512;
+    if (avx2 && f.os_avx512 && f.avx512f && f.avx512bw && f.avx512vl) return f.avx512vnni ? Isa::Avx512Vnni : Isa::Avx512;
     return avx2 ? Isa::Avx2 : Isa::Scalar;
   }();
   return best;
@@ -67,7 +69,7 @@ Isa active_isa() {
 // The kernel table entry for the active ISA level.
 #if defined(TESSERA_HAVE_AVX512)
 #define TESSERA_PICK(fn) \
-  (active_isa() == Isa::Avx512 ? &avx512::fn : active_isa() == Isa::Avx2 ? &avx2::fn : &ref::fn)
+  (active_isa() >= Isa::Avx512 ? &avx512::fn : active_isa() == Isa::Avx2 ? &avx2::fn : &ref::fn)
 #elif defined(__aarch64__)
 #define TESSERA_PICK(fn) (active_isa() == Isa::Neon ? &neon::fn : &ref::fn)
 #else
@@ -88,6 +90,13 @@ void gemm(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y
 
 void softmax_row(float* x, int64_t n, float scale) { TESSERA_PICK(softmax_row)(x, n, scale); }
 void gelu_tanh(float* x, int64_t n) { TESSERA_PICK(gelu_tanh)(x, n); }
+
+void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k) {
+#if defined(TESSERA_HAVE_AVX512)
+  if (active_isa() >= Isa::Avx512) return avx512::quantize_row_q8_1(x, y, k);
+#endif
+  ref::quantize_row_q8_1(x, y, k);
+}
 
 void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq_stride, float* y,
                int64_t ys, ThreadPool& pool) {

@@ -11,10 +11,11 @@
 namespace tessera {
 
 // Ordered: a cap at level L allows every level <= L that the CPU has (Neon only on ARM).
-enum class Isa : int { Scalar = 0, Neon = 1, Avx2 = 2, Avx512 = 3 };
+// Avx512Vnni adds vpdpbusd for the 8-bit-activation matmul; every other kernel is the same there.
+enum class Isa : int { Scalar = 0, Neon = 1, Avx2 = 2, Avx512 = 3, Avx512Vnni = 4 };
 const char* isa_name(Isa isa);
 Isa detected_isa();  // best level the CPU and OS support
-Isa active_isa();    // detected, capped by set_isa_cap() or TESSERA_ISA=scalar|neon|avx2|avx512
+Isa active_isa();    // detected, capped by set_isa_cap() or TESSERA_ISA=scalar|neon|avx2|avx512|avx512vnni
 void set_isa_cap(Isa cap);
 
 // A weight matrix of `rows` output features × `cols` inputs, row-major in a GGUF block type.
@@ -83,5 +84,14 @@ namespace neon {
 TESSERA_KERNEL_DECLS
 }  // namespace neon
 #undef TESSERA_KERNEL_DECLS
+namespace ref {
+void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);
+}  // namespace ref
+namespace avx512 {
+void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);
+// The VNNI kernel (x86/matmul_q8_vnni.cpp); false for weight types it does not cover.
+bool matmul_q8_rows_vnni(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m,
+                         int64_t xq_stride, float* y, int64_t ys);
+}  // namespace avx512
 
 }  // namespace tessera

@@ -11,6 +11,8 @@ namespace tessera {
 
 bool supports_q8_activations(DType t) { return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0; }
 
+namespace ref {
+
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k) {
   for (int64_t b = 0; b < k / 32; ++b) {
     const float* xb = x + 32 * b;
@@ -28,8 +30,6 @@ void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k) {
     y[b].s = float_to_fp16(d * static_cast<float>(sum));
   }
 }
-
-namespace ref {
 
 namespace {
 

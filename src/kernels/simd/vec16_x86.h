@@ -9,7 +9,9 @@
 
 // Each ISA build gets its own inline namespace: the same names, different definitions, no
 // clash between the object files at link time.
-#if defined(__AVX512F__)
+#if defined(__AVX512F__) && defined(__AVX512VNNI__)
+#define TESSERA_SIMD_LEVEL v512vnni
+#elif defined(__AVX512F__)
 #define TESSERA_SIMD_LEVEL v512
 #else
 #define TESSERA_SIMD_LEVEL v256

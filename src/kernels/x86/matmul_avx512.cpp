@@ -24,8 +24,16 @@ using simd::is_block32;
 using simd::V16;
 
 // Decode: R rows against one token, weights dequantized on the fly.
+// Software prefetch of [pf, pf + bytes) spread over n steps (step i of n): short rows read R at a
+// time are an access order the hardware prefetchers do not run far enough ahead of DRAM on.
+inline void prefetch_part(const uint8_t* pf, int64_t bytes, int64_t i, int64_t n) {
+  for (int64_t o = (i * bytes / n) & ~int64_t{63}; o < (i + 1) * bytes / n; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
+}
+
 template <DType T, int R>
-void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y) {
+void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y, const uint8_t* pf = nullptr,
+             int64_t pf_bytes = 0) {
   const int64_t K = w.cols, full = K / 16;
   const int rem = static_cast<int>(K % 16);
   __m512 acc[R];
@@ -43,6 +51,7 @@ void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y) {
       for (int i = 0; i < R; ++i) simd::block_consts<T>(rows[i], b0, n, dc[i], mc[i]);
       for (int j = 0; j < n; ++j) {
         const int64_t b = b0 + j;
+        prefetch_part(pf, pf_bytes, b, nb);
         const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
         for (int i = 0; i < R; ++i) {
           V16 w0, w1;
@@ -54,6 +63,7 @@ void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y) {
     }
   } else {
     for (int64_t c = 0; c < full; ++c) {
+      prefetch_part(pf, pf_bytes, c, full);
       const __m512 xv = _mm512_loadu_ps(x + 16 * c);
       for (int i = 0; i < R; ++i) acc[i] = _mm512_fmadd_ps(deq16<T>(rows[i], c).v, xv, acc[i]);
     }
@@ -112,7 +122,11 @@ void matmul_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x
   const int64_t K = w.cols;
   if (m == 1) {
     int64_t r = r0;
-    for (; r + 8 <= r1; r += 8) rows_x1<T, 8>(w, r, x, y);
+    constexpr int64_t kAhead = 16;  // rows of prefetch distance
+    for (; r + 8 <= r1; r += 8) {
+      const int64_t pr = std::min(r + kAhead, r1), pn = std::min<int64_t>(8, r1 - pr);
+      rows_x1<T, 8>(w, r, x, y, w.data + pr * w.row_stride, pn * static_cast<int64_t>(w.row_stride));
+    }
     for (; r + 4 <= r1; r += 4) rows_x1<T, 4>(w, r, x, y);
     for (; r < r1; ++r) rows_x1<T, 1>(w, r, x, y);
     return;

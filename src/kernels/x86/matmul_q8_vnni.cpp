@@ -1,0 +1,275 @@
+// 8-bit-activation matmul (ggml's W4A8/W8A8 numerics) with AVX-512 VNNI. A zmm register holds
+// the same 32-element block of two weight rows, one per 256-bit half, against the block's 32
+// activation quants repeated in both halves. One vpdpbusd then yields both rows' 8 integer lane
+// sums (lane j = products of elements 4j..4j+3), exactly ref/matmul_q8_ref.cpp's; the float
+// steps after it (fma(d_w*d_x, lane, acc) per block in order, ggml's hsum_float_8, + the Q4_1
+// min term summed block by block) are the scalar twin's too, so results are bitwise equal.
+//
+// vpdpbusd multiplies unsigned by signed bytes, so signed weights are shifted into 0..255:
+// Q4_0 uses q (0..15) for q-8 and Q8_0 uses w+128 (w ^ 0x80), and the accumulator starts at
+// -8 (or -128) times the activations' 4-element sums, computed once per call: integer sums,
+// exact, so the lanes equal the signed dot products.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/kernels.h"
+#include "kernels/x86/x86_common.h"
+
+namespace tessera::avx512 {
+
+namespace {
+
+constexpr int64_t block_bytes(DType t) { return t == DType::Q8_0 ? 34 : t == DType::Q4_1 ? 20 : 18; }
+
+// Activations of one call in the layout the kernels read, built once per thread chunk.
+struct Activations {
+  int64_t m = 0, nb = 0, mpad = 0;
+  std::vector<int8_t> x2;      // [t][b][64]: the block's quants in both 256-bit halves
+  std::vector<int32_t> start;  // [t][b][16]: accumulator start (Q4_0/Q8_0: -c * 4-element sums)
+  std::vector<float> dx;       // [t][nb + 16]: activation block scales (padded for 16-wide loads)
+  std::vector<float> sx_t;     // [b][mpad]: Q4_1 only, d*sum per block, token-major for vectors
+
+  template <DType T>
+  void build(const BlockQ8_1* xq, int64_t m_, int64_t nb_, int64_t stride) {
+    m = m_;
+    nb = nb_;
+    mpad = (m + 15) / 16 * 16;
+    x2.resize(static_cast<size_t>(m * nb * 64));
+    if constexpr (T != DType::Q4_1) start.resize(static_cast<size_t>(m * nb * 16));
+    dx.assign(static_cast<size_t>(m * (nb + 16)), 0.0f);
+    if constexpr (T == DType::Q4_1) sx_t.assign(static_cast<size_t>(nb * mpad), 0.0f);
+    const __m512i ones = _mm512_set1_epi8(1);
+    for (int64_t t = 0; t < m; ++t) {
+      const BlockQ8_1* xb = xq + t * stride;
+      for (int64_t b = 0; b < nb; ++b) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[b].q));
+        const __m512i q2 = _mm512_inserti64x4(_mm512_castsi256_si512(q), q, 1);
+        _mm512_storeu_si512(x2.data() + (t * nb + b) * 64, q2);
+        if constexpr (T != DType::Q4_1) {
+          const __m512i sum4 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, q2);
+          const __m512i s = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum4, T == DType::Q8_0 ? 7 : 3));
+          _mm512_storeu_si512(start.data() + (t * nb + b) * 16, s);
+        }
+        dx[static_cast<size_t>(t * (nb + 16) + b)] = _cvtsh_ss(xb[b].d);
+        if constexpr (T == DType::Q4_1) sx_t[static_cast<size_t>(b * mpad + t)] = _cvtsh_ss(xb[b].s);
+      }
+    }
+  }
+  const int8_t* x2_at(int64_t t, int64_t b) const { return x2.data() + (t * nb + b) * 64; }
+  __m512i start_at(int64_t t, int64_t b) const {
+    return _mm512_loadu_si512(start.data() + (t * nb + b) * 16);
+  }
+};
+
+// Block b of rows A (low half) and B (high half) as the unsigned bytes vpdpbusd takes.
+template <DType T>
+inline __m512i pair_quants(const uint8_t* a, const uint8_t* bq) {
+  if constexpr (T == DType::Q8_0) {
+    const __m512i v = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 2))),
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(bq + 2)), 1);
+    return _mm512_xor_si512(v, _mm512_set1_epi8(static_cast<char>(0x80)));
+  } else {
+    constexpr int off = T == DType::Q4_1 ? 4 : 2;
+    // each 16 nibble bytes twice: the low nibbles (elements 0..15) then, shifted, the high ones
+    const __m256i pa = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a + off)));
+    const __m256i pb = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(bq + off)));
+    const __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(pa), pb, 1);
+    const __m512i shifts = _mm512_setr_epi64(0, 0, 4, 4, 0, 0, 4, 4);
+    return _mm512_and_si512(_mm512_srlv_epi64(v, shifts), _mm512_set1_epi8(0x0f));
+  }
+}
+
+// Two 8-lane halves [d_a x 8 | d_b x 8].
+inline __m512 halves(__m256 lo, __m256 hi) {
+  return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
+}
+inline __m512 pair_scale(const float* da, const float* db) {
+  return halves(_mm256_broadcast_ss(da), _mm256_broadcast_ss(db));
+}
+
+// ggml's hsum_float_8 of lanes [8h, 8h+8): r[i] = a[i+4] + a[i]; (r0 + r2) + (r1 + r3).
+inline float hsum8(const float* a) {
+  const float r0 = a[4] + a[0], r1 = a[5] + a[1], r2 = a[6] + a[2], r3 = a[7] + a[3];
+  return (r0 + r2) + (r1 + r3);
+}
+
+// Decode: 2P rows (P pairs, P <= 4) against one token, weights read straight from their
+// blocks. rows[] may repeat a row to fill the last pair; only the first n_out results are
+// stored. Each block's scales (and Q4_1 mins) of all the rows are converted as one vector and
+// spread over the pairs with a permute; the Q4_1 min terms run as 8 lanes, one row each.
+template <DType T, int P>
+void pairs_x1(const uint8_t* const* rows, const Activations& a, int64_t t, float* y, int n_out,
+              const uint8_t* pf = nullptr, int64_t pf_bytes = 0) {
+  constexpr int R = 2 * P;
+  constexpr int64_t bs = block_bytes(T);
+  const int64_t nb = a.nb;
+  const float* dx = a.dx.data() + t * (nb + 16);
+  __m512i spread[P];  // lanes 0..7 <- row 2p, lanes 8..15 <- row 2p+1
+  __m512 acc[P];
+  for (int p = 0; p < P; ++p) {
+    spread[p] = _mm512_inserti64x4(_mm512_set1_epi32(2 * p), _mm256_set1_epi32(2 * p + 1), 1);
+    acc[p] = _mm512_setzero_ps();
+  }
+  __m256 summs = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    // software prefetch of rows further on, spread over the blocks: the 8 short rows of a group
+    // are read in an order the hardware prefetchers do not follow far enough ahead of DRAM
+    for (int64_t o = (b * pf_bytes / nb) & ~int64_t{63}; o < (b + 1) * pf_bytes / nb; o += 64)
+      _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
+    int32_t gi[8];  // fp16 scale | fp16 min << 16 (scalar loads: faster here than vpgatherdd)
+    for (int i = 0; i < 8; ++i) std::memcpy(&gi[i], rows[i < R ? i : 0] + b * bs, 4);
+    const __m256i g = _mm256_setr_epi32(gi[0], gi[1], gi[2], gi[3], gi[4], gi[5], gi[6], gi[7]);
+    const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(g)), _mm256_set1_ps(dx[b]));  // d_w*d_x
+    if constexpr (T == DType::Q4_1) {
+      const __m256 mn = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(g, 16)));
+      summs = _mm256_add_ps(summs, _mm256_mul_ps(mn, _mm256_set1_ps(a.sx_t[static_cast<size_t>(b * a.mpad + t)])));
+    }
+    const __m512 dd16 = _mm512_castps256_ps512(dd);
+    const __m512i xv = _mm512_loadu_si512(a.x2_at(t, b));
+    const __m512i s0 = T == DType::Q4_1 ? _mm512_setzero_si512() : a.start_at(t, b);
+    for (int p = 0; p < P; ++p) {
+      const __m512i wv = pair_quants<T>(rows[2 * p] + b * bs, rows[2 * p + 1] + b * bs);
+      const __m512i s = _mm512_dpbusd_epi32(s0, wv, xv);
+      acc[p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread[p], dd16), _mm512_cvtepi32_ps(s), acc[p]);
+    }
+  }
+  alignas(64) float lanes[P][16];
+  alignas(32) float sm[8];
+  for (int p = 0; p < P; ++p) _mm512_store_ps(lanes[p], acc[p]);
+  _mm256_store_ps(sm, summs);
+  for (int i = 0; i < n_out; ++i) y[i] = hsum8(&lanes[i / 2][8 * (i % 2)]) + sm[i];
+}
+
+// Prefill: rows are unpacked in pairs once ([pair][block][64] unsigned quants, [pair][block][16]
+// scales), then a 2-pair x 4-token register block runs over the tokens.
+struct PairPanel {
+  std::vector<int8_t> q;
+  std::vector<float> d;  // [pair][b][16]: [d_a x 8 | d_b x 8]
+  std::vector<float> m;  // [row][b]: Q4_1 mins
+};
+
+template <DType T, int TT>
+void panel_tokens(const PairPanel& pp, int np, const Activations& a, int64_t t0, float out[4][4]) {
+  const int64_t nb = a.nb;
+  __m512 acc[2][TT];
+  for (int p = 0; p < 2; ++p)
+    for (int j = 0; j < TT; ++j) acc[p][j] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    __m512i wv[2];
+    __m512 dw[2];
+    for (int p = 0; p < 2; ++p) {
+      wv[p] = _mm512_loadu_si512(pp.q.data() + (p * nb + b) * 64);
+      dw[p] = _mm512_loadu_ps(pp.d.data() + (p * nb + b) * 16);
+    }
+    for (int j = 0; j < TT; ++j) {
+      const int64_t t = t0 + j;
+      const __m512i xv = _mm512_loadu_si512(a.x2_at(t, b));
+      const __m512i s0 = T == DType::Q4_1 ? _mm512_setzero_si512() : a.start_at(t, b);
+      const __m512 dxv = _mm512_set1_ps(a.dx[static_cast<size_t>(t * (nb + 16) + b)]);
+      for (int p = 0; p < 2; ++p) {
+        const __m512i s = _mm512_dpbusd_epi32(s0, wv[p], xv);
+        acc[p][j] = _mm512_fmadd_ps(_mm512_mul_ps(dw[p], dxv), _mm512_cvtepi32_ps(s), acc[p][j]);
+      }
+    }
+  }
+  for (int p = 0; p < 2; ++p)
+    for (int j = 0; j < TT; ++j) {
+      alignas(64) float lanes[16];
+      _mm512_store_ps(lanes, acc[p][j]);
+      for (int h = 0; h < 2; ++h)
+        if (2 * p + h < np) out[2 * p + h][j] = hsum8(lanes + 8 * h);
+    }
+}
+
+template <DType T>
+void q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m, int64_t xq_stride,
+             float* y, int64_t ys) {
+  constexpr int64_t bs = block_bytes(T);
+  const int64_t nb = w.cols / 32;
+  thread_local Activations a;
+  a.build<T>(xq, m, nb, xq_stride);
+  auto row = [&](int64_t r) { return w.data + r * w.row_stride; };
+  if (m < 4) {
+    for (int64_t t = 0; t < m; ++t) {
+      float* yt = y + t * ys;
+      int64_t r = r0;
+      constexpr int64_t kAhead = 16;  // rows of prefetch distance
+      for (; r + 8 <= r1; r += 8) {
+        const uint8_t* rows[8] = {row(r), row(r + 1), row(r + 2), row(r + 3), row(r + 4), row(r + 5), row(r + 6), row(r + 7)};
+        const int64_t pr = std::min(r + kAhead, r1), pn = std::min<int64_t>(8, r1 - pr);
+        pairs_x1<T, 4>(rows, a, t, yt + r, 8, row(pr), pn * w.row_stride);
+      }
+      for (; r < r1; r += 2) {
+        const int n = static_cast<int>(std::min<int64_t>(2, r1 - r));
+        const uint8_t* rows[2] = {row(r), row(r + n - 1)};
+        pairs_x1<T, 1>(rows, a, t, yt + r, n);
+      }
+    }
+    return;
+  }
+  thread_local PairPanel pp;
+  pp.q.resize(static_cast<size_t>(2 * nb * 64));
+  pp.d.resize(static_cast<size_t>(2 * nb * 16));
+  pp.m.resize(static_cast<size_t>(4 * nb));
+  thread_local std::vector<float> summs;  // [row in group][mpad]
+  summs.resize(static_cast<size_t>(4 * a.mpad));
+  for (int64_t r = r0; r < r1; r += 4) {
+    const int np = static_cast<int>(std::min<int64_t>(4, r1 - r));
+    const uint8_t* rows[4];
+    for (int i = 0; i < 4; ++i) rows[i] = row(r + std::min(i, np - 1));
+    for (int p = 0; p < 2; ++p)
+      for (int64_t b = 0; b < nb; ++b) {
+        const uint8_t* pa = rows[2 * p] + b * bs;
+        const uint8_t* pb = rows[2 * p + 1] + b * bs;
+        _mm512_storeu_si512(pp.q.data() + (p * nb + b) * 64, pair_quants<T>(pa, pb));
+        _mm512_storeu_ps(pp.d.data() + (p * nb + b) * 16,
+                         halves(_mm256_set1_ps(half_at(pa)), _mm256_set1_ps(half_at(pb))));
+      }
+    if constexpr (T == DType::Q4_1) {
+      // the min term, token-parallel: summs[i][t] = sum over b in order of m_i[b] * s_x[t][b]
+      for (int i = 0; i < np; ++i) {
+        for (int64_t b = 0; b < nb; ++b) pp.m[static_cast<size_t>(i * nb + b)] = half_at(rows[i] + b * bs + 2);
+        for (int64_t t = 0; t < a.mpad; t += 16) {
+          __m512 s = _mm512_setzero_ps();
+          for (int64_t b = 0; b < nb; ++b)
+            s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_set1_ps(pp.m[static_cast<size_t>(i * nb + b)]),
+                                               _mm512_loadu_ps(a.sx_t.data() + b * a.mpad + t)));
+          _mm512_storeu_ps(summs.data() + i * a.mpad + t, s);
+        }
+      }
+    }
+    for (int64_t t0 = 0; t0 < m; t0 += 4) {
+      float out[4][4];
+      const int tt = static_cast<int>(std::min<int64_t>(4, m - t0));
+      switch (tt) {
+        case 4: panel_tokens<T, 4>(pp, np, a, t0, out); break;
+        case 3: panel_tokens<T, 3>(pp, np, a, t0, out); break;
+        case 2: panel_tokens<T, 2>(pp, np, a, t0, out); break;
+        default: panel_tokens<T, 1>(pp, np, a, t0, out); break;
+      }
+      for (int i = 0; i < np; ++i)
+        for (int j = 0; j < tt; ++j) {
+          const float sm = T == DType::Q4_1 ? summs[static_cast<size_t>(i * a.mpad + t0 + j)] : 0.0f;
+          y[(t0 + j) * ys + r + i] = out[i][j] + sm;
+        }
+    }
+  }
+}
+
+}  // namespace
+
+bool matmul_q8_rows_vnni(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m,
+                         int64_t xq_stride, float* y, int64_t ys) {
+  switch (w.type) {
+    case DType::Q4_0: q8_rows<DType::Q4_0>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
+    case DType::Q4_1: q8_rows<DType::Q4_1>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
+    case DType::Q8_0: q8_rows<DType::Q8_0>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
+    default: return false;
+  }
+}
+
+}  // namespace tessera::avx512
