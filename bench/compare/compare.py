@@ -4,11 +4,13 @@ threads, interleaved A, B, A, B so both see the same machine conditions. Prints 
 with their spread and the ratio, writes JSON and a PNG bar chart (matplotlib).
 
 Tests (llama-bench's, plus vision):
-  pp512, tg128, pp512 @ d512      tessera bench  vs  llama-bench (same model file)
+  pp512, tg128, pp512 @ d512      tessera bench  vs  llama-bench (same model file); with --q8 also
+                                  tessera --q8-activations (llama.cpp's own W4A8 numerics) vs the
+                                  same llama-bench runs
   vision encode per 512 tile      tessera run    vs  llama-mtmd-cli on a 1920x1080 screenshot (13 tiles)
   screenshot question             the same runs, end to end (preprocess, encode, prefill, answer)
 
-  .peers/venv/bin/python bench/compare/compare.py [--rounds 5] [-t 2] [--no-vision] [--out out/compare]
+  .peers/venv/bin/python bench/compare/compare.py [--rounds 5] [-t 2] [--q8] [--no-vision] [--out out/compare]
 
 Needs build/tessera (scripts/setup.sh), the llama.cpp build (bench/peers/build_llamacpp.sh) and,
 for the vision tests, the SmolVLM-shaped GGUF pair (tessera vlm-init, see docs/vision.md).
@@ -32,8 +34,9 @@ def run(cmd):
 
 
 # ---- text tests: t/s, higher is better -------------------------------------------------
-def tessera_text(a, p, n, d):
-    out = run([TESSERA, "bench", "-m", a.model, "-t", a.threads, "-r", 1, "--json", "-p", p, "-n", n, "-d", d]).stdout
+def tessera_text(a, p, n, d, q8=False):
+    out = run([TESSERA, "bench", "-m", a.model, "-t", a.threads, "-r", 1, "--json", "-p", p, "-n", n, "-d", d]
+              + (["--q8-activations"] if q8 else [])).stdout
     return json.loads(out)["results"][-1]["median"]
 
 
@@ -107,12 +110,16 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--no-vision", action="store_true")
+    ap.add_argument("--q8", action="store_true", help="also run tessera's text tests with --q8-activations")
     ap.add_argument("--out", default=str(ROOT / "out/compare"))
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
     text_tests = [("pp512", 512, 0, 0), ("tg128", 0, 128, 0), ("pp512 @ d512", 512, 0, 512)]
     res = {name: ([], []) for name, *_ in text_tests}
+    if a.q8:
+        for name, *_ in text_tests:
+            res[name + " (q8 act)"] = ([], [])
     vision = not a.no_vision and Path(a.mmproj).exists() and Path(a.text).exists()
     if vision:
         for k in ("vision encode per 512 tile", "screenshot question (total)"):
@@ -121,6 +128,9 @@ def main():
         for name, p, n, d in text_tests:
             res[name][0].append(tessera_text(a, p, n, d))
             res[name][1].append(llama_text(a, p, n, d))
+            if a.q8:
+                res[name + " (q8 act)"][0].append(tessera_text(a, p, n, d, q8=True))
+                res[name + " (q8 act)"][1].append(res[name][1][-1])
         if vision:
             ta, la = tessera_image(a, a.screenshot), llama_image(a, a.screenshot)
             res["vision encode per 512 tile"][0].append(ta["tile_ms"])

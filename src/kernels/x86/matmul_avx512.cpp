@@ -123,6 +123,8 @@ void matmul_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x
   if (m == 1) {
     int64_t r = r0;
     constexpr int64_t kAhead = 16;  // rows of prefetch distance
+    // the first rows of this range, which the loop below does not prefetch
+    prefetch_part(w.data + r0 * w.row_stride, std::min(kAhead, r1 - r0) * static_cast<int64_t>(w.row_stride), 0, 1);
     for (; r + 8 <= r1; r += 8) {
       const int64_t pr = std::min(r + kAhead, r1), pn = std::min<int64_t>(8, r1 - pr);
       rows_x1<T, 8>(w, r, x, y, w.data + pr * w.row_stride, pn * static_cast<int64_t>(w.row_stride));

@@ -198,6 +198,9 @@ void q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq,
       float* yt = y + t * ys;
       int64_t r = r0;
       constexpr int64_t kAhead = 16;  // rows of prefetch distance
+      if (t == 0)  // the first rows of this range, which the loop below does not prefetch
+        for (int64_t o = 0; o < std::min(kAhead, r1 - r0) * static_cast<int64_t>(w.row_stride); o += 64)
+          _mm_prefetch(reinterpret_cast<const char*>(row(r0) + o), _MM_HINT_T0);
       for (; r + 8 <= r1; r += 8) {
         const uint8_t* rows[8] = {row(r), row(r + 1), row(r + 2), row(r + 3), row(r + 4), row(r + 5), row(r + 6), row(r + 7)};
         const int64_t pr = std::min(r + kAhead, r1), pn = std::min<int64_t>(8, r1 - pr);
