@@ -168,6 +168,25 @@ TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
   }
 }
 
+// Prefill long enough to be split into token chunks and row panels (VNNI: 168 tokens per chunk
+// at K = 1536, 64-row panels), with a row range that starts mid-group.
+TEST(Kernels, MatmulQ8LongPrefillMatchesScalarTwin) {
+  if (!has_avx512()) GTEST_SKIP() << "no AVX-512";
+  const int64_t K = 1536, N = 75, M = 203, nb = K / 32;
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
+    const RandomMatrix W = make_matrix(t, N, K, 99);
+    const std::vector<float> x = random_x(M, K, 5);
+    std::vector<BlockQ8_1> xq(static_cast<size_t>(M * nb));
+    ThreadPool pool(2);
+    quantize_rows_q8_1(x.data(), M, K, xq.data(), K, pool);
+    std::vector<float> y_ref(static_cast<size_t>(M * N)), y(y_ref.size(), -1.0f);
+    ref::matmul_q8_rows(W.w, 0, N, xq.data(), M, nb, y_ref.data(), N);
+    avx512::matmul_q8_rows(W.w, 0, 3, xq.data(), M, nb, y.data(), N);
+    avx512::matmul_q8_rows(W.w, 3, N, xq.data(), M, nb, y.data(), N);
+    ASSERT_EQ(std::memcmp(y_ref.data(), y.data(), y.size() * 4), 0) << dtype_name(t);
+  }
+}
+
 // The vectorised activation quantizer gives the scalar twin's bytes, including all-zero
 // blocks, tiny (fp16-subnormal) scales, huge values and exact .5 ties.
 TEST(Kernels, QuantizeRowQ8_1SimdMatchesScalar) {

@@ -63,7 +63,7 @@ int main(int argc, char** argv) {
         const WeightMatrix wm{t, s.N, s.K, W[static_cast<size_t>((i + 2) % copies)].data(), rb};
         const auto t0 = std::chrono::steady_clock::now();
         if (q8) {
-          for (int64_t r = 0; r < s.M; ++r) quantize_row_q8_1(x.data() + r * s.K, xq.data() + r * s.K / 32, s.K);
+          quantize_rows_q8_1(x.data(), s.M, s.K, xq.data(), s.K, pool);
           matmul_q8(wm, xq.data(), s.M, s.K / 32, y.data(), s.N, pool);
         } else {
           matmul(wm, x.data(), s.M, s.K, y.data(), s.N, pool);

@@ -98,6 +98,14 @@ void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k) {
   ref::quantize_row_q8_1(x, y, k);
 }
 
+void quantize_rows_q8_1(const float* x, int64_t n, int64_t xs, BlockQ8_1* y, int64_t k, ThreadPool& pool) {
+  const auto rows = [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) quantize_row_q8_1(x + i * xs, y + i * (k / 32), k);
+  };
+  if (n < 8) return rows(0, n);  // a decode row: not worth waking the pool
+  pool.parallel_for(n, 4, rows);
+}
+
 void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq_stride, float* y,
                int64_t ys, ThreadPool& pool) {
   if (!supports_q8_activations(w.type)) fail("8-bit activations are not supported for %s weights", dtype_name(w.type));

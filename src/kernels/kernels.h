@@ -57,6 +57,8 @@ struct BlockQ8_1 {
 static_assert(sizeof(BlockQ8_1) == 36);
 bool supports_q8_activations(DType weight_type);  // Q4_0, Q4_1, Q8_0
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);  // k % 32 == 0
+// n rows of x (xs floats apart) into k/32 blocks each, rows spread over the pool.
+void quantize_rows_q8_1(const float* x, int64_t n, int64_t xs, BlockQ8_1* y, int64_t k, ThreadPool& pool);
 // y[t*ys + r] = W[r] · x_t with x_t given as k/32 blocks per token, `xq_stride` blocks apart.
 void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq_stride, float* y,
                int64_t ys, ThreadPool& pool);

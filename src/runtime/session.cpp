@@ -56,8 +56,7 @@ void Session::linear(const WeightMatrix& w, const float* x, int n, int64_t xs, f
     return;
   }
   const int64_t nb = w.cols / 32;
-  if (!reuse_quantized)
-    for (int i = 0; i < n; ++i) quantize_row_q8_1(x + i * xs, xq_.data() + i * nb, w.cols);
+  if (!reuse_quantized) quantize_rows_q8_1(x, n, xs, xq_.data(), w.cols, pool_);
   matmul_q8(w, xq_.data(), n, nb, y, ys, pool_);
 }
 

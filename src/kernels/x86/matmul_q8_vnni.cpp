@@ -27,18 +27,20 @@ constexpr int64_t block_bytes(DType t) { return t == DType::Q8_0 ? 34 : t == DTy
 // Activations of one call in the layout the kernels read, built once per thread chunk.
 struct Activations {
   int64_t m = 0, nb = 0, mpad = 0;
-  std::vector<int8_t> x2;      // [t][b][64]: the block's quants in both 256-bit halves
-  std::vector<int32_t> start;  // [t][b][16]: accumulator start (Q4_0/Q8_0: -c * 4-element sums)
+  std::vector<int8_t> x2;      // [t][b][64]: the block's quants in both 256-bit halves (+128 when
+                               // `shifted`: prefill of signed weights, see PrefillPanel)
+  std::vector<int32_t> start;  // [t][b][16]: decode's accumulator start (Q4_0/Q8_0: -c * 4-element sums)
   std::vector<float> dx;       // [t][nb + 16]: activation block scales (padded for 16-wide loads)
   std::vector<float> sx_t;     // [b][mpad]: Q4_1 only, d*sum per block, token-major for vectors
 
   template <DType T>
-  void build(const BlockQ8_1* xq, int64_t m_, int64_t nb_, int64_t stride) {
+  void build(const BlockQ8_1* xq, int64_t m_, int64_t nb_, int64_t stride, bool shifted) {
     m = m_;
     nb = nb_;
     mpad = (m + 15) / 16 * 16;
     x2.resize(static_cast<size_t>(m * nb * 64));
-    if constexpr (T != DType::Q4_1) start.resize(static_cast<size_t>(m * nb * 16));
+    const bool with_start = T != DType::Q4_1 && !shifted;
+    if (with_start) start.resize(static_cast<size_t>(m * nb * 16));
     dx.assign(static_cast<size_t>(m * (nb + 16)), 0.0f);
     if constexpr (T == DType::Q4_1) sx_t.assign(static_cast<size_t>(nb * mpad), 0.0f);
     const __m512i ones = _mm512_set1_epi8(1);
@@ -47,8 +49,9 @@ struct Activations {
       for (int64_t b = 0; b < nb; ++b) {
         const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(xb[b].q));
         const __m512i q2 = _mm512_inserti64x4(_mm512_castsi256_si512(q), q, 1);
-        _mm512_storeu_si512(x2.data() + (t * nb + b) * 64, q2);
-        if constexpr (T != DType::Q4_1) {
+        _mm512_storeu_si512(x2.data() + (t * nb + b) * 64,
+                            shifted ? _mm512_xor_si512(q2, _mm512_set1_epi8(static_cast<char>(0x80))) : q2);
+        if (with_start) {
           const __m512i sum4 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, q2);
           const __m512i s = _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum4, T == DType::Q8_0 ? 7 : 3));
           _mm512_storeu_si512(start.data() + (t * nb + b) * 16, s);
@@ -91,10 +94,14 @@ inline __m512 pair_scale(const float* da, const float* db) {
   return halves(_mm256_broadcast_ss(da), _mm256_broadcast_ss(db));
 }
 
-// ggml's hsum_float_8 of lanes [8h, 8h+8): r[i] = a[i+4] + a[i]; (r0 + r2) + (r1 + r3).
-inline float hsum8(const float* a) {
-  const float r0 = a[4] + a[0], r1 = a[5] + a[1], r2 = a[6] + a[2], r3 = a[7] + a[3];
-  return (r0 + r2) + (r1 + r3);
+// ggml's hsum_float_8 of both 8-lane halves at once: r[i] = a[i+4] + a[i]; (r0 + r2) + (r1 + r3);
+// the results land in lanes 0 (row A) and 8 (row B).
+inline void hsum8_pair(__m512 v, float& ra, float& rb) {
+  const __m512 r = _mm512_add_ps(v, _mm512_shuffle_f32x4(v, v, 0xB1));  // swap the 128-bit halves of each 256
+  const __m512 h = _mm512_add_ps(r, _mm512_permute_ps(r, 0x4E));         // lane 0: r0 + r2, lane 1: r1 + r3
+  const __m512 f = _mm512_add_ps(h, _mm512_permute_ps(h, 0xB1));         // lane 0: (r0 + r2) + (r1 + r3)
+  ra = _mm512_cvtss_f32(f);
+  rb = _mm256_cvtss_f32(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(f), 1)));
 }
 
 // Decode: 2P rows (P pairs, P <= 4) against one token, weights read straight from their
@@ -137,52 +144,60 @@ void pairs_x1(const uint8_t* const* rows, const Activations& a, int64_t t, float
       acc[p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread[p], dd16), _mm512_cvtepi32_ps(s), acc[p]);
     }
   }
-  alignas(64) float lanes[P][16];
+  float h[2 * P];
   alignas(32) float sm[8];
-  for (int p = 0; p < P; ++p) _mm512_store_ps(lanes[p], acc[p]);
+  for (int p = 0; p < P; ++p) hsum8_pair(acc[p], h[2 * p], h[2 * p + 1]);
   _mm256_store_ps(sm, summs);
-  for (int i = 0; i < n_out; ++i) y[i] = hsum8(&lanes[i / 2][8 * (i % 2)]) + sm[i];
+  for (int i = 0; i < n_out; ++i) y[i] = h[i] + sm[i];
 }
 
-// Prefill: rows are unpacked in pairs once ([pair][block][64] unsigned quants, [pair][block][16]
-// scales), then a 2-pair x 4-token register block runs over the tokens.
-struct PairPanel {
+// Prefill: 8 rows (4 pairs) are unpacked once per panel: [pair][block][64] quants, [pair][block][16]
+// scales [d_a x 8 | d_b x 8]. Q4_1's quants (0..15) are the unsigned operand against signed
+// activations; Q4_0/Q8_0 keep their signed quants (q-8, w) against activations shifted to x+128,
+// with the accumulator started at -128 times the weights' 4-element sums ([pair][block][16]): the
+// same exact integers as decode's form, and only 64 bytes of activations per token and block.
+struct PrefillPanel {
   std::vector<int8_t> q;
-  std::vector<float> d;  // [pair][b][16]: [d_a x 8 | d_b x 8]
-  std::vector<float> m;  // [row][b]: Q4_1 mins
+  std::vector<float> d;
+  std::vector<int32_t> c;  // Q4_0/Q8_0 accumulator starts
+  std::vector<float> m;    // [b]: one row's Q4_1 mins
 };
 
+template <DType T>
+inline __m512i pair_signed(const uint8_t* a, const uint8_t* bq) {
+  if constexpr (T == DType::Q4_1) return pair_quants<T>(a, bq);
+  else return _mm512_sub_epi8(pair_quants<T>(a, bq), _mm512_set1_epi8(static_cast<char>(T == DType::Q8_0 ? 0x80 : 8)));
+}
+
+// 8 rows x TT tokens over all blocks; out[row][token] = hsum8 of the row's lanes.
 template <DType T, int TT>
-void panel_tokens(const PairPanel& pp, int np, const Activations& a, int64_t t0, float out[4][4]) {
+void panel_tokens(const int8_t* q, const float* d, const int32_t* c, const Activations& a, int64_t t0, float out[8][4]) {
+  constexpr int P = 4;
   const int64_t nb = a.nb;
-  __m512 acc[2][TT];
-  for (int p = 0; p < 2; ++p)
+  __m512 acc[P][TT];
+  for (int p = 0; p < P; ++p)
     for (int j = 0; j < TT; ++j) acc[p][j] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    __m512i wv[2];
-    __m512 dw[2];
-    for (int p = 0; p < 2; ++p) {
-      wv[p] = _mm512_loadu_si512(pp.q.data() + (p * nb + b) * 64);
-      dw[p] = _mm512_loadu_ps(pp.d.data() + (p * nb + b) * 16);
+    __m512i wv[P];
+    __m512 dw[P];
+    for (int p = 0; p < P; ++p) {
+      wv[p] = _mm512_loadu_si512(q + (p * nb + b) * 64);
+      dw[p] = _mm512_loadu_ps(d + (p * nb + b) * 16);
     }
     for (int j = 0; j < TT; ++j) {
       const int64_t t = t0 + j;
       const __m512i xv = _mm512_loadu_si512(a.x2_at(t, b));
-      const __m512i s0 = T == DType::Q4_1 ? _mm512_setzero_si512() : a.start_at(t, b);
       const __m512 dxv = _mm512_set1_ps(a.dx[static_cast<size_t>(t * (nb + 16) + b)]);
-      for (int p = 0; p < 2; ++p) {
-        const __m512i s = _mm512_dpbusd_epi32(s0, wv[p], xv);
+      for (int p = 0; p < P; ++p) {
+        __m512i s;
+        if constexpr (T == DType::Q4_1) s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv[p], xv);
+        else s = _mm512_dpbusd_epi32(_mm512_loadu_si512(c + (p * nb + b) * 16), xv, wv[p]);
         acc[p][j] = _mm512_fmadd_ps(_mm512_mul_ps(dw[p], dxv), _mm512_cvtepi32_ps(s), acc[p][j]);
       }
     }
   }
-  for (int p = 0; p < 2; ++p)
-    for (int j = 0; j < TT; ++j) {
-      alignas(64) float lanes[16];
-      _mm512_store_ps(lanes, acc[p][j]);
-      for (int h = 0; h < 2; ++h)
-        if (2 * p + h < np) out[2 * p + h][j] = hsum8(lanes + 8 * h);
-    }
+  for (int p = 0; p < P; ++p)
+    for (int j = 0; j < TT; ++j) hsum8_pair(acc[p][j], out[2 * p][j], out[2 * p + 1][j]);
 }
 
 template <DType T>
@@ -191,7 +206,7 @@ void q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq,
   constexpr int64_t bs = block_bytes(T);
   const int64_t nb = w.cols / 32;
   thread_local Activations a;
-  a.build<T>(xq, m, nb, xq_stride);
+  a.build<T>(xq, m, nb, xq_stride, m >= 4 && T != DType::Q4_1);
   auto row = [&](int64_t r) { return w.data + r * w.row_stride; };
   if (m < 4) {
     for (int64_t t = 0; t < m; ++t) {
@@ -214,51 +229,75 @@ void q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq,
     }
     return;
   }
-  thread_local PairPanel pp;
-  pp.q.resize(static_cast<size_t>(2 * nb * 64));
-  pp.d.resize(static_cast<size_t>(2 * nb * 16));
-  pp.m.resize(static_cast<size_t>(4 * nb));
-  thread_local std::vector<float> summs;  // [row in group][mpad]
-  summs.resize(static_cast<size_t>(4 * a.mpad));
-  for (int64_t r = r0; r < r1; r += 4) {
-    const int np = static_cast<int>(std::min<int64_t>(4, r1 - r));
-    const uint8_t* rows[4];
-    for (int i = 0; i < 4; ++i) rows[i] = row(r + std::min(i, np - 1));
-    for (int p = 0; p < 2; ++p)
-      for (int64_t b = 0; b < nb; ++b) {
-        const uint8_t* pa = rows[2 * p] + b * bs;
-        const uint8_t* pb = rows[2 * p + 1] + b * bs;
-        _mm512_storeu_si512(pp.q.data() + (p * nb + b) * 64, pair_quants<T>(pa, pb));
-        _mm512_storeu_ps(pp.d.data() + (p * nb + b) * 16,
-                         halves(_mm256_set1_ps(half_at(pa)), _mm256_set1_ps(half_at(pb))));
-      }
-    if constexpr (T == DType::Q4_1) {
-      // the min term, token-parallel: summs[i][t] = sum over b in order of m_i[b] * s_x[t][b]
-      for (int i = 0; i < np; ++i) {
-        for (int64_t b = 0; b < nb; ++b) pp.m[static_cast<size_t>(i * nb + b)] = half_at(rows[i] + b * bs + 2);
-        for (int64_t t = 0; t < a.mpad; t += 16) {
-          __m512 s = _mm512_setzero_ps();
-          for (int64_t b = 0; b < nb; ++b)
-            s = _mm512_add_ps(s, _mm512_mul_ps(_mm512_set1_ps(pp.m[static_cast<size_t>(i * nb + b)]),
-                                               _mm512_loadu_ps(a.sx_t.data() + b * a.mpad + t)));
-          _mm512_storeu_ps(summs.data() + i * a.mpad + t, s);
+  // Cache blocking: a panel of up to 8 unpacked 8-row groups, swept by chunks of tokens whose
+  // prepared activations (64 bytes per block) stay in L2 meanwhile.
+  constexpr int64_t kGroups = 8;
+  const int64_t tokens_per_chunk = std::max<int64_t>(3, (512 * 1024) / (nb * 64) / 3 * 3);
+  thread_local PrefillPanel pp;
+  pp.q.resize(static_cast<size_t>(kGroups * 4 * nb * 64));
+  pp.d.resize(static_cast<size_t>(kGroups * 4 * nb * 16));
+  if constexpr (T != DType::Q4_1) pp.c.resize(static_cast<size_t>(kGroups * 4 * nb * 16));
+  pp.m.resize(static_cast<size_t>(nb));
+  thread_local std::vector<float> summs;  // [row in panel][mpad]
+  summs.resize(static_cast<size_t>(kGroups * 8 * a.mpad));
+  const __m512i ones = _mm512_set1_epi8(1);
+  for (int64_t p0 = r0; p0 < r1; p0 += 8 * kGroups) {
+    const int64_t ng = (std::min(8 * kGroups, r1 - p0) + 7) / 8;
+    for (int64_t g = 0; g < ng; ++g) {
+      const int64_t r = p0 + 8 * g;
+      const int np = static_cast<int>(std::min<int64_t>(8, r1 - r));
+      const uint8_t* rows[8];
+      for (int i = 0; i < 8; ++i) rows[i] = row(r + std::min(i, np - 1));
+      for (int p = 0; p < 4; ++p)
+        for (int64_t b = 0; b < nb; ++b) {
+          const uint8_t* pa = rows[2 * p] + b * bs;
+          const uint8_t* pb = rows[2 * p + 1] + b * bs;
+          const size_t at = static_cast<size_t>((g * 4 + p) * nb + b);
+          const __m512i wq = pair_signed<T>(pa, pb);
+          _mm512_storeu_si512(pp.q.data() + at * 64, wq);
+          _mm512_storeu_ps(pp.d.data() + at * 16, halves(_mm256_set1_ps(half_at(pa)), _mm256_set1_ps(half_at(pb))));
+          if constexpr (T != DType::Q4_1) {
+            const __m512i sum4 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, wq);
+            _mm512_storeu_si512(pp.c.data() + at * 16, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum4, 7)));
+          }
+        }
+      if constexpr (T == DType::Q4_1) {
+        // the min term, token-parallel: summs[i][t] = sum over b in order of m_i[b] * s_x[t][b]
+        for (int i = 0; i < np; ++i) {
+          for (int64_t b = 0; b < nb; ++b) pp.m[static_cast<size_t>(b)] = half_at(rows[i] + b * bs + 2);
+          for (int64_t t = 0; t < a.mpad; t += 16) {
+            __m512 sv = _mm512_setzero_ps();
+            for (int64_t b = 0; b < nb; ++b)
+              sv = _mm512_add_ps(sv, _mm512_mul_ps(_mm512_set1_ps(pp.m[static_cast<size_t>(b)]),
+                                                   _mm512_loadu_ps(a.sx_t.data() + b * a.mpad + t)));
+            _mm512_storeu_ps(summs.data() + (8 * g + i) * a.mpad + t, sv);
+          }
         }
       }
     }
-    for (int64_t t0 = 0; t0 < m; t0 += 4) {
-      float out[4][4];
-      const int tt = static_cast<int>(std::min<int64_t>(4, m - t0));
-      switch (tt) {
-        case 4: panel_tokens<T, 4>(pp, np, a, t0, out); break;
-        case 3: panel_tokens<T, 3>(pp, np, a, t0, out); break;
-        case 2: panel_tokens<T, 2>(pp, np, a, t0, out); break;
-        default: panel_tokens<T, 1>(pp, np, a, t0, out); break;
-      }
-      for (int i = 0; i < np; ++i)
-        for (int j = 0; j < tt; ++j) {
-          const float sm = T == DType::Q4_1 ? summs[static_cast<size_t>(i * a.mpad + t0 + j)] : 0.0f;
-          y[(t0 + j) * ys + r + i] = out[i][j] + sm;
+    for (int64_t c0 = 0; c0 < m; c0 += tokens_per_chunk) {
+      const int64_t c1 = std::min(m, c0 + tokens_per_chunk);
+      for (int64_t g = 0; g < ng; ++g) {
+        const int64_t r = p0 + 8 * g;
+        const int np = static_cast<int>(std::min<int64_t>(8, r1 - r));
+        const int8_t* q = pp.q.data() + g * 4 * nb * 64;
+        const float* d = pp.d.data() + g * 4 * nb * 16;
+        const int32_t* c = T == DType::Q4_1 ? nullptr : pp.c.data() + g * 4 * nb * 16;
+        for (int64_t t0 = c0; t0 < c1; t0 += 3) {
+          float out[8][4];
+          const int tt = static_cast<int>(std::min<int64_t>(3, c1 - t0));
+          switch (tt) {
+            case 3: panel_tokens<T, 3>(q, d, c, a, t0, out); break;
+            case 2: panel_tokens<T, 2>(q, d, c, a, t0, out); break;
+            default: panel_tokens<T, 1>(q, d, c, a, t0, out); break;
+          }
+          for (int i = 0; i < np; ++i)
+            for (int j = 0; j < tt; ++j) {
+              const float sm = T == DType::Q4_1 ? summs[static_cast<size_t>((8 * g + i) * a.mpad + t0 + j)] : 0.0f;
+              y[(t0 + j) * ys + r + i] = out[i][j] + sm;
+            }
         }
+      }
     }
   }
 }
