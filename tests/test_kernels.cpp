@@ -142,6 +142,12 @@ TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
                   << dtype_name(t) << " K=" << K << " N=" << N << " M=" << M;
             }
           }
+          if (has_avx2()) {
+            std::fill(y_simd.begin(), y_simd.end(), -1.0f);
+            avx2::matmul_q8_rows(W.w, 0, N, xq.data(), M, nb, y_simd.data(), N);
+            ASSERT_EQ(std::memcmp(y_ref.data(), y_simd.data(), y_ref.size() * 4), 0)
+                << "avx2 differs from scalar: " << dtype_name(t) << " K=" << K << " N=" << N << " M=" << M;
+          }
           if (!has_avx512()) continue;
           const Isa before = active_isa();
           for (Isa level : {Isa::Avx512, Isa::Avx512Vnni}) {
