@@ -62,8 +62,9 @@ int main() {
       }
     }
   }
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {  // 8-bit activations (W4A8/W8A8)
-    for (int64_t K : {32, 576, 1536}) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K}) {  // 8-bit activations (W4A8/W8A8)
+    for (int64_t K : {32, 256, 576, 1536}) {
+      if (K % info(t).block_elems) continue;
       const RandomMatrix W = make_matrix(t, 13, K, static_cast<uint32_t>(K + 5));
       for (int64_t M : {1, 3}) {
         const std::vector<float> x = random_x(M, K, static_cast<uint32_t>(M * 3 + K));

@@ -10,6 +10,7 @@
 
 #include "core/fp16.h"
 #include "kernels/kernels.h"
+#include "kernels/quant_blocks.h"
 #include "kernel_cases.h"
 
 using namespace tessera;
@@ -122,8 +123,9 @@ TEST(Kernels, QuantizeRowQ8_1FollowsGgml) {
 }
 
 TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
-    for (int64_t K : {32, 64, 576, 1536}) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K}) {
+    for (int64_t K : {32, 64, 256, 576, 1536}) {
+      if (K % info(t).block_elems) continue;  // Q4_K: super-blocks of 256
       for (int64_t N : {1, 3, 8, 13, 17}) {
         const RandomMatrix W = make_matrix(t, N, K, static_cast<uint32_t>(K + N));
         for (int64_t M : {1, 2, 5, 9}) {
@@ -179,7 +181,7 @@ TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
 TEST(Kernels, MatmulQ8LongPrefillMatchesScalarTwin) {
   if (!has_avx512()) GTEST_SKIP() << "no AVX-512";
   const int64_t K = 1536, N = 75, M = 203, nb = K / 32;
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0}) {
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K}) {
     const RandomMatrix W = make_matrix(t, N, K, 99);
     const std::vector<float> x = random_x(M, K, 5);
     std::vector<BlockQ8_1> xq(static_cast<size_t>(M * nb));
@@ -190,6 +192,22 @@ TEST(Kernels, MatmulQ8LongPrefillMatchesScalarTwin) {
     avx512::matmul_q8_rows(W.w, 0, 3, xq.data(), M, nb, y.data(), N);
     avx512::matmul_q8_rows(W.w, 3, N, xq.data(), M, nb, y.data(), N);
     ASSERT_EQ(std::memcmp(y_ref.data(), y.data(), y.size() * 4), 0) << dtype_name(t);
+  }
+}
+
+// The word-at-a-time unpacking of Q4_K's 6-bit scales and mins equals the field-by-field one.
+TEST(Kernels, Q4KScalesMins8MatchesFieldByField) {
+  std::mt19937 rng(3);
+  for (int trial = 0; trial < 2000; ++trial) {
+    uint8_t scales[12], sc8[8], mn8[8];
+    for (auto& b : scales) b = static_cast<uint8_t>(rng());
+    q4k_scales_mins8(scales, sc8, mn8);
+    for (int j = 0; j < 8; ++j) {
+      int sc, mn;
+      q4k_scale_min(scales, j, sc, mn);
+      ASSERT_EQ(sc8[j], sc) << j;
+      ASSERT_EQ(mn8[j], mn) << j;
+    }
   }
 }
 

@@ -6,10 +6,13 @@
 
 #include "core/fp16.h"
 #include "kernels/kernels.h"
+#include "kernels/quant_blocks.h"
 
 namespace tessera {
 
-bool supports_q8_activations(DType t) { return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0; }
+bool supports_q8_activations(DType t) {
+  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0 || t == DType::Q4_K;
+}
 
 namespace ref {
 
@@ -42,6 +45,19 @@ void weight_block(DType t, const uint8_t* row, int64_t b, int q[32], float& d, f
     d = fp16_to_float(h);
     m = 0;
     for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(p[2 + i]);
+    return;
+  }
+  if (t == DType::Q4_K) {  // sub-block b % 8 of super-block b / 8, as block_consts/weight_at
+    const uint8_t* p = row + (b / 8) * kQ4KBytes;
+    const int j = static_cast<int>(b % 8);
+    int sc, mn;
+    q4k_scale_min(p + 4, j, sc, mn);
+    std::memcpy(&h, p, 2);
+    d = fp16_to_float(h) * static_cast<float>(sc);
+    std::memcpy(&h, p + 2, 2);
+    m = -(fp16_to_float(h) * static_cast<float>(mn));
+    const uint8_t* qs = p + 16 + 32 * (j / 2);
+    for (int i = 0; i < 32; ++i) q[i] = j % 2 ? qs[i] >> 4 : qs[i] & 15;
     return;
   }
   const bool q41 = t == DType::Q4_1;
@@ -85,7 +101,7 @@ void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8
         float d, mn;
         weight_block(w.type, row, b, q, d, mn);
         const float dx = fp16_to_float(xb[b].d);
-        if (w.type == DType::Q4_1) summs += mn * fp16_to_float(xb[b].s);
+        if (w.type == DType::Q4_1 || w.type == DType::Q4_K) summs += mn * fp16_to_float(xb[b].s);
         const float dd = d * dx;
         for (int j = 0; j < 8; ++j) {
           int s = 0;

@@ -72,13 +72,15 @@ template <DType t>
 inline void block_consts(const uint8_t* row, int64_t b0, int n, float* d, float* m) {
   constexpr int64_t bs = t == DType::Q8_0 ? 34 : t == DType::Q4_0 ? 18 : 20;
   if constexpr (t == DType::Q4_K) {
-    for (int j = 0; j < n; ++j) {
-      const int64_t b = b0 + j;
-      const uint8_t* p = row + (b / 8) * kQ4KBytes;
-      int sc, mn;
-      q4k_scale_min(p + 4, static_cast<int>(b % 8), sc, mn);
-      d[j] = half_at(p) * static_cast<float>(sc);
-      m[j] = -(half_at(p + 2) * static_cast<float>(mn));
+    for (int j0 = 0; j0 < n; j0 += 8) {  // b0 is a multiple of 16: whole super-blocks
+      const uint8_t* p = row + ((b0 + j0) / 8) * kQ4KBytes;
+      uint8_t sc[8], mn[8];
+      q4k_scales_mins8(p + 4, sc, mn);
+      const float dd = half_at(p), dm = half_at(p + 2);
+      for (int j = 0; j < 8 && j0 + j < n; ++j) {
+        d[j0 + j] = dd * static_cast<float>(sc[j]);
+        m[j0 + j] = -(dm * static_cast<float>(mn[j]));
+      }
     }
   } else {
 #if defined(__AVX512F__)

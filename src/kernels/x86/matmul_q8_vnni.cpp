@@ -23,6 +23,24 @@ namespace tessera::avx512 {
 namespace {
 
 constexpr int64_t block_bytes(DType t) { return t == DType::Q8_0 ? 34 : t == DType::Q4_1 ? 20 : 18; }
+// Types with unsigned quants (0..15) and a min term: Q4_1, and Q4_K's sub-blocks.
+constexpr bool has_min(DType t) { return t == DType::Q4_1 || t == DType::Q4_K; }
+
+// Block b's scale and min as the scalar twin computes them (Q4_K: d·sc and −(dmin·m)).
+template <DType T>
+inline void block_dm(const uint8_t* row, int64_t b, float& d, float& m) {
+  if constexpr (T == DType::Q4_K) {
+    const uint8_t* p = row + (b / 8) * kQ4KBytes;
+    int sc, mn;
+    q4k_scale_min(p + 4, static_cast<int>(b % 8), sc, mn);
+    d = half_at(p) * static_cast<float>(sc);
+    m = -(half_at(p + 2) * static_cast<float>(mn));
+  } else {
+    const uint8_t* p = row + b * block_bytes(T);
+    d = half_at(p);
+    m = T == DType::Q4_1 ? half_at(p + 2) : 0.0f;
+  }
+}
 
 // Activations of one call in the layout the kernels read, built once per thread chunk.
 struct Activations {
@@ -31,7 +49,7 @@ struct Activations {
                                // `shifted`: prefill of signed weights, see PrefillPanel)
   std::vector<int32_t> start;  // [t][b][16]: decode's accumulator start (Q4_0/Q8_0: -c * 4-element sums)
   std::vector<float> dx;       // [t][nb + 16]: activation block scales (padded for 16-wide loads)
-  std::vector<float> sx_t;     // [b][mpad]: Q4_1 only, d*sum per block, token-major for vectors
+  std::vector<float> sx_t;     // [b][mpad]: Q4_1/Q4_K only, d*sum per block, token-major for vectors
 
   template <DType T>
   void build(const BlockQ8_1* xq, int64_t m_, int64_t nb_, int64_t stride, bool shifted) {
@@ -39,10 +57,10 @@ struct Activations {
     nb = nb_;
     mpad = (m + 15) / 16 * 16;
     x2.resize(static_cast<size_t>(m * nb * 64));
-    const bool with_start = T != DType::Q4_1 && !shifted;
+    const bool with_start = !has_min(T) && !shifted;
     if (with_start) start.resize(static_cast<size_t>(m * nb * 16));
     dx.assign(static_cast<size_t>(m * (nb + 16)), 0.0f);
-    if constexpr (T == DType::Q4_1) sx_t.assign(static_cast<size_t>(nb * mpad), 0.0f);
+    if constexpr (has_min(T)) sx_t.assign(static_cast<size_t>(nb * mpad), 0.0f);
     const __m512i ones = _mm512_set1_epi8(1);
     for (int64_t t = 0; t < m; ++t) {
       const BlockQ8_1* xb = xq + t * stride;
@@ -57,7 +75,7 @@ struct Activations {
           _mm512_storeu_si512(start.data() + (t * nb + b) * 16, s);
         }
         dx[static_cast<size_t>(t * (nb + 16) + b)] = _cvtsh_ss(xb[b].d);
-        if constexpr (T == DType::Q4_1) sx_t[static_cast<size_t>(b * mpad + t)] = _cvtsh_ss(xb[b].s);
+        if constexpr (has_min(T)) sx_t[static_cast<size_t>(b * mpad + t)] = _cvtsh_ss(xb[b].s);
       }
     }
   }
@@ -86,6 +104,25 @@ inline __m512i pair_quants(const uint8_t* a, const uint8_t* bq) {
   }
 }
 
+// One Q4_K super-block's 8 sub-block scales d·sc and mins −(dmin·m), as vectors.
+inline void q4k_dm8(const uint8_t* p, __m256& d8, __m256& m8) {
+  alignas(16) uint8_t sc[16] = {}, mn[16] = {};
+  q4k_scales_mins8(p + 4, sc, mn);
+  const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc))));
+  const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(mn))));
+  d8 = _mm256_mul_ps(scf, _mm256_set1_ps(half_at(p)));
+  m8 = _mm256_xor_ps(_mm256_mul_ps(mnf, _mm256_set1_ps(half_at(p + 2))), _mm256_set1_ps(-0.0f));
+}
+
+// Q4_K block b (sub-block b % 8) of rows a and b: 32 bytes of nibbles, low or high.
+inline __m512i pair_quants_k(const uint8_t* ra, const uint8_t* rb, int64_t b) {
+  const int64_t off = (b / 8) * kQ4KBytes + 16 + 32 * ((b % 8) / 2);
+  __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(ra + off))),
+                                 _mm256_loadu_si256(reinterpret_cast<const __m256i*>(rb + off)), 1);
+  if (b % 2) v = _mm512_srli_epi16(v, 4);
+  return _mm512_and_si512(v, _mm512_set1_epi8(0x0f));
+}
+
 // Two 8-lane halves [d_a x 8 | d_b x 8].
 inline __m512 halves(__m256 lo, __m256 hi) {
   return _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castpd256_pd512(_mm256_castps_pd(lo)), _mm256_castps_pd(hi), 1));
@@ -107,7 +144,8 @@ inline void hsum8_pair(__m512 v, float& ra, float& rb) {
 // Decode: 2P rows (P pairs, P <= 4) against one token, weights read straight from their
 // blocks. rows[] may repeat a row to fill the last pair; only the first n_out results are
 // stored. Each block's scales (and Q4_1 mins) of all the rows are converted as one vector and
-// spread over the pairs with a permute; the Q4_1 min terms run as 8 lanes, one row each.
+// spread over the pairs with a permute; the Q4_1 min terms run as 8 lanes, one row each. Q4_K
+// takes its scales per super-block instead (below).
 template <DType T, int P>
 void pairs_x1(const uint8_t* const* rows, const Activations& a, int64_t t, float* y, int n_out,
               const uint8_t* pf = nullptr, int64_t pf_bytes = 0) {
@@ -122,7 +160,35 @@ void pairs_x1(const uint8_t* const* rows, const Activations& a, int64_t t, float
     acc[p] = _mm512_setzero_ps();
   }
   __m256 summs = _mm256_setzero_ps();
-  for (int64_t b = 0; b < nb; ++b) {
+  if constexpr (T == DType::Q4_K) {
+    // per super-block: each row's 8 sub-block scales and mins, times d_x and s_x with vectors;
+    // the min terms summed row by row in block order
+    float sk[8] = {};
+    for (int64_t s0 = 0; s0 < nb; s0 += 8) {
+      for (int64_t o = (s0 * pf_bytes / nb) & ~int64_t{63}; o < (s0 + 8) * pf_bytes / nb; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
+      alignas(32) float dk[8][8], mk[8][8], sx[8];
+      for (int j = 0; j < 8; ++j) sx[j] = a.sx_t[static_cast<size_t>((s0 + j) * a.mpad + t)];
+      const __m256 dxv = _mm256_loadu_ps(dx + s0), sxv = _mm256_load_ps(sx);
+      for (int i = 0; i < R; ++i) {
+        __m256 d8, m8;
+        q4k_dm8(rows[i] + (s0 / 8) * kQ4KBytes, d8, m8);
+        _mm256_store_ps(dk[i], _mm256_mul_ps(d8, dxv));
+        _mm256_store_ps(mk[i], _mm256_mul_ps(m8, sxv));
+      }
+      for (int j = 0; j < 8; ++j) {
+        const int64_t b = s0 + j;
+        const __m512i xv = _mm512_loadu_si512(a.x2_at(t, b));
+        for (int p = 0; p < P; ++p) {
+          const __m512i s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), pair_quants_k(rows[2 * p], rows[2 * p + 1], b), xv);
+          acc[p] = _mm512_fmadd_ps(pair_scale(&dk[2 * p][j], &dk[2 * p + 1][j]), _mm512_cvtepi32_ps(s), acc[p]);
+        }
+        for (int i = 0; i < R; ++i) sk[i] += mk[i][j];
+      }
+    }
+    summs = _mm256_loadu_ps(sk);
+  }
+  for (int64_t b = 0; b < (T == DType::Q4_K ? 0 : nb); ++b) {
     // software prefetch of rows further on, spread over the blocks: the 8 short rows of a group
     // are read in an order the hardware prefetchers do not follow far enough ahead of DRAM
     for (int64_t o = (b * pf_bytes / nb) & ~int64_t{63}; o < (b + 1) * pf_bytes / nb; o += 64)
@@ -131,13 +197,13 @@ void pairs_x1(const uint8_t* const* rows, const Activations& a, int64_t t, float
     for (int i = 0; i < 8; ++i) std::memcpy(&gi[i], rows[i < R ? i : 0] + b * bs, 4);
     const __m256i g = _mm256_setr_epi32(gi[0], gi[1], gi[2], gi[3], gi[4], gi[5], gi[6], gi[7]);
     const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(g)), _mm256_set1_ps(dx[b]));  // d_w*d_x
-    if constexpr (T == DType::Q4_1) {
+    if constexpr (has_min(T)) {
       const __m256 mn = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(g, 16)));
       summs = _mm256_add_ps(summs, _mm256_mul_ps(mn, _mm256_set1_ps(a.sx_t[static_cast<size_t>(b * a.mpad + t)])));
     }
     const __m512 dd16 = _mm512_castps256_ps512(dd);
     const __m512i xv = _mm512_loadu_si512(a.x2_at(t, b));
-    const __m512i s0 = T == DType::Q4_1 ? _mm512_setzero_si512() : a.start_at(t, b);
+    const __m512i s0 = has_min(T) ? _mm512_setzero_si512() : a.start_at(t, b);
     for (int p = 0; p < P; ++p) {
       const __m512i wv = pair_quants<T>(rows[2 * p] + b * bs, rows[2 * p + 1] + b * bs);
       const __m512i s = _mm512_dpbusd_epi32(s0, wv, xv);
@@ -166,6 +232,7 @@ struct PrefillPanel {
 template <DType T>
 inline __m512i pair_signed(const uint8_t* a, const uint8_t* bq) {
   if constexpr (T == DType::Q4_1) return pair_quants<T>(a, bq);
+  else if constexpr (T == DType::Q4_K) return _mm512_setzero_si512();  // not used: pair_quants_k
   else return _mm512_sub_epi8(pair_quants<T>(a, bq), _mm512_set1_epi8(static_cast<char>(T == DType::Q8_0 ? 0x80 : 8)));
 }
 
@@ -190,7 +257,7 @@ void panel_tokens(const int8_t* q, const float* d, const int32_t* c, const Activ
       const __m512 dxv = _mm512_set1_ps(a.dx[static_cast<size_t>(t * (nb + 16) + b)]);
       for (int p = 0; p < P; ++p) {
         __m512i s;
-        if constexpr (T == DType::Q4_1) s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv[p], xv);
+        if constexpr (has_min(T)) s = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wv[p], xv);
         else s = _mm512_dpbusd_epi32(_mm512_loadu_si512(c + (p * nb + b) * 16), xv, wv[p]);
         acc[p][j] = _mm512_fmadd_ps(_mm512_mul_ps(dw[p], dxv), _mm512_cvtepi32_ps(s), acc[p][j]);
       }
@@ -206,7 +273,7 @@ void q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq,
   constexpr int64_t bs = block_bytes(T);
   const int64_t nb = w.cols / 32;
   thread_local Activations a;
-  a.build<T>(xq, m, nb, xq_stride, m >= 4 && T != DType::Q4_1);
+  a.build<T>(xq, m, nb, xq_stride, m >= 4 && !has_min(T));
   auto row = [&](int64_t r) { return w.data + r * w.row_stride; };
   if (m < 4) {
     for (int64_t t = 0; t < m; ++t) {
@@ -236,7 +303,7 @@ void q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq,
   thread_local PrefillPanel pp;
   pp.q.resize(static_cast<size_t>(kGroups * 4 * nb * 64));
   pp.d.resize(static_cast<size_t>(kGroups * 4 * nb * 16));
-  if constexpr (T != DType::Q4_1) pp.c.resize(static_cast<size_t>(kGroups * 4 * nb * 16));
+  if constexpr (!has_min(T)) pp.c.resize(static_cast<size_t>(kGroups * 4 * nb * 16));
   pp.m.resize(static_cast<size_t>(nb));
   thread_local std::vector<float> summs;  // [row in panel][mpad]
   summs.resize(static_cast<size_t>(kGroups * 8 * a.mpad));
@@ -250,21 +317,27 @@ void q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq,
       for (int i = 0; i < 8; ++i) rows[i] = row(r + std::min(i, np - 1));
       for (int p = 0; p < 4; ++p)
         for (int64_t b = 0; b < nb; ++b) {
-          const uint8_t* pa = rows[2 * p] + b * bs;
-          const uint8_t* pb = rows[2 * p + 1] + b * bs;
           const size_t at = static_cast<size_t>((g * 4 + p) * nb + b);
-          const __m512i wq = pair_signed<T>(pa, pb);
+          __m512i wq;
+          if constexpr (T == DType::Q4_K) wq = pair_quants_k(rows[2 * p], rows[2 * p + 1], b);
+          else wq = pair_signed<T>(rows[2 * p] + b * bs, rows[2 * p + 1] + b * bs);
           _mm512_storeu_si512(pp.q.data() + at * 64, wq);
-          _mm512_storeu_ps(pp.d.data() + at * 16, halves(_mm256_set1_ps(half_at(pa)), _mm256_set1_ps(half_at(pb))));
-          if constexpr (T != DType::Q4_1) {
+          float da, db, ma, mb;
+          block_dm<T>(rows[2 * p], b, da, ma);
+          block_dm<T>(rows[2 * p + 1], b, db, mb);
+          _mm512_storeu_ps(pp.d.data() + at * 16, halves(_mm256_set1_ps(da), _mm256_set1_ps(db)));
+          if constexpr (!has_min(T)) {
             const __m512i sum4 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), ones, wq);
             _mm512_storeu_si512(pp.c.data() + at * 16, _mm512_sub_epi32(_mm512_setzero_si512(), _mm512_slli_epi32(sum4, 7)));
           }
         }
-      if constexpr (T == DType::Q4_1) {
+      if constexpr (has_min(T)) {
         // the min term, token-parallel: summs[i][t] = sum over b in order of m_i[b] * s_x[t][b]
         for (int i = 0; i < np; ++i) {
-          for (int64_t b = 0; b < nb; ++b) pp.m[static_cast<size_t>(b)] = half_at(rows[i] + b * bs + 2);
+          for (int64_t b = 0; b < nb; ++b) {
+            float dd;
+            block_dm<T>(rows[i], b, dd, pp.m[static_cast<size_t>(b)]);
+          }
           for (int64_t t = 0; t < a.mpad; t += 16) {
             __m512 sv = _mm512_setzero_ps();
             for (int64_t b = 0; b < nb; ++b)
@@ -282,7 +355,7 @@ void q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq,
         const int np = static_cast<int>(std::min<int64_t>(8, r1 - r));
         const int8_t* q = pp.q.data() + g * 4 * nb * 64;
         const float* d = pp.d.data() + g * 4 * nb * 16;
-        const int32_t* c = T == DType::Q4_1 ? nullptr : pp.c.data() + g * 4 * nb * 16;
+        const int32_t* c = has_min(T) ? nullptr : pp.c.data() + g * 4 * nb * 16;
         for (int64_t t0 = c0; t0 < c1; t0 += 3) {
           float out[8][4];
           const int tt = static_cast<int>(std::min<int64_t>(3, c1 - t0));
@@ -293,7 +366,7 @@ void q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq,
           }
           for (int i = 0; i < np; ++i)
             for (int j = 0; j < tt; ++j) {
-              const float sm = T == DType::Q4_1 ? summs[static_cast<size_t>((8 * g + i) * a.mpad + t0 + j)] : 0.0f;
+              const float sm = has_min(T) ? summs[static_cast<size_t>((8 * g + i) * a.mpad + t0 + j)] : 0.0f;
               y[(t0 + j) * ys + r + i] = out[i][j] + sm;
             }
         }
@@ -309,6 +382,7 @@ bool matmul_q8_rows_vnni(const WeightMatrix& w, int64_t r0, int64_t r1, const Bl
   switch (w.type) {
     case DType::Q4_0: q8_rows<DType::Q4_0>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
     case DType::Q4_1: q8_rows<DType::Q4_1>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
+    case DType::Q4_K: q8_rows<DType::Q4_K>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
     case DType::Q8_0: q8_rows<DType::Q8_0>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
     default: return false;
   }
