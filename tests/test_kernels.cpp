@@ -201,7 +201,10 @@ TEST(Kernels, Q4KScalesMins8MatchesFieldByField) {
   for (int trial = 0; trial < 2000; ++trial) {
     uint8_t scales[12], sc8[8], mn8[8];
     for (auto& b : scales) b = static_cast<uint8_t>(rng());
-    q4k_scales_mins8(scales, sc8, mn8);
+    uint64_t s64, m64;
+    q4k_scales_mins8(scales, s64, m64);
+    std::memcpy(sc8, &s64, 8);
+    std::memcpy(mn8, &m64, 8);
     for (int j = 0; j < 8; ++j) {
       int sc, mn;
       q4k_scale_min(scales, j, sc, mn);

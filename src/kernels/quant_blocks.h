@@ -20,14 +20,15 @@ inline void q4k_scale_min(const uint8_t* scales, int j, int& sc, int& m) {
   }
 }
 // All 8 sub-block scales and mins of a super-block at once: the same values as q4k_scale_min,
-// unpacked four fields at a time from the 12 bytes read as 32-bit words (little endian).
-inline void q4k_scales_mins8(const uint8_t* scales, uint8_t sc[8], uint8_t mn[8]) {
+// unpacked four fields at a time from the 12 bytes read as 32-bit words (little endian); byte j
+// of `sc` / `mn` is sub-block j's.
+inline void q4k_scales_mins8(const uint8_t* scales, uint64_t& sc, uint64_t& mn) {
   uint32_t u[3];
   std::memcpy(u, scales, 12);
-  const uint32_t s[2] = {u[0] & 0x3f3f3f3fu, (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4)};
-  const uint32_t m[2] = {u[1] & 0x3f3f3f3fu, ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4)};
-  std::memcpy(sc, s, 8);
-  std::memcpy(mn, m, 8);
+  const uint64_t s_lo = u[0] & 0x3f3f3f3fu, s_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+  const uint64_t m_lo = u[1] & 0x3f3f3f3fu, m_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+  sc = s_lo | s_hi << 32;
+  mn = m_lo | m_hi << 32;
 }
 inline void q4k_set_scale_min(uint8_t* scales, int j, int sc, int m) {
   if (j < 4) {

@@ -104,14 +104,20 @@ inline __m512i pair_quants(const uint8_t* a, const uint8_t* bq) {
   }
 }
 
-// One Q4_K super-block's 8 sub-block scales d·sc and mins −(dmin·m), as vectors.
+// One Q4_K super-block's 8 sub-block scales d·sc and mins −(dmin·m), as vectors. The fields are
+// unpacked as q4k_scales_mins8 does, written out here: calling the helper measured 30% slower in
+// this loop (7.8 vs 11.2 GB/s), for reasons of code generation rather than work.
 inline void q4k_dm8(const uint8_t* p, __m256& d8, __m256& m8) {
-  alignas(16) uint8_t sc[16] = {}, mn[16] = {};
-  q4k_scales_mins8(p + 4, sc, mn);
-  const __m256 scf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(sc))));
-  const __m256 mnf = _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(mn))));
-  d8 = _mm256_mul_ps(scf, _mm256_set1_ps(half_at(p)));
-  m8 = _mm256_xor_ps(_mm256_mul_ps(mnf, _mm256_set1_ps(half_at(p + 2))), _mm256_set1_ps(-0.0f));
+  uint32_t u[3];
+  std::memcpy(u, p + 4, 12);
+  const uint32_t sc_lo = u[0] & 0x3f3f3f3fu, mn_lo = u[1] & 0x3f3f3f3fu;
+  const uint32_t sc_hi = (u[2] & 0x0f0f0f0fu) | (((u[0] >> 6) & 0x03030303u) << 4);
+  const uint32_t mn_hi = ((u[2] >> 4) & 0x0f0f0f0fu) | (((u[1] >> 6) & 0x03030303u) << 4);
+  const __m128i sc = _mm_cvtsi64_si128(static_cast<int64_t>(static_cast<uint64_t>(sc_hi) << 32 | sc_lo));
+  const __m128i mn = _mm_cvtsi64_si128(static_cast<int64_t>(static_cast<uint64_t>(mn_hi) << 32 | mn_lo));
+  d8 = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(sc)), _mm256_set1_ps(half_at(p)));
+  const __m256 mm = _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(mn)), _mm256_set1_ps(half_at(p + 2)));
+  m8 = _mm256_xor_ps(mm, _mm256_set1_ps(-0.0f));
 }
 
 // Q4_K block b (sub-block b % 8) of rows a and b: 32 bytes of nibbles, low or high.
