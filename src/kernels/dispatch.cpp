@@ -24,6 +24,13 @@ Isa cap_from_env() {
   fail("TESSERA_ISA='%s' is not one of: scalar, neon, avx2, avx512, avx512vnni", e);
 }
 
+// Decode (one token) streams each weight row once: one contiguous range per thread keeps each
+// thread's prefetch stream unbroken. Larger batches keep 8-row ranges, balanced dynamically.
+int64_t decode_grain(int64_t rows, int64_t m, const ThreadPool& pool) {
+  if (m != 1 || pool.size() <= 1) return 8;
+  return (rows + 8 * pool.size() - 1) / (8 * pool.size()) * 8;
+}
+
 }  // namespace
 
 const char* isa_name(Isa isa) {
@@ -80,7 +87,7 @@ void matmul(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float*
             ThreadPool& pool) {
   auto rows = TESSERA_PICK(matmul_rows);
   // Row ranges are multiples of 8 so the decode kernel runs full 8-row groups.
-  pool.parallel_for(w.rows, 8, [&](int64_t r0, int64_t r1) { rows(w, r0, r1, x, m, xs, y, ys); });
+  pool.parallel_for(w.rows, decode_grain(w.rows, m, pool), [&](int64_t r0, int64_t r1) { rows(w, r0, r1, x, m, xs, y, ys); });
 }
 
 void gemm(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys, ThreadPool& pool) {
@@ -110,7 +117,7 @@ void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq
                int64_t ys, ThreadPool& pool) {
   if (!supports_q8_activations(w.type)) fail("8-bit activations are not supported for %s weights", dtype_name(w.type));
   auto rows = TESSERA_PICK(matmul_q8_rows);
-  pool.parallel_for(w.rows, 8, [&](int64_t r0, int64_t r1) { rows(w, r0, r1, xq, m, xq_stride, y, ys); });
+  pool.parallel_for(w.rows, decode_grain(w.rows, m, pool), [&](int64_t r0, int64_t r1) { rows(w, r0, r1, xq, m, xq_stride, y, ys); });
 }
 
 }  // namespace tessera
