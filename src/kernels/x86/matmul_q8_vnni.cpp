@@ -166,7 +166,7 @@ void pairs_x1(const uint8_t* const* rows, const Activations& a, int64_t t, float
     acc[p] = _mm512_setzero_ps();
   }
   __m256 summs = _mm256_setzero_ps();
-  if constexpr (T == DType::Q4_K) {
+  if constexpr (T == DType::Q4_K) {  // scales per super-block
     // per super-block: each row's 8 sub-block scales and mins, times d_x and s_x with vectors;
     // the min terms summed row by row in block order
     float sk[8] = {};
@@ -193,27 +193,28 @@ void pairs_x1(const uint8_t* const* rows, const Activations& a, int64_t t, float
       }
     }
     summs = _mm256_loadu_ps(sk);
-  }
-  for (int64_t b = 0; b < (T == DType::Q4_K ? 0 : nb); ++b) {
-    // software prefetch of rows further on, spread over the blocks: the 8 short rows of a group
-    // are read in an order the hardware prefetchers do not follow far enough ahead of DRAM
-    for (int64_t o = (b * pf_bytes / nb) & ~int64_t{63}; o < (b + 1) * pf_bytes / nb; o += 64)
-      _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
-    int32_t gi[8];  // fp16 scale | fp16 min << 16 (scalar loads: faster here than vpgatherdd)
-    for (int i = 0; i < 8; ++i) std::memcpy(&gi[i], rows[i < R ? i : 0] + b * bs, 4);
-    const __m256i g = _mm256_setr_epi32(gi[0], gi[1], gi[2], gi[3], gi[4], gi[5], gi[6], gi[7]);
-    const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(g)), _mm256_set1_ps(dx[b]));  // d_w*d_x
-    if constexpr (has_min(T)) {
-      const __m256 mn = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(g, 16)));
-      summs = _mm256_add_ps(summs, _mm256_mul_ps(mn, _mm256_set1_ps(a.sx_t[static_cast<size_t>(b * a.mpad + t)])));
-    }
-    const __m512 dd16 = _mm512_castps256_ps512(dd);
-    const __m512i xv = _mm512_loadu_si512(a.x2_at(t, b));
-    const __m512i s0 = has_min(T) ? _mm512_setzero_si512() : a.start_at(t, b);
-    for (int p = 0; p < P; ++p) {
-      const __m512i wv = pair_quants<T>(rows[2 * p] + b * bs, rows[2 * p + 1] + b * bs);
-      const __m512i s = _mm512_dpbusd_epi32(s0, wv, xv);
-      acc[p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread[p], dd16), _mm512_cvtepi32_ps(s), acc[p]);
+  } else {
+    for (int64_t b = 0; b < nb; ++b) {
+      // software prefetch of rows further on, spread over the blocks: the 8 short rows of a group
+      // are read in an order the hardware prefetchers do not follow far enough ahead of DRAM
+      for (int64_t o = (b * pf_bytes / nb) & ~int64_t{63}; o < (b + 1) * pf_bytes / nb; o += 64)
+        _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
+      int32_t gi[8];  // fp16 scale | fp16 min << 16 (scalar loads: faster here than vpgatherdd)
+      for (int i = 0; i < 8; ++i) std::memcpy(&gi[i], rows[i < R ? i : 0] + b * bs, 4);
+      const __m256i g = _mm256_setr_epi32(gi[0], gi[1], gi[2], gi[3], gi[4], gi[5], gi[6], gi[7]);
+      const __m256 dd = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_cvtepi32_epi16(g)), _mm256_set1_ps(dx[b]));  // d_w*d_x
+      if constexpr (has_min(T)) {
+        const __m256 mn = _mm256_cvtph_ps(_mm256_cvtepi32_epi16(_mm256_srli_epi32(g, 16)));
+        summs = _mm256_add_ps(summs, _mm256_mul_ps(mn, _mm256_set1_ps(a.sx_t[static_cast<size_t>(b * a.mpad + t)])));
+      }
+      const __m512 dd16 = _mm512_castps256_ps512(dd);
+      const __m512i xv = _mm512_loadu_si512(a.x2_at(t, b));
+      const __m512i s0 = has_min(T) ? _mm512_setzero_si512() : a.start_at(t, b);
+      for (int p = 0; p < P; ++p) {
+        const __m512i wv = pair_quants<T>(rows[2 * p] + b * bs, rows[2 * p + 1] + b * bs);
+        const __m512i s = _mm512_dpbusd_epi32(s0, wv, xv);
+        acc[p] = _mm512_fmadd_ps(_mm512_permutexvar_ps(spread[p], dd16), _mm512_cvtepi32_ps(s), acc[p]);
+      }
     }
   }
   float h[2 * P];
@@ -237,8 +238,8 @@ struct PrefillPanel {
 
 template <DType T>
 inline __m512i pair_signed(const uint8_t* a, const uint8_t* bq) {
+  static_assert(T != DType::Q4_K, "Q4_K blocks come from pair_quants_k");
   if constexpr (T == DType::Q4_1) return pair_quants<T>(a, bq);
-  else if constexpr (T == DType::Q4_K) return _mm512_setzero_si512();  // not used: pair_quants_k
   else return _mm512_sub_epi8(pair_quants<T>(a, bq), _mm512_set1_epi8(static_cast<char>(T == DType::Q8_0 ? 0x80 : 8)));
 }
 
