@@ -74,15 +74,12 @@ inline void block_consts(const uint8_t* row, int64_t b0, int n, float* d, float*
   if constexpr (t == DType::Q4_K) {
     for (int j0 = 0; j0 < n; j0 += 8) {  // b0 is a multiple of 16: whole super-blocks
       const uint8_t* p = row + ((b0 + j0) / 8) * kQ4KBytes;
-      uint64_t sc8, mn8;
-      q4k_scales_mins8(p + 4, sc8, mn8);
-      uint8_t sc[8], mn[8];
-      std::memcpy(sc, &sc8, 8);
-      std::memcpy(mn, &mn8, 8);
+      uint64_t sc, mn;  // byte j: sub-block j
+      q4k_scales_mins8(p + 4, sc, mn);
       const float dd = half_at(p), dm = half_at(p + 2);
       for (int j = 0; j < 8 && j0 + j < n; ++j) {
-        d[j0 + j] = dd * static_cast<float>(sc[j]);
-        m[j0 + j] = -(dm * static_cast<float>(mn[j]));
+        d[j0 + j] = dd * static_cast<float>((sc >> (8 * j)) & 0xff);
+        m[j0 + j] = -(dm * static_cast<float>((mn >> (8 * j)) & 0xff));
       }
     }
   } else {

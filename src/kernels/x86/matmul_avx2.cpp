@@ -16,12 +16,7 @@ namespace tessera::avx2 {
 
 void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m, int64_t xq_stride,
                     float* y, int64_t ys) {
-  switch (w.type) {
-    case DType::Q4_0: return q8_rows_256<DType::Q4_0>(w, r0, r1, xq, m, xq_stride, y, ys);
-    case DType::Q4_1: return q8_rows_256<DType::Q4_1>(w, r0, r1, xq, m, xq_stride, y, ys);
-    case DType::Q8_0: return q8_rows_256<DType::Q8_0>(w, r0, r1, xq, m, xq_stride, y, ys);
-    default: return ref::matmul_q8_rows(w, r0, r1, xq, m, xq_stride, y, ys);
-  }
+  matmul_q8_rows_256(w, r0, r1, xq, m, xq_stride, y, ys);
 }
 
 void softmax_row(float* x, int64_t n, float scale) { ref::softmax_row(x, n, scale); }

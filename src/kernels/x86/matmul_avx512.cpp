@@ -12,6 +12,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/simd/deq16.h"
+#include "kernels/x86/x86_common.h"
 
 namespace tessera::avx512 {
 
@@ -23,14 +24,8 @@ using simd::deq_tail;
 using simd::is_block32;
 using simd::V16;
 
-// Decode: R rows against one token, weights dequantized on the fly.
-// Software prefetch of [pf, pf + bytes) spread over n steps (step i of n): short rows read R at a
-// time are an access order the hardware prefetchers do not run far enough ahead of DRAM on.
-inline void prefetch_part(const uint8_t* pf, int64_t bytes, int64_t i, int64_t n) {
-  for (int64_t o = (i * bytes / n) & ~int64_t{63}; o < (i + 1) * bytes / n; o += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
-}
-
+// Decode: R rows against one token, weights dequantized on the fly, with software prefetch
+// of [pf, pf + pf_bytes) spread over the row (x86_common.h).
 template <DType T, int R>
 void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y, const uint8_t* pf = nullptr,
              int64_t pf_bytes = 0) {
@@ -122,12 +117,10 @@ void matmul_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x
   const int64_t K = w.cols;
   if (m == 1) {
     int64_t r = r0;
-    constexpr int64_t kAhead = 16;  // rows of prefetch distance
-    // the first rows of this range, which the loop below does not prefetch
-    prefetch_part(w.data + r0 * w.row_stride, std::min(kAhead, r1 - r0) * static_cast<int64_t>(w.row_stride), 0, 1);
+    prefetch_first_rows(w, r0, r1);
     for (; r + 8 <= r1; r += 8) {
-      const int64_t pr = std::min(r + kAhead, r1), pn = std::min<int64_t>(8, r1 - pr);
-      rows_x1<T, 8>(w, r, x, y, w.data + pr * w.row_stride, pn * static_cast<int64_t>(w.row_stride));
+      const RowsAhead pf = rows_ahead(w, r, r1);
+      rows_x1<T, 8>(w, r, x, y, pf.data, pf.bytes);
     }
     for (; r + 4 <= r1; r += 4) rows_x1<T, 4>(w, r, x, y);
     for (; r < r1; ++r) rows_x1<T, 1>(w, r, x, y);

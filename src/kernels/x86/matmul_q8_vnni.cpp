@@ -171,8 +171,7 @@ void pairs_x1(const uint8_t* const* rows, const Activations& a, int64_t t, float
     // the min terms summed row by row in block order
     float sk[8] = {};
     for (int64_t s0 = 0; s0 < nb; s0 += 8) {
-      for (int64_t o = (s0 * pf_bytes / nb) & ~int64_t{63}; o < (s0 + 8) * pf_bytes / nb; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
+      prefetch_part(pf, pf_bytes, s0 / 8, nb / 8);
       alignas(32) float dk[8][8], mk[8][8], sx[8];
       for (int j = 0; j < 8; ++j) sx[j] = a.sx_t[static_cast<size_t>((s0 + j) * a.mpad + t)];
       const __m256 dxv = _mm256_loadu_ps(dx + s0), sxv = _mm256_load_ps(sx);
@@ -195,10 +194,7 @@ void pairs_x1(const uint8_t* const* rows, const Activations& a, int64_t t, float
     summs = _mm256_loadu_ps(sk);
   } else {
     for (int64_t b = 0; b < nb; ++b) {
-      // software prefetch of rows further on, spread over the blocks: the 8 short rows of a group
-      // are read in an order the hardware prefetchers do not follow far enough ahead of DRAM
-      for (int64_t o = (b * pf_bytes / nb) & ~int64_t{63}; o < (b + 1) * pf_bytes / nb; o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
+      prefetch_part(pf, pf_bytes, b, nb);  // rows further on (x86_common.h)
       int32_t gi[8];  // fp16 scale | fp16 min << 16 (scalar loads: faster here than vpgatherdd)
       for (int i = 0; i < 8; ++i) std::memcpy(&gi[i], rows[i < R ? i : 0] + b * bs, 4);
       const __m256i g = _mm256_setr_epi32(gi[0], gi[1], gi[2], gi[3], gi[4], gi[5], gi[6], gi[7]);
@@ -286,14 +282,11 @@ void q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq,
     for (int64_t t = 0; t < m; ++t) {
       float* yt = y + t * ys;
       int64_t r = r0;
-      constexpr int64_t kAhead = 16;  // rows of prefetch distance
-      if (t == 0)  // the first rows of this range, which the loop below does not prefetch
-        for (int64_t o = 0; o < std::min(kAhead, r1 - r0) * static_cast<int64_t>(w.row_stride); o += 64)
-          _mm_prefetch(reinterpret_cast<const char*>(row(r0) + o), _MM_HINT_T0);
+      if (t == 0) prefetch_first_rows(w, r0, r1);
       for (; r + 8 <= r1; r += 8) {
         const uint8_t* rows[8] = {row(r), row(r + 1), row(r + 2), row(r + 3), row(r + 4), row(r + 5), row(r + 6), row(r + 7)};
-        const int64_t pr = std::min(r + kAhead, r1), pn = std::min<int64_t>(8, r1 - pr);
-        pairs_x1<T, 4>(rows, a, t, yt + r, 8, row(pr), pn * w.row_stride);
+        const RowsAhead pf = rows_ahead(w, r, r1);
+        pairs_x1<T, 4>(rows, a, t, yt + r, 8, pf.data, pf.bytes);
       }
       for (; r < r1; r += 2) {
         const int n = static_cast<int>(std::min<int64_t>(2, r1 - r));

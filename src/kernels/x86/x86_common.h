@@ -1,7 +1,39 @@
 // Small helpers shared by the AVX-512 kernel files (compiled with their ISA flags).
 #pragma once
+#include <immintrin.h>
+
+#include <algorithm>
+
+#include "kernels/kernels.h"
 #include "kernels/simd/deq16.h"
 
 namespace tessera::avx512 {
 using simd::half_at;
+
+// Decode kernels read short rows 8 at a time, an access order the hardware prefetchers do not
+// run far enough ahead of DRAM on; they prefetch the group kPrefetchRows further on instead.
+constexpr int64_t kPrefetchRows = 16;
+
+// Software prefetch of [pf, pf + bytes) spread over n steps: step i of n.
+inline void prefetch_part(const uint8_t* pf, int64_t bytes, int64_t i, int64_t n) {
+  for (int64_t o = (i * bytes / n) & ~int64_t{63}; o < (i + 1) * bytes / n; o += 64)
+    _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
+}
+
+// The rows to prefetch while the 8-row group at r runs (up to 8 rows, kPrefetchRows ahead,
+// within [.., r1)).
+struct RowsAhead {
+  const uint8_t* data;
+  int64_t bytes;
+};
+inline RowsAhead rows_ahead(const WeightMatrix& w, int64_t r, int64_t r1) {
+  const int64_t pr = std::min(r + kPrefetchRows, r1), pn = std::min<int64_t>(8, r1 - pr);
+  return {w.data + pr * w.row_stride, pn * static_cast<int64_t>(w.row_stride)};
+}
+
+// The first rows of the range [r0, r1), which no earlier group prefetches.
+inline void prefetch_first_rows(const WeightMatrix& w, int64_t r0, int64_t r1) {
+  prefetch_part(w.data + r0 * w.row_stride, std::min(kPrefetchRows, r1 - r0) * static_cast<int64_t>(w.row_stride), 0, 1);
+}
+
 }  // namespace tessera::avx512
