@@ -7,6 +7,7 @@
 
 #include "kernel_cases.h"
 #include "kernels/attention.h"
+#include "kernels/q8_panels.h"
 
 using namespace tessera;
 using namespace tessera::test;
@@ -65,14 +66,15 @@ int main() {
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K}) {  // 8-bit activations (W4A8/W8A8)
     for (int64_t K : {32, 256, 576, 1536}) {
       if (K % info(t).block_elems) continue;
-      const RandomMatrix W = make_matrix(t, 13, K, static_cast<uint32_t>(K + 5));
+      const RandomMatrix W = make_matrix(t, 37, K, static_cast<uint32_t>(K + 5));
+      const PackedWeights P = pack_q8_panels(W.w);
       for (int64_t M : {1, 3}) {
         const std::vector<float> x = random_x(M, K, static_cast<uint32_t>(M * 3 + K));
         std::vector<BlockQ8_1> xq(static_cast<size_t>(M * K / 32));
         for (int64_t i = 0; i < M; ++i) quantize_row_q8_1(x.data() + i * K, xq.data() + i * K / 32, K);
-        std::vector<float> y_ref(static_cast<size_t>(M * 13)), y(y_ref.size());
-        ref::matmul_q8_rows(W.w, 0, 13, xq.data(), M, K / 32, y_ref.data(), 13);
-        matmul_q8(W.w, xq.data(), M, K / 32, y.data(), 13, pool);
+        std::vector<float> y_ref(static_cast<size_t>(M * 37)), y(y_ref.size());
+        ref::matmul_q8_rows(W.w, 0, 37, xq.data(), M, K / 32, y_ref.data(), 37);
+        matmul_q8(P.matrix, xq.data(), M, K / 32, y.data(), 37, pool);
         check(std::memcmp(y.data(), y_ref.data(), y.size() * 4) == 0, "matmul_q8", t, K, M);
       }
     }

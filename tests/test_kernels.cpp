@@ -10,6 +10,7 @@
 
 #include "core/fp16.h"
 #include "kernels/kernels.h"
+#include "kernels/q8_panels.h"
 #include "kernels/quant_blocks.h"
 #include "kernel_cases.h"
 
@@ -113,8 +114,9 @@ TEST(Kernels, QuantizeRowQ8_1FollowsGgml) {
       EXPECT_EQ(y[static_cast<size_t>(b)].q[i], q);
       sum += q;
     }
-    EXPECT_EQ(y[static_cast<size_t>(b)].d, float_to_fp16(amax / 127.0f));
-    EXPECT_EQ(y[static_cast<size_t>(b)].s, float_to_fp16(amax / 127.0f * static_cast<float>(sum)));
+    EXPECT_EQ(y[static_cast<size_t>(b)].d, fp16_to_float(float_to_fp16(amax / 127.0f)));
+    EXPECT_EQ(y[static_cast<size_t>(b)].s, fp16_to_float(float_to_fp16(amax / 127.0f * static_cast<float>(sum))));
+    EXPECT_EQ(y[static_cast<size_t>(b)].sum, sum);
   }
   std::vector<float> zero(32, 0.0f);
   quantize_row_q8_1(zero.data(), y.data(), 32);
@@ -126,9 +128,10 @@ TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K}) {
     for (int64_t K : {32, 64, 256, 576, 1536}) {
       if (K % info(t).block_elems) continue;  // Q4_K: super-blocks of 256
-      for (int64_t N : {1, 3, 8, 13, 17}) {
+      for (int64_t N : {1, 3, 8, 13, 17, 40}) {
         const RandomMatrix W = make_matrix(t, N, K, static_cast<uint32_t>(K + N));
-        for (int64_t M : {1, 2, 5, 9}) {
+        const PackedWeights P = pack_q8_panels(W.w);
+        for (int64_t M : {1, 2, 5, 9, 15}) {
           const std::vector<float> x = random_x(M, K, static_cast<uint32_t>(M * 3 + K));
           const int64_t nb = K / 32;
           std::vector<BlockQ8_1> xq(static_cast<size_t>(M * nb));
@@ -146,7 +149,7 @@ TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
           }
           if (has_avx2()) {
             std::fill(y_simd.begin(), y_simd.end(), -1.0f);
-            avx2::matmul_q8_rows(W.w, 0, N, xq.data(), M, nb, y_simd.data(), N);
+            avx2::matmul_q8_rows(P.matrix, 0, N, xq.data(), M, nb, y_simd.data(), N);
             ASSERT_EQ(std::memcmp(y_ref.data(), y_simd.data(), y_ref.size() * 4), 0)
                 << "avx2 differs from scalar: " << dtype_name(t) << " K=" << K << " N=" << N << " M=" << M;
           }
@@ -156,16 +159,19 @@ TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
             if (level == Isa::Avx512Vnni && !has_vnni()) continue;
             set_isa_cap(level);
             std::fill(y_simd.begin(), y_simd.end(), -1.0f);
-            avx512::matmul_q8_rows(W.w, 0, N, xq.data(), M, nb, y_simd.data(), N);
+            avx512::matmul_q8_rows(P.matrix, 0, N, xq.data(), M, nb, y_simd.data(), N);
             ASSERT_EQ(std::memcmp(y_ref.data(), y_simd.data(), y_ref.size() * 4), 0)
                 << isa_name(level) << " differs from scalar: " << dtype_name(t) << " K=" << K << " N=" << N
                 << " M=" << M;
             // batch invariance: token 0 alone, and any row range, give the same bits
             std::vector<float> single(static_cast<size_t>(N));
-            avx512::matmul_q8_rows(W.w, 0, N, xq.data(), 1, nb, single.data(), N);
+            avx512::matmul_q8_rows(P.matrix, 0, N, xq.data(), 1, nb, single.data(), N);
             ASSERT_EQ(std::memcmp(single.data(), y_simd.data(), N * 4), 0);
-            if (N > 1) {
-              avx512::matmul_q8_rows(W.w, 1, N, xq.data(), M, nb, y_simd.data(), N);
+            if (N > 1) {  // ranges that start and end inside a panel
+              std::fill(y_simd.begin(), y_simd.end(), -1.0f);
+              const int64_t cut = N / 3 + 1;
+              avx512::matmul_q8_rows(P.matrix, cut, N, xq.data(), M, nb, y_simd.data(), N);
+              avx512::matmul_q8_rows(P.matrix, 0, cut, xq.data(), M, nb, y_simd.data(), N);
               ASSERT_EQ(std::memcmp(y_ref.data(), y_simd.data(), y_ref.size() * 4), 0);
             }
           }
@@ -176,21 +182,22 @@ TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
   }
 }
 
-// Prefill long enough to be split into token chunks and row panels (VNNI: 168 tokens per chunk
-// at K = 1536, 64-row panels), with a row range that starts mid-group.
+// Prefill long enough to be split into token chunks (256 tokens) and 16-row panels, with a row
+// range that starts mid-panel.
 TEST(Kernels, MatmulQ8LongPrefillMatchesScalarTwin) {
   if (!has_avx512()) GTEST_SKIP() << "no AVX-512";
-  const int64_t K = 1536, N = 75, M = 203, nb = K / 32;
+  const int64_t K = 1536, N = 75, M = 270, nb = K / 32;
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K}) {
     const RandomMatrix W = make_matrix(t, N, K, 99);
+    const PackedWeights P = pack_q8_panels(W.w);
     const std::vector<float> x = random_x(M, K, 5);
     std::vector<BlockQ8_1> xq(static_cast<size_t>(M * nb));
     ThreadPool pool(2);
     quantize_rows_q8_1(x.data(), M, K, xq.data(), K, pool);
     std::vector<float> y_ref(static_cast<size_t>(M * N)), y(y_ref.size(), -1.0f);
     ref::matmul_q8_rows(W.w, 0, N, xq.data(), M, nb, y_ref.data(), N);
-    avx512::matmul_q8_rows(W.w, 0, 3, xq.data(), M, nb, y.data(), N);
-    avx512::matmul_q8_rows(W.w, 3, N, xq.data(), M, nb, y.data(), N);
+    avx512::matmul_q8_rows(P.matrix, 0, 3, xq.data(), M, nb, y.data(), N);
+    avx512::matmul_q8_rows(P.matrix, 3, N, xq.data(), M, nb, y.data(), N);
     ASSERT_EQ(std::memcmp(y_ref.data(), y.data(), y.size() * 4), 0) << dtype_name(t);
   }
 }

@@ -222,19 +222,34 @@ TEST(Model, TeacherForcedTop1AgreesWithLlamaCpp) {
   EXPECT_LT(a.max_top_diff, 0.05);
 }
 
-// 8-bit activations reproduce llama.cpp's own rounding: the first positions match its logits
-// to float precision. (Later ones drift apart: a last-bit difference anywhere flips some 8-bit
-// roundings downstream, and those move logits by ~0.2; see docs/numerics.md. Attention's q·k
-// is one FMA chain here and four 16-lane accumulators in ggml, so from the fourth position on
-// such last-bit differences appear.)
-TEST(Model, Q8ActivationsReproduceLlamaCppRounding) {
+// 8-bit activations follow llama.cpp's own rounding (its W4A8 numerics, summed in tessera's
+// block order): on the first positions their logits sit closer to llama.cpp's than the fp32
+// path's do, and over the whole text top-1 agrees wherever llama.cpp's choice is decisive.
+TEST(Model, Q8ActivationsTrackLlamaCppRounding) {
   const auto& fx = teacher_fixture_kvf32();
   auto toks = fx["tokens"].get<std::vector<int32_t>>();
-  toks.resize(3);
-  const auto logits = all_logits(toks, 512, 1, true);
+  toks.resize(8);
+  const auto q8 = all_logits(toks, 512, 1, true);
+  const auto f32 = all_logits(toks, 512, 1, false);
+  double sum_q8 = 0, sum_f32 = 0;
+  size_t n = 0;
   for (size_t i = 0; i < toks.size(); ++i)
-    for (const auto& e : fx["positions"][i]["top"])
-      EXPECT_NEAR(logits[i][e[0].get<size_t>()], e[1].get<double>(), 2e-3) << "position " << i;
+    for (const auto& e : fx["positions"][i]["top"]) {
+      const size_t id = e[0].get<size_t>();
+      sum_q8 += std::fabs(q8[i][id] - e[1].get<double>());
+      sum_f32 += std::fabs(f32[i][id] - e[1].get<double>());
+      ++n;
+    }
+  const double mean_q8 = sum_q8 / static_cast<double>(n), mean_f32 = sum_f32 / static_cast<double>(n);
+  std::printf("top logits vs llama.cpp (Q4_1, f32 KV), first %zu positions: mean |diff| %.4f with 8-bit "
+              "activations, %.4f with fp32 activations\n", toks.size(), mean_q8, mean_f32);
+  EXPECT_LE(mean_q8, 0.25);
+  EXPECT_LT(mean_q8, mean_f32);
+  const Agreement a = agreement(teacher_fixture(), true);
+  std::printf("8-bit activations vs llama.cpp defaults: top-1 agreement %zu/%zu = %.4f; decisive positions %zu/%zu\n",
+              a.agree, a.total, a.rate(), a.decisive_agree, a.decisive);
+  EXPECT_GE(a.rate(), 0.95);
+  EXPECT_EQ(a.decisive_agree, a.decisive);
 }
 
 // Against llama.cpp on the Q4_1 file itself, whose 8-bit activations move logits by ~0.2:
@@ -276,12 +291,14 @@ TEST(Model, KlDivergenceFromFloat64ReferenceIsSmall) {
 TEST(Model, LogitsAreInvariantToChunkingAndThreads) {
   auto toks = fixture_tokens();
   toks.resize(40);
-  const auto base = all_logits(toks, 512, 2);
-  for (auto [batch, threads] : {std::pair{512, 1}, std::pair{7, 2}, std::pair{1, 2}, std::pair{16, 1}}) {
-    const auto other = all_logits(toks, batch, threads);
-    for (size_t p = 0; p < toks.size(); ++p)
-      ASSERT_EQ(std::memcmp(base[p].data(), other[p].data(), base[p].size() * 4), 0)
-          << "position " << p << " batch " << batch << " threads " << threads;
+  for (bool q8 : {false, true}) {  // fp32 activations, and 8-bit ones over repacked weights
+    const auto base = all_logits(toks, 512, 2, q8);
+    for (auto [batch, threads] : {std::pair{512, 1}, std::pair{7, 2}, std::pair{1, 2}, std::pair{16, 1}}) {
+      const auto other = all_logits(toks, batch, threads, q8);
+      for (size_t p = 0; p < toks.size(); ++p)
+        ASSERT_EQ(std::memcmp(base[p].data(), other[p].data(), base[p].size() * 4), 0)
+            << "position " << p << " batch " << batch << " threads " << threads << " q8 " << q8;
+    }
   }
 }
 

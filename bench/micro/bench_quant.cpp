@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/q8_panels.h"
 #include "kernels/quantize.h"
 
 using namespace tessera;
@@ -53,6 +54,10 @@ int main(int argc, char** argv) {
           for (auto& e : row) e = nd(rng);
           quantize_row(t, row.data(), s.K, w.data() + r * rb);
         }
+      // --q8: repacked into panels once, as at model load (not timed)
+      std::vector<PackedWeights> packed;
+      if (q8)
+        for (auto& w : W) packed.push_back(pack_q8_panels(WeightMatrix{t, s.N, s.K, w.data(), rb}));
       std::vector<float> x(static_cast<size_t>(s.M * s.K)), y(static_cast<size_t>(s.M * s.N));
       for (auto& e : x) e = nd(rng) * 20;
       const double flops = 2.0 * s.M * s.N * s.K;
@@ -64,7 +69,7 @@ int main(int argc, char** argv) {
         const auto t0 = std::chrono::steady_clock::now();
         if (q8) {
           quantize_rows_q8_1(x.data(), s.M, s.K, xq.data(), s.K, pool);
-          matmul_q8(wm, xq.data(), s.M, s.K / 32, y.data(), s.N, pool);
+          matmul_q8(packed[static_cast<size_t>((i + 2) % copies)].matrix, xq.data(), s.M, s.K / 32, y.data(), s.N, pool);
         } else {
           matmul(wm, x.data(), s.M, s.K, y.data(), s.N, pool);
         }

@@ -116,8 +116,11 @@ void quantize_rows_q8_1(const float* x, int64_t n, int64_t xs, BlockQ8_1* y, int
 void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq_stride, float* y,
                int64_t ys, ThreadPool& pool) {
   if (!supports_q8_activations(w.type)) fail("8-bit activations are not supported for %s weights", dtype_name(w.type));
+  if (!w.panels) fail("matmul_q8: the %s weights were not repacked (pack_q8_panels)", dtype_name(w.type));
   auto rows = TESSERA_PICK(matmul_q8_rows);
-  pool.parallel_for(w.rows, decode_grain(w.rows, m, pool), [&](int64_t r0, int64_t r1) { rows(w, r0, r1, xq, m, xq_stride, y, ys); });
+  // Whole 16-row panels per range; a decode gets one contiguous run of panels per thread.
+  const int64_t grain = m == 1 ? std::max<int64_t>(16, (decode_grain(w.rows, m, pool) + 15) / 16 * 16) : 16;
+  pool.parallel_for(w.rows, grain, [&](int64_t r0, int64_t r1) { rows(w, r0, r1, xq, m, xq_stride, y, ys); });
 }
 
 }  // namespace tessera

@@ -24,6 +24,9 @@ struct WeightMatrix {
   int64_t rows = 0, cols = 0;
   const uint8_t* data = nullptr;
   size_t row_stride = 0;  // bytes between rows
+  // The same weights repacked for matmul_q8 (kernels/q8_panels.h), or null.
+  const uint8_t* panels = nullptr;
+  size_t panel_stride = 0;  // bytes between 16-row panels
 };
 
 // y[t*ys + r] = sum_k W[r][k] * x[t*xs + k] for t < m, r < W.rows. Activations are fp32.
@@ -45,16 +48,23 @@ void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n);
 
 // Attention: kernels/attention.h.
 
-// --- 8-bit activations (ggml's W4A8/W8A8 numerics) -------------------------------------
+// --- 8-bit activations (W4A8/W8A8, as llama.cpp's CPU backend) -------------------------
 // Activations quantized per block of 32 exactly as ggml's quantize_row_q8_1 does: d = amax/127
-// (stored fp16), q = round-half-even(x * 127/amax), s = fp16(d * sum q). Matmuls over them use
-// integer block dot products, d_w*d_x scaling into 8 float lanes and (Q4_1) + m_w*s_x, in the
-// order ggml's AVX2 kernels use, so results track llama.cpp's CPU backend to float rounding.
+// (rounded to fp16), q = round-half-even(x * 127/amax), s = fp16(d * sum q); kept here widened to
+// f32 with the exact integer sum, which the kernels' unsigned-times-signed dot products need.
+// Matmuls over them: per output, acc = 0; for each block b in order,
+//   acc = fma(float(isum_b), d_w * d_x, acc)   (isum_b: the exact integer dot of the block)
+//   acc = fma(m_w, s_x, acc)                   (Q4_1 and Q4_K only)
+// on weights repacked at load into 16-row panels (q8_panels.h). Every ISA computes isum_b
+// exactly and then these float steps, so results are bitwise equal across ISAs, threads and
+// batch sizes; they track llama.cpp's to float rounding (its lanes sum in another order).
 struct BlockQ8_1 {
-  uint16_t d, s;
+  float d, s;    // fp16-rounded values, widened
+  int32_t sum;   // sum of q
+  int32_t pad;   // zero
   int8_t q[32];
 };
-static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockQ8_1) == 48);
 // Q4_0, Q4_1, Q8_0 and Q4_K (its 32-element sub-blocks as blocks: d·sc and −dmin·m in place of
 // Q4_1's scale and min; ggml pairs Q4_K with per-256 Q8_K activations instead).
 bool supports_q8_activations(DType weight_type);
@@ -62,6 +72,7 @@ void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);  // k % 32 == 0
 // n rows of x (xs floats apart) into k/32 blocks each, rows spread over the pool.
 void quantize_rows_q8_1(const float* x, int64_t n, int64_t xs, BlockQ8_1* y, int64_t k, ThreadPool& pool);
 // y[t*ys + r] = W[r] · x_t with x_t given as k/32 blocks per token, `xq_stride` blocks apart.
+// w must carry panels (pack_q8_panels); the *_rows versions take any row range [r0, r1).
 void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq_stride, float* y,
                int64_t ys, ThreadPool& pool);
 

@@ -40,7 +40,20 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
   gate_.resize(B * c.n_ff);
   up_.resize(B * c.n_ff);
   logits_.resize(static_cast<size_t>(kLogitRows) * c.n_vocab);
-  if (q8_act_) xq_.resize(B * static_cast<size_t>(std::max(c.n_embd, c.n_ff)) / 32 + 1);
+  if (q8_act_) {
+    xq_.resize(B * static_cast<size_t>(std::max(c.n_embd, c.n_ff)) / 32 + 1);
+    // Repack once, here, into the layout the 8-bit kernels read (as llama.cpp's CPU_REPACK).
+    const auto pack = [&](const WeightMatrix& w) {
+      if (!supports_q8_activations(w.type) || w.cols % (w.type == DType::Q4_K ? 256 : 32) != 0) return;
+      if (packed_.count(w.data)) return;
+      PackedWeights pw = pack_q8_panels(w);
+      packed_bytes_ += pw.bytes;
+      packed_.emplace(w.data, std::move(pw));
+    };
+    for (const LlamaLayer& L : model.layers())
+      for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*w);
+    pack(model.output());
+  }
 }
 
 void Session::linear(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, int64_t ys,
@@ -51,13 +64,14 @@ void Session::linear(const WeightMatrix& w, const float* x, int n, int64_t xs, f
                   static_cast<long long>(w.cols));
   const double wbytes = static_cast<double>(w.rows) * static_cast<double>(w.row_stride);
   prof::OpScope op("matmul", detail, 2.0 * n * w.rows * w.cols, wbytes + 4.0 * n * (w.cols + w.rows));
-  if (!q8_act_ || !supports_q8_activations(w.type) || w.cols % 32 != 0) {
+  const auto it = q8_act_ ? packed_.find(w.data) : packed_.end();
+  if (it == packed_.end()) {
     matmul(w, x, n, xs, y, ys, pool_);
     return;
   }
   const int64_t nb = w.cols / 32;
   if (!reuse_quantized) quantize_rows_q8_1(x, n, xs, xq_.data(), w.cols, pool_);
-  matmul_q8(w, xq_.data(), n, nb, y, ys, pool_);
+  matmul_q8(it->second.matrix, xq_.data(), n, nb, y, ys, pool_);
 }
 
 void Session::truncate(int n) { n_past_ = std::clamp(n, 0, n_past_); }
@@ -114,6 +128,7 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
 
   if (prof::on()) {
     prof::note_memory("weights", M.weight_bytes());
+    if (packed_bytes_) prof::note_memory("repacked weights", packed_bytes_);
     prof::note_memory("kv cache", k_cache_.size() + v_cache_.size());
     size_t act = 0;
     for (const auto* b : {&x_, &xn_, &q_, &k_, &v_, &att_, &tmp_, &gate_, &up_, &logits_}) act += b->size() * sizeof(float);

@@ -3,9 +3,11 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <unordered_map>
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/q8_panels.h"
 #include "models/llama.h"
 
 namespace tessera {
@@ -65,6 +67,9 @@ class Session {
   bool q8_act_;
   std::vector<uint8_t> k_cache_, v_cache_;  // [layer][pos][kv head] rows of kv_type_
   std::vector<BlockQ8_1> xq_;               // quantized activations (q8_act_)
+  // q8_act_: the weights repacked into panels at construction, by their GGUF data pointer
+  std::unordered_map<const uint8_t*, PackedWeights> packed_;
+  size_t packed_bytes_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_, logits_;
   static constexpr int kLogitRows = 32;  // rows of logits computed at once when all are wanted
 };

@@ -23,7 +23,7 @@ void matmul_q8_rows_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const
 
 void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m, int64_t xq_stride,
                     float* y, int64_t ys) {
-  if (cpu_features().dotprod && w.type != DType::Q4_K) return matmul_q8_rows_dotprod(w, r0, r1, xq, m, xq_stride, y, ys);
+  if (cpu_features().dotprod) return matmul_q8_rows_dotprod(w, r0, r1, xq, m, xq_stride, y, ys);
   ref::matmul_q8_rows(w, r0, r1, xq, m, xq_stride, y, ys);
 }
 

@@ -1,75 +1,97 @@
-// 8-bit-activation matmul with ARMv8.2 dot products (SDOT), built with +dotprod and used only
-// when the CPU reports it. Each SDOT lane sums 4 int8 products: exactly the 8 integer lane sums
-// per 32-element block of ref/matmul_q8_ref.cpp, so the float steps that follow (fma into 8
-// lanes, ggml's hsum_float_8, + min * sum) give bitwise the scalar twin's results.
-// i8mm's SMMLA sums 8 products per lane, which would merge two of those lanes: not used here.
+// 8-bit-activation matmul with ARMv8.2 dot products (SDOT) over the 16-row panels of
+// q8_panels.h, built with +dotprod and used only when the CPU reports it. 16 bytes of a panel
+// vector are 4 consecutive weights of 4 rows; SDOT by lane against the block's activations adds
+// them into 4 row sums, so each lane ends with its row's exact block sum and the float steps
+// (kernels.h) are the scalar twin's: results are bitwise equal to ref/.
+// SDOT is signed × signed: 4-bit quants (0..15) are used as they are (Q4_0 then subtracts 8·Σx)
+// and Q8_0's stored w + 128 goes back to w.
 #include <arm_neon.h>
 
-#include <cstring>
+#include <algorithm>
 
-#include "core/fp16.h"
 #include "kernels/kernels.h"
+#include "kernels/q8_panels.h"
 
 namespace tessera::neon {
 
 namespace {
 
-inline float half(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return fp16_to_float(h);
-}
-
-// The block's 32 weight quants as int8 (Q4_0: q - 8; Q4_1: q; Q8_0: as stored).
-inline void weight_quants(DType t, const uint8_t* p, int8x16_t& lo, int8x16_t& hi, float& d, float& m) {
-  d = half(p);
-  m = 0.0f;
-  if (t == DType::Q8_0) {
-    lo = vld1q_s8(reinterpret_cast<const int8_t*>(p + 2));
-    hi = vld1q_s8(reinterpret_cast<const int8_t*>(p + 18));
-    return;
+template <DType T>
+void q8_panels_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m, int64_t xs,
+                       float* y, int64_t ys) {
+  constexpr bool has_min = T == DType::Q4_1 || T == DType::Q4_K;
+  const int64_t nb = w.cols / 32;
+  const uint8x16_t m4 = vdupq_n_u8(0x0f);
+  for (int64_t p = r0 / kPanelRows; p * kPanelRows < r1; ++p) {
+    const uint8_t* quants = w.panels + p * static_cast<int64_t>(w.panel_stride);
+    const uint8_t* scales = quants + nb * static_cast<int64_t>(panel_quant_bytes(T));
+    for (int quad = 0; quad < 4; ++quad) {
+      const int64_t row = p * kPanelRows + 4 * quad;
+      if (row + 4 <= r0 || row >= r1) continue;
+      for (int64_t t = 0; t < m; ++t) {
+        const BlockQ8_1* xb = xq + t * xs;
+        float32x4_t acc = vdupq_n_f32(0.0f);
+        for (int64_t b = 0; b < nb; ++b) {
+          int8x16_t g[8];
+          if constexpr (T == DType::Q8_0) {
+            const uint8_t* q = quants + b * 512 + 16 * quad;
+            for (int v = 0; v < 8; ++v) g[v] = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(q + 64 * v), vdupq_n_u8(0x80)));
+          } else if constexpr (T == DType::Q4_K) {
+            const uint8_t* q = quants + (b / 2) * 512 + 16 * quad;
+            for (int v = 0; v < 8; ++v) {
+              const uint8x16_t pk = vld1q_u8(q + 64 * v);
+              g[v] = vreinterpretq_s8_u8(b % 2 ? vshrq_n_u8(pk, 4) : vandq_u8(pk, m4));
+            }
+          } else {
+            const uint8_t* q = quants + b * 256 + 16 * quad;
+            for (int v = 0; v < 4; ++v) {
+              const uint8x16_t pk = vld1q_u8(q + 64 * v);
+              g[v] = vreinterpretq_s8_u8(vandq_u8(pk, m4));
+              g[v + 4] = vreinterpretq_s8_u8(vshrq_n_u8(pk, 4));
+            }
+          }
+          const int8x16_t xlo = vld1q_s8(xb[b].q), xhi = vld1q_s8(xb[b].q + 16);
+          int32x4_t s = vdupq_n_s32(T == DType::Q4_0 ? -8 * xb[b].sum : 0);
+          s = vdotq_laneq_s32(s, g[0], xlo, 0);
+          s = vdotq_laneq_s32(s, g[1], xlo, 1);
+          s = vdotq_laneq_s32(s, g[2], xlo, 2);
+          s = vdotq_laneq_s32(s, g[3], xlo, 3);
+          s = vdotq_laneq_s32(s, g[4], xhi, 0);
+          s = vdotq_laneq_s32(s, g[5], xhi, 1);
+          s = vdotq_laneq_s32(s, g[6], xhi, 2);
+          s = vdotq_laneq_s32(s, g[7], xhi, 3);
+          const uint8_t* sb = scales + b * static_cast<int64_t>(panel_scale_bytes(T));
+          float32x4_t d, mn = vdupq_n_f32(0.0f);
+          if constexpr (T == DType::Q4_K) {
+            d = vld1q_f32(reinterpret_cast<const float*>(sb) + 4 * quad);
+            mn = vld1q_f32(reinterpret_cast<const float*>(sb + 64) + 4 * quad);
+          } else {
+            d = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(sb) + 4 * quad)));
+            if constexpr (T == DType::Q4_1)
+              mn = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(sb + 32) + 4 * quad)));
+          }
+          acc = vfmaq_f32(acc, vcvtq_f32_s32(s), vmulq_n_f32(d, xb[b].d));
+          if constexpr (has_min) acc = vfmaq_n_f32(acc, mn, xb[b].s);
+        }
+        float out[4];
+        vst1q_f32(out, acc);
+        for (int i = 0; i < 4; ++i)
+          if (row + i >= r0 && row + i < r1) y[t * ys + row + i] = out[i];
+      }
+    }
   }
-  const bool q41 = t == DType::Q4_1;
-  if (q41) m = half(p + 2);
-  const uint8x16_t q = vld1q_u8(p + (q41 ? 4 : 2));
-  int8x16_t l = vreinterpretq_s8_u8(vandq_u8(q, vdupq_n_u8(0x0f))), h = vreinterpretq_s8_u8(vshrq_n_u8(q, 4));
-  if (!q41) {
-    l = vsubq_s8(l, vdupq_n_s8(8));
-    h = vsubq_s8(h, vdupq_n_s8(8));
-  }
-  lo = l;
-  hi = h;
 }
 
 }  // namespace
 
 void matmul_q8_rows_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m,
                             int64_t xq_stride, float* y, int64_t ys) {
-  const int64_t nb = w.cols / 32;
-  const size_t bb = w.type == DType::Q8_0 ? 34 : w.type == DType::Q4_1 ? 20 : 18;
-  for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w.data + r * w.row_stride;
-    for (int64_t t = 0; t < m; ++t) {
-      const BlockQ8_1* xb = xq + t * xq_stride;
-      float32x4_t acc_lo = vdupq_n_f32(0.0f), acc_hi = vdupq_n_f32(0.0f);
-      float summs = 0.0f;
-      for (int64_t b = 0; b < nb; ++b) {
-        int8x16_t wl, wh;
-        float d, mn;
-        weight_quants(w.type, row + b * bb, wl, wh, d, mn);
-        const float dx = fp16_to_float(xb[b].d);
-        if (w.type == DType::Q4_1) summs += mn * fp16_to_float(xb[b].s);
-        const float dd = d * dx;
-        const int32x4_t s_lo = vdotq_s32(vdupq_n_s32(0), wl, vld1q_s8(xb[b].q));
-        const int32x4_t s_hi = vdotq_s32(vdupq_n_s32(0), wh, vld1q_s8(xb[b].q + 16));
-        acc_lo = vfmaq_f32(acc_lo, vdupq_n_f32(dd), vcvtq_f32_s32(s_lo));
-        acc_hi = vfmaq_f32(acc_hi, vdupq_n_f32(dd), vcvtq_f32_s32(s_hi));
-      }
-      // hsum_float_8: r[i] = a[i+4] + a[i]; (r0 + r2) + (r1 + r3)
-      const float32x4_t s4 = vaddq_f32(acc_hi, acc_lo);
-      const float v0 = vgetq_lane_f32(s4, 0) + vgetq_lane_f32(s4, 2), v1 = vgetq_lane_f32(s4, 1) + vgetq_lane_f32(s4, 3);
-      y[t * ys + r] = (v0 + v1) + summs;
-    }
+  switch (w.type) {
+    case DType::Q4_0: return q8_panels_dotprod<DType::Q4_0>(w, r0, r1, xq, m, xq_stride, y, ys);
+    case DType::Q4_1: return q8_panels_dotprod<DType::Q4_1>(w, r0, r1, xq, m, xq_stride, y, ys);
+    case DType::Q8_0: return q8_panels_dotprod<DType::Q8_0>(w, r0, r1, xq, m, xq_stride, y, ys);
+    case DType::Q4_K: return q8_panels_dotprod<DType::Q4_K>(w, r0, r1, xq, m, xq_stride, y, ys);
+    default: return ref::matmul_q8_rows(w, r0, r1, xq, m, xq_stride, y, ys);
   }
 }
 

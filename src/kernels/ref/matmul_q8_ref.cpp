@@ -1,6 +1,6 @@
-// Scalar twin of the 8-bit-activation matmul: ggml's quantize_row_q8_1 and the block dot
-// products of its AVX2 kernels (8 float lanes, each fed by the integer sum of 4 products),
-// written out element by element. The AVX-512 version reproduces it bit for bit.
+// Scalar twin of the 8-bit-activation matmul: ggml's quantize_row_q8_1, and block dot products
+// in the order kernels.h defines, read straight from the GGUF rows (not the repacked panels, so
+// it checks the packing too). Every SIMD version reproduces it bit for bit.
 #include <cmath>
 #include <cstring>
 
@@ -29,8 +29,10 @@ void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k) {
       y[b].q[i] = static_cast<int8_t>(q);
       sum += q;
     }
-    y[b].d = float_to_fp16(d);
-    y[b].s = float_to_fp16(d * static_cast<float>(sum));
+    y[b].d = fp16_to_float(float_to_fp16(d));
+    y[b].s = fp16_to_float(float_to_fp16(d * static_cast<float>(sum)));
+    y[b].sum = sum;
+    y[b].pad = 0;
   }
 }
 
@@ -77,39 +79,27 @@ void weight_block(DType t, const uint8_t* row, int64_t b, int q[32], float& d, f
   }
 }
 
-// ggml's hsum_float_8: ((a4+a0)+(a6+a2)) + ((a5+a1)+(a7+a3))
-float hsum8(const float a[8]) {
-  float r[4];
-  for (int i = 0; i < 4; ++i) r[i] = a[i + 4] + a[i];
-  const float r0 = r[0] + r[2], r1 = r[1] + r[3];
-  return r0 + r1;
-}
-
 }  // namespace
 
 void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m,
                     int64_t xq_stride, float* y, int64_t ys) {
   const int64_t nb = w.cols / 32;
+  const bool has_min = w.type == DType::Q4_1 || w.type == DType::Q4_K;
   int q[32];
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.data + r * w.row_stride;
     for (int64_t t = 0; t < m; ++t) {
       const BlockQ8_1* xb = xq + t * xq_stride;
-      float acc[8] = {0};
-      float summs = 0;
+      float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
         float d, mn;
         weight_block(w.type, row, b, q, d, mn);
-        const float dx = fp16_to_float(xb[b].d);
-        if (w.type == DType::Q4_1 || w.type == DType::Q4_K) summs += mn * fp16_to_float(xb[b].s);
-        const float dd = d * dx;
-        for (int j = 0; j < 8; ++j) {
-          int s = 0;
-          for (int e = 4 * j; e < 4 * j + 4; ++e) s += q[e] * xb[b].q[e];
-          acc[j] = std::fma(dd, static_cast<float>(s), acc[j]);
-        }
+        int isum = 0;
+        for (int e = 0; e < 32; ++e) isum += q[e] * xb[b].q[e];
+        acc = std::fma(static_cast<float>(isum), d * xb[b].d, acc);
+        if (has_min) acc = std::fma(mn, xb[b].s, acc);
       }
-      y[t * ys + r] = hsum8(acc) + summs;
+      y[t * ys + r] = acc;
     }
   }
 }

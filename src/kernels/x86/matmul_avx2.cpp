@@ -2,10 +2,12 @@
 // matmul/GEMM (two ymm registers per 16-lane vector); results bitwise those of the AVX-512
 // and scalar kernels.
 #include <algorithm>
+#include <cstring>
 #include <cmath>
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/q8_panels.h"
 #include "kernels/simd/deq16.h"
 
 namespace tessera::avx2 {

@@ -1,4 +1,4 @@
-// 8-bit-activation matmul (ggml's W4A8/W8A8 numerics) at the AVX-512 level: the VNNI kernel
+// 8-bit-activation matmul (W4A8/W8A8 over repacked panels) at the AVX-512 level: the VNNI kernel
 // (matmul_q8_vnni.cpp) where the CPU has it, else the 256-bit maddubs kernel shared with AVX2;
 // and the vectorised activation quantizer.
 #include <immintrin.h>
@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/q8_panels.h"
 #include "kernels/x86/x86_common.h"
 
 namespace tessera::avx512 {
@@ -28,8 +29,10 @@ void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].q), _mm512_cvtepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].q + 16), _mm512_cvtepi32_epi8(q1));
     const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
-    y[b].d = _cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT);
-    y[b].s = _cvtss_sh(d * static_cast<float>(sum), _MM_FROUND_TO_NEAREST_INT);
+    y[b].d = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
+    y[b].s = _cvtsh_ss(_cvtss_sh(d * static_cast<float>(sum), _MM_FROUND_TO_NEAREST_INT));
+    y[b].sum = sum;
+    y[b].pad = 0;
   }
 }
 

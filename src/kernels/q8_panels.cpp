@@ -1,0 +1,97 @@
+#include "kernels/q8_panels.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "kernels/quant_blocks.h"
+
+namespace tessera {
+
+size_t panel_bytes(DType t, int64_t cols) {
+  const size_t nb = static_cast<size_t>(cols / 32);
+  return (nb * (panel_quant_bytes(t) + panel_scale_bytes(t)) + 63) / 64 * 64;
+}
+
+namespace {
+
+inline uint16_t u16_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return h;
+}
+
+// Row r of the GGUF matrix into panel slot `lane` (0..15) of `panel`.
+void pack_row(DType t, const uint8_t* row, int64_t nb, uint8_t* panel, int lane) {
+  uint8_t* quants = panel;
+  uint8_t* scales = panel + nb * panel_quant_bytes(t);
+  for (int64_t b = 0; b < nb; ++b) {
+    uint8_t* qb = quants + b * panel_quant_bytes(t);
+    uint8_t* sb = scales + b * panel_scale_bytes(t);
+    switch (t) {
+      case DType::Q4_0:
+      case DType::Q4_1: {
+        const bool q41 = t == DType::Q4_1;
+        const uint8_t* p = row + b * (q41 ? 20 : 18);
+        std::memcpy(sb + 2 * lane, p, 2);                // d
+        if (q41) std::memcpy(sb + 32 + 2 * lane, p + 2, 2);  // m
+        for (int v = 0; v < 4; ++v) std::memcpy(qb + 64 * v + 4 * lane, p + (q41 ? 4 : 2) + 4 * v, 4);
+        break;
+      }
+      case DType::Q8_0: {
+        const uint8_t* p = row + b * 34;
+        std::memcpy(sb + 2 * lane, p, 2);
+        for (int v = 0; v < 8; ++v)
+          for (int e = 0; e < 4; ++e) qb[64 * v + 4 * lane + e] = static_cast<uint8_t>(p[2 + 4 * v + e] ^ 0x80);
+        break;
+      }
+      case DType::Q4_K: {
+        const uint8_t* p = row + (b / 8) * kQ4KBytes;
+        const int j = static_cast<int>(b % 8);
+        int sc, mn;
+        q4k_scale_min(p + 4, j, sc, mn);
+        const float d = fp16_to_float(u16_at(p)) * static_cast<float>(sc);
+        const float m = -(fp16_to_float(u16_at(p + 2)) * static_cast<float>(mn));
+        std::memcpy(sb + 4 * lane, &d, 4);
+        std::memcpy(sb + 64 + 4 * lane, &m, 4);
+        if (j % 2 == 0) {  // the pair (j, j+1) shares 32 bytes: pack them once
+          uint8_t* pair = quants + (b / 2) * 512;
+          for (int v = 0; v < 8; ++v) std::memcpy(pair + 64 * v + 4 * lane, p + 16 + 32 * (j / 2) + 4 * v, 4);
+        }
+        break;
+      }
+      default: break;
+    }
+  }
+}
+
+}  // namespace
+
+PackedWeights pack_q8_panels(const WeightMatrix& w) {
+  if (!supports_q8_activations(w.type)) fail("8-bit activations are not supported for %s weights", dtype_name(w.type));
+  const int64_t align = w.type == DType::Q4_K ? 256 : 32;
+  if (w.rows <= 0 || w.cols <= 0 || w.cols % align != 0)
+    fail("cannot repack a %lldx%lld %s matrix: columns must be a positive multiple of %lld",
+         static_cast<long long>(w.rows), static_cast<long long>(w.cols), dtype_name(w.type),
+         static_cast<long long>(align));
+  const int64_t nb = w.cols / 32;
+  const int64_t n_panels = (w.rows + kPanelRows - 1) / kPanelRows;
+  const size_t stride = panel_bytes(w.type, w.cols);
+  PackedWeights out;
+  out.bytes = stride * static_cast<size_t>(n_panels);
+  void* mem = std::aligned_alloc(64, out.bytes);
+  if (!mem) fail("out of memory repacking a %lldx%lld matrix (%zu bytes)", static_cast<long long>(w.rows),
+                 static_cast<long long>(w.cols), out.bytes);
+  out.data = {static_cast<uint8_t*>(mem), std::free};
+  std::memset(mem, 0, out.bytes);
+  for (int64_t r = 0; r < w.rows; ++r)
+    pack_row(w.type, w.data + r * w.row_stride, nb, out.data.get() + (r / kPanelRows) * stride,
+             static_cast<int>(r % kPanelRows));
+  out.matrix = w;
+  out.matrix.panels = out.data.get();
+  out.matrix.panel_stride = stride;
+  return out;
+}
+
+}  // namespace tessera

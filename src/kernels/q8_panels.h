@@ -1,0 +1,45 @@
+// Weights repacked at load for the 8-bit-activation matmul (matmul_q8): 16 rows interleaved
+// per panel, 4 bytes per row at a time, so one 512-bit vpdpbusd (or 4 NEON SDOTs, or 2 AVX2
+// maddubs) multiplies 4 consecutive weights of 16 rows by the same 4 activation bytes. Every
+// row's block sum is then complete in its own lane: no horizontal sums, and one weight stream
+// per panel for the prefetchers.
+//
+// A panel holds rows [16p, 16p + 16) (rows past the matrix are zero) and all nb = cols/32 blocks:
+//   quants:  nb blocks of 256 bytes (Q4_0, Q4_1, Q4_K) or 512 bytes (Q8_0), then
+//   scales:  nb blocks of 16 fp16 d (Q4_0, Q8_0), 16 fp16 d + 16 fp16 m (Q4_1) or
+//            16 f32 d·sc + 16 f32 −dmin·m (Q4_K; both products exact in f32);
+// padded to a multiple of 64 bytes. In the quants, "vector" v is 64 bytes with row r's 4 bytes
+// at offset 4r:
+//   Q4_0/Q4_1 block b: vectors v = 0..3 hold GGUF bytes qs[4v, 4v+4): the low nibbles are
+//     elements 4v..4v+3, the high nibbles elements 16+4v..16+4v+3 (ggml's nibble order).
+//   Q4_K block pair (2i, 2i+1): 512 bytes, vectors v = 0..7 hold the super-block's bytes
+//     qs[32(i%4) + 4v, +4): low nibbles are block 2i's elements 4v.., high nibbles block 2i+1's.
+//   Q8_0 block b: vectors v = 0..7 hold elements 4v..4v+3 as unsigned bytes w + 128.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "kernels/kernels.h"
+
+namespace tessera {
+
+constexpr int kPanelRows = 16;
+
+// Bytes of one block's quants and scales in a panel.
+constexpr size_t panel_quant_bytes(DType t) { return t == DType::Q8_0 ? 512 : 256; }
+constexpr size_t panel_scale_bytes(DType t) {
+  return t == DType::Q4_K ? 128 : t == DType::Q4_1 ? 64 : 32;
+}
+size_t panel_bytes(DType t, int64_t cols);  // one panel, a multiple of 64
+
+// Owner of a repacked matrix; `matrix` is the WeightMatrix to pass to matmul_q8 (its GGUF view
+// plus `panels`). Packing checks the type and shape and fails with a one-line error otherwise.
+struct PackedWeights {
+  WeightMatrix matrix;
+  std::unique_ptr<uint8_t, void (*)(void*)> data{nullptr, nullptr};
+  size_t bytes = 0;
+};
+PackedWeights pack_q8_panels(const WeightMatrix& w);
+
+}  // namespace tessera
