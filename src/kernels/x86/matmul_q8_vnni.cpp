@@ -52,19 +52,29 @@ inline void block_tokens(const __m512i g[8], __m512 d, __m512 m, const BlockQ8_1
     __m512i s = T == DType::Q4_0 ? _mm512_set1_epi32(-8 * xb.sum)
                 : T == DType::Q8_0 ? _mm512_set1_epi32(-128 * xb.sum)
                                    : _mm512_setzero_si512();
+    if constexpr (NT <= 2) {  // decode: two half-length chains, so more blocks overlap while loads wait
+      __m512i s2 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v) {
+        s = _mm512_dpbusd_epi32(s, g[v], _mm512_set1_epi32(dword_at(xb.q + 4 * v)));
+        s2 = _mm512_dpbusd_epi32(s2, g[v + 4], _mm512_set1_epi32(dword_at(xb.q + 4 * v + 16)));
+      }
+      s = _mm512_add_epi32(s, s2);
+    } else {
 #pragma GCC unroll 8
-    for (int v = 0; v < 8; ++v) s = _mm512_dpbusd_epi32(s, g[v], _mm512_set1_epi32(dword_at(xb.q + 4 * v)));
+      for (int v = 0; v < 8; ++v) s = _mm512_dpbusd_epi32(s, g[v], _mm512_set1_epi32(dword_at(xb.q + 4 * v)));
+    }
     acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(xb.d)), acc[t]);
     if constexpr (has_min(T)) acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(xb.s), acc[t]);
   }
 }
 
 // Prefetch distance for the one-token case, which streams the panels from DRAM.
-constexpr int64_t kAhead = 2048;
+constexpr int64_t kAhead = 4096;
 
 // All blocks of one panel against NT tokens (x: token t's blocks at x + t*xs).
 template <DType T, int NT>
-void panel_tile(const uint8_t* panel, int64_t nb, const BlockQ8_1* x, int64_t xs, __m512 acc[NT]) {
+void panel_tile(const uint8_t* panel, size_t stride, int64_t nb, const BlockQ8_1* x, int64_t xs, __m512 acc[NT]) {
   const uint8_t* quants = panel;
   const uint8_t* scales = panel + nb * static_cast<int64_t>(panel_quant_bytes(T));
   const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -72,11 +82,9 @@ void panel_tile(const uint8_t* panel, int64_t nb, const BlockQ8_1* x, int64_t xs
   __m512i g[8];
   for (int64_t b = 0; b < nb; b += T == DType::Q4_K ? 2 : 1) {
     const uint8_t* q = quants + b * static_cast<int64_t>(panel_quant_bytes(T));
-    if constexpr (NT <= 2) {  // decode: keep the stream ahead of the loads
-      for (int64_t o = 0; o < static_cast<int64_t>(panel_quant_bytes(T)) * (T == DType::Q4_K ? 2 : 1); o += 64)
-        _mm_prefetch(reinterpret_cast<const char*>(q + kAhead + o), _MM_HINT_T0);
-      _mm_prefetch(reinterpret_cast<const char*>(scales + b * static_cast<int64_t>(panel_scale_bytes(T)) + kAhead / 4),
-                   _MM_HINT_T0);
+    if constexpr (NT <= 2) {  // decode: the panels are one linear stream; keep kAhead bytes of it in flight
+      constexpr int64_t step = T == DType::Q4_K ? 2 : 1;
+      prefetch_part(panel + kAhead, static_cast<int64_t>(stride), b / step, nb / step);
     }
     if constexpr (T == DType::Q8_0) {
       for (int v = 0; v < 8; ++v) g[v] = _mm512_load_si512(q + 64 * v);
@@ -106,11 +114,11 @@ void panel_tile(const uint8_t* panel, int64_t nb, const BlockQ8_1* x, int64_t xs
 }
 
 template <DType T, int NT>
-inline void run_tile(const uint8_t* panel, int64_t nb, const BlockQ8_1* x, int64_t xs, float* y, int64_t ys,
+inline void run_tile(const uint8_t* panel, size_t stride, int64_t nb, const BlockQ8_1* x, int64_t xs, float* y, int64_t ys,
                      __mmask16 keep) {
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-  panel_tile<T, NT>(panel, nb, x, xs, acc);
+  panel_tile<T, NT>(panel, stride, nb, x, xs, acc);
   for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ys, keep, acc[t]);
 }
 
@@ -130,16 +138,16 @@ void q8_panels(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* x
       const uint8_t* panel = w.panels + p * static_cast<int64_t>(w.panel_stride);
       float* yp = y + row;
       int64_t t = t0;
-      for (; t + 8 <= t1; t += 8) run_tile<T, 8>(panel, nb, xq + t * xs, xs, yp + t * ys, ys, keep);
+      for (; t + 8 <= t1; t += 8) run_tile<T, 8>(panel, w.panel_stride, nb, xq + t * xs, xs, yp + t * ys, ys, keep);
       if (t + 4 <= t1) {
-        run_tile<T, 4>(panel, nb, xq + t * xs, xs, yp + t * ys, ys, keep);
+        run_tile<T, 4>(panel, w.panel_stride, nb, xq + t * xs, xs, yp + t * ys, ys, keep);
         t += 4;
       }
       if (t + 2 <= t1) {
-        run_tile<T, 2>(panel, nb, xq + t * xs, xs, yp + t * ys, ys, keep);
+        run_tile<T, 2>(panel, w.panel_stride, nb, xq + t * xs, xs, yp + t * ys, ys, keep);
         t += 2;
       }
-      if (t < t1) run_tile<T, 1>(panel, nb, xq + t * xs, xs, yp + t * ys, ys, keep);
+      if (t < t1) run_tile<T, 1>(panel, w.panel_stride, nb, xq + t * xs, xs, yp + t * ys, ys, keep);
     }
   }
 }
