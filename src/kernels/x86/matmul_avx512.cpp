@@ -25,12 +25,14 @@ using simd::is_block32;
 using simd::V16;
 
 // Decode: R rows against one token, weights dequantized on the fly, with software prefetch
-// of [pf, pf + pf_bytes) spread over the row (x86_common.h).
+// of [pf, pf + pf_bytes) into L1 and of the same range kPrefetchL2Bytes on into L2, spread over
+// the row (x86_common.h).
 template <DType T, int R>
 void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y, const uint8_t* pf = nullptr,
              int64_t pf_bytes = 0) {
   const int64_t K = w.cols, full = K / 16;
   const int rem = static_cast<int>(K % 16);
+  const uint8_t* pf_l2 = pf ? pf + kPrefetchL2Bytes : nullptr;
   __m512 acc[R];
   const uint8_t* rows[R];
   for (int i = 0; i < R; ++i) {
@@ -47,6 +49,7 @@ void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y, const u
       for (int j = 0; j < n; ++j) {
         const int64_t b = b0 + j;
         prefetch_part(pf, pf_bytes, b, nb);
+        prefetch_part<_MM_HINT_T1>(pf_l2, pf_bytes, b, nb);
         const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
         for (int i = 0; i < R; ++i) {
           V16 w0, w1;
@@ -59,6 +62,7 @@ void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y, const u
   } else {
     for (int64_t c = 0; c < full; ++c) {
       prefetch_part(pf, pf_bytes, c, full);
+      prefetch_part<_MM_HINT_T1>(pf_l2, pf_bytes, c, full);
       const __m512 xv = _mm512_loadu_ps(x + 16 * c);
       for (int i = 0; i < R; ++i) acc[i] = _mm512_fmadd_ps(deq16<T>(rows[i], c).v, xv, acc[i]);
     }

@@ -69,8 +69,8 @@ inline void block_tokens(const __m512i g[8], __m512 d, __m512 m, const BlockQ8_1
   }
 }
 
-// Prefetch distance for the one-token case, which streams the panels from DRAM.
-constexpr int64_t kAhead = 4096;
+// Prefetch distances (bytes) for the one-token case, which streams the panels from DRAM.
+constexpr int64_t kAhead = 4096, kAheadL2 = 16384;
 
 // All blocks of one panel against NT tokens (x: token t's blocks at x + t*xs).
 template <DType T, int NT>
@@ -82,8 +82,9 @@ void panel_tile(const uint8_t* panel, size_t stride, int64_t nb, const BlockQ8_1
   __m512i g[8];
   for (int64_t b = 0; b < nb; b += T == DType::Q4_K ? 2 : 1) {
     const uint8_t* q = quants + b * static_cast<int64_t>(panel_quant_bytes(T));
-    if constexpr (NT <= 2) {  // decode: the panels are one linear stream; keep kAhead bytes of it in flight
+    if constexpr (NT <= 2) {  // decode: the panels are one linear stream, kept in flight into L2 and L1
       constexpr int64_t step = T == DType::Q4_K ? 2 : 1;
+      prefetch_part<_MM_HINT_T1>(panel + kAheadL2, static_cast<int64_t>(stride), b / step, nb / step);
       prefetch_part(panel + kAhead, static_cast<int64_t>(stride), b / step, nb / step);
     }
     if constexpr (T == DType::Q8_0) {

@@ -13,11 +13,16 @@ using simd::half_at;
 // Decode kernels read short rows 8 at a time, an access order the hardware prefetchers do not
 // run far enough ahead of DRAM on; they prefetch the group kPrefetchRows further on instead.
 constexpr int64_t kPrefetchRows = 16;
+// ... and, into L2, the same bytes this much further on (rows are stored back to back, so a
+// thread's row range is one linear stream).
+constexpr int64_t kPrefetchL2Bytes = 16384;
 
-// Software prefetch of [pf, pf + bytes) spread over n steps: step i of n.
+// Software prefetch of [pf, pf + bytes) spread over n steps: step i of n (into L1, or with
+// Hint = _MM_HINT_T1 into L2).
+template <auto Hint = _MM_HINT_T0>
 inline void prefetch_part(const uint8_t* pf, int64_t bytes, int64_t i, int64_t n) {
   for (int64_t o = (i * bytes / n) & ~int64_t{63}; o < (i + 1) * bytes / n; o += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(pf + o), Hint);
 }
 
 // The rows to prefetch while the 8-row group at r runs (up to 8 rows, kPrefetchRows ahead,
