@@ -2,8 +2,12 @@
 // decode and prefill), JSON lines in the same format, so bench/micro/quant_table.py can put the
 // two side by side. Weights are random values quantized by the engine's own quantizers; decode
 // cycles over enough weight copies to stream from DRAM when --cold is given.
-// --q8 runs the 8-bit-activation path instead (Q8_0/Q4_0/Q4_1; the activation quantization is
+// --q8 runs the 8-bit-activation path instead (Q8_0/Q4_0/Q4_1/Q4_K, weights repacked into panels
+// before timing as at model load; the activation quantization is
 // inside the timed region, as in llama.cpp's matmul); --type T limits the run to one weight type.
+// Each line also gives the fraction of the probe's peak ($TESSERA_PROBE or models/probe.json):
+// frac_compute of its 1-thread fp32 FMA rate (int8 VNNI rate with --q8) × threads, and for cold
+// decode frac_dram of its DRAM read rate at the same thread count (-1 when there is no probe).
 //   build/bench_quant [-t THREADS] [--cold] [--reps N] [--q8] [--type T]
 #include <algorithm>
 #include <chrono>
@@ -12,11 +16,14 @@
 #include <cstring>
 #include <random>
 #include <string>
+#include <fstream>
+#include <sstream>
 #include <vector>
 
 #include "kernels/kernels.h"
 #include "kernels/q8_panels.h"
 #include "kernels/quantize.h"
+#include "profile/probe.h"
 
 using namespace tessera;
 
@@ -33,6 +40,15 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
   }
   ThreadPool pool(threads);
+  const char* probe_env = std::getenv("TESSERA_PROBE");
+  std::ifstream probe_file(probe_env ? probe_env : TESSERA_SOURCE_DIR "/models/probe.json");
+  std::stringstream probe_text;
+  probe_text << probe_file.rdbuf();
+  const std::string probe = probe_text.str();
+  const auto peak = [&](const char* name, int t) { return probe.empty() ? 0.0 : probe_lookup(probe, name, t); };
+  const bool vnni = q8 && active_isa() >= Isa::Avx512Vnni;
+  const double compute_peak = peak(vnni ? "int8_dot_vnni" : "fp32_fma_avx512", 1) * threads;
+  const double dram_peak = peak("read_dram", threads);
   struct Shape { int64_t M, N, K; };
   const std::vector<Shape> shapes = {{1, 576, 576}, {1, 192, 576}, {1, 1536, 576}, {1, 576, 1536}, {1, 49152, 576},
                                      {512, 1536, 576}, {512, 576, 1536}, {512, 576, 576}};
@@ -80,9 +96,11 @@ int main(int argc, char** argv) {
       const double med = ts[ts.size() / 2];
       std::printf("{\"engine\":\"tessera\",\"type\":\"%s\",\"M\":%lld,\"N\":%lld,\"K\":%lld,\"threads\":%d,\"cold_cache\":%s,"
                   "\"act\":\"%s\",\"reps\":%d,\"median_ms\":%.6f,\"min_ms\":%.6f,\"gflops\":%.3f,\"weight_gbs\":%.3f,"
-                  "\"weight_bytes\":%zu}\n",
+                  "\"weight_bytes\":%zu,\"frac_compute\":%.3f,\"frac_dram\":%.3f}\n",
                   dtype_name(t), static_cast<long long>(s.M), static_cast<long long>(s.N), static_cast<long long>(s.K), threads,
-                  cold && s.M == 1 ? "true" : "false", q8 ? "q8_1 (quantized in the timed region)" : "f32 (no conversion)", n, med * 1e3, ts[0] * 1e3, flops / med * 1e-9, wbytes / med * 1e-9, wbytes);
+                  cold && s.M == 1 ? "true" : "false", q8 ? "q8_1 (quantized in the timed region)" : "f32 (no conversion)", n, med * 1e3, ts[0] * 1e3, flops / med * 1e-9, wbytes / med * 1e-9, wbytes,
+                  compute_peak > 0 ? flops / med * 1e-9 / compute_peak : -1.0,
+                  cold && s.M == 1 && dram_peak > 0 ? wbytes / med * 1e-9 / dram_peak : -1.0);
       std::fflush(stdout);
     }
   }
