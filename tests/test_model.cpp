@@ -35,7 +35,7 @@ const nlohmann::json& teacher_fixture_f32_weights() {
   return j;
 }
 // llama.cpp on the Q4_1 file with an f32 KV cache and flash attention off: its only rounding
-// beyond fp32 is its 8-bit activations, which tessera reproduces with q8_activations.
+// beyond fp32 is its 8-bit activations, which tessera follows with q8_activations.
 const nlohmann::json& teacher_fixture_kvf32() {
   static const auto j = nlohmann::json::parse(test::read_file(test::source_path("tests/fixtures/teacher_forced_llamacpp_kvf32_nofa.json")));
   return j;
