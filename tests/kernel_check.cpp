@@ -63,7 +63,7 @@ int main() {
       }
     }
   }
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K}) {  // 8-bit activations (W4A8/W8A8)
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::A4G64}) {  // 8-bit activations (W4A8/W8A8)
     for (int64_t K : {32, 256, 576, 1536}) {
       if (K % info(t).block_elems) continue;
       const RandomMatrix W = make_matrix(t, 37, K, static_cast<uint32_t>(K + 5));

@@ -65,8 +65,9 @@ struct BlockQ8_1 {
   int8_t q[32];
 };
 static_assert(sizeof(BlockQ8_1) == 48);
-// Q4_0, Q4_1, Q8_0 and Q4_K (its 32-element sub-blocks as blocks: d·sc and −dmin·m in place of
-// Q4_1's scale and min; ggml pairs Q4_K with per-256 Q8_K activations instead).
+// Q4_0, Q4_1, Q8_0, Q4_K (its 32-element sub-blocks as blocks: d·sc and −dmin·m in place of
+// Q4_1's scale and min; ggml pairs Q4_K with per-256 Q8_K activations instead) and A4G64 (each
+// half of a 64-group as a Q4_1 block with the group's scale and bias).
 bool supports_q8_activations(DType weight_type);
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);  // k % 32 == 0
 // n rows of x (xs floats apart) into k/32 blocks each, rows spread over the pool.

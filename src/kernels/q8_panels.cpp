@@ -39,6 +39,13 @@ void pack_row(DType t, const uint8_t* row, int64_t nb, uint8_t* panel, int lane)
         for (int v = 0; v < 4; ++v) std::memcpy(qb + 64 * v + 4 * lane, p + (q41 ? 4 : 2) + 4 * v, 4);
         break;
       }
+      case DType::A4G64: {  // as Q4_1 (q8_panels.h)
+        const uint8_t* p = row + (b / 2) * kA4G64Bytes;
+        std::memcpy(sb + 2 * lane, p, 2);       // scale
+        std::memcpy(sb + 32 + 2 * lane, p + 2, 2);  // bias
+        for (int v = 0; v < 4; ++v) std::memcpy(qb + 64 * v + 4 * lane, p + 4 + 16 * (b % 2) + 4 * v, 4);
+        break;
+      }
       case DType::Q8_0: {
         const uint8_t* p = row + b * 34;
         std::memcpy(sb + 2 * lane, p, 2);
@@ -70,7 +77,7 @@ void pack_row(DType t, const uint8_t* row, int64_t nb, uint8_t* panel, int lane)
 
 PackedWeights pack_q8_panels(const WeightMatrix& w) {
   if (!supports_q8_activations(w.type)) fail("8-bit activations are not supported for %s weights", dtype_name(w.type));
-  const int64_t align = w.type == DType::Q4_K ? 256 : 32;
+  const int64_t align = q8_col_multiple(w.type);
   if (w.rows <= 0 || w.cols <= 0 || w.cols % align != 0)
     fail("cannot repack a %lldx%lld %s matrix: columns must be a positive multiple of %lld",
          static_cast<long long>(w.rows), static_cast<long long>(w.cols), dtype_name(w.type),

@@ -6,12 +6,14 @@
 //
 // A panel holds rows [16p, 16p + 16) (rows past the matrix are zero) and all nb = cols/32 blocks:
 //   quants:  nb blocks of 256 bytes (Q4_0, Q4_1, Q4_K) or 512 bytes (Q8_0), then
-//   scales:  nb blocks of 16 fp16 d (Q4_0, Q8_0), 16 fp16 d + 16 fp16 m (Q4_1) or
+//   scales:  nb blocks of 16 fp16 d (Q4_0, Q8_0), 16 fp16 d + 16 fp16 m (Q4_1, A4G64) or
 //            16 f32 d·sc + 16 f32 −dmin·m (Q4_K; both products exact in f32);
 // padded to a multiple of 64 bytes. In the quants, "vector" v is 64 bytes with row r's 4 bytes
 // at offset 4r:
 //   Q4_0/Q4_1 block b: vectors v = 0..3 hold GGUF bytes qs[4v, 4v+4): the low nibbles are
 //     elements 4v..4v+3, the high nibbles elements 16+4v..16+4v+3 (ggml's nibble order).
+//     A4G64 (MLX's affine 4-bit, group 64) packs as Q4_1: each 32-element half of a group is a
+//     block with the group's scale as d and its bias as m (its halves use Q4_1's nibble order).
 //   Q4_K block pair (2i, 2i+1): 512 bytes, vectors v = 0..7 hold the super-block's bytes
 //     qs[32(i%4) + 4v, +4): low nibbles are block 2i's elements 4v.., high nibbles block 2i+1's.
 //   Q8_0 block b: vectors v = 0..7 hold elements 4v..4v+3 as unsigned bytes w + 128.
@@ -26,10 +28,13 @@ namespace tessera {
 
 constexpr int kPanelRows = 16;
 
+// Columns must be a multiple of this (a Q4_K super-block, an A4G64 group, else a block).
+constexpr int64_t q8_col_multiple(DType t) { return t == DType::Q4_K ? 256 : t == DType::A4G64 ? 64 : 32; }
+
 // Bytes of one block's quants and scales in a panel.
 constexpr size_t panel_quant_bytes(DType t) { return t == DType::Q8_0 ? 512 : 256; }
 constexpr size_t panel_scale_bytes(DType t) {
-  return t == DType::Q4_K ? 128 : t == DType::Q4_1 ? 64 : 32;
+  return t == DType::Q4_K ? 128 : t == DType::Q4_1 || t == DType::A4G64 ? 64 : 32;
 }
 size_t panel_bytes(DType t, int64_t cols);  // one panel, a multiple of 64
 

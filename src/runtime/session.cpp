@@ -44,7 +44,7 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
     xq_.resize(B * static_cast<size_t>(std::max(c.n_embd, c.n_ff)) / 32 + 1);
     // Repack once, here, into the layout the 8-bit kernels read (as llama.cpp's CPU_REPACK).
     const auto pack = [&](const WeightMatrix& w) {
-      if (!supports_q8_activations(w.type) || w.cols % (w.type == DType::Q4_K ? 256 : 32) != 0) return;
+      if (!supports_q8_activations(w.type) || w.cols % q8_col_multiple(w.type) != 0) return;
       if (packed_.count(w.data)) return;
       PackedWeights pw = pack_q8_panels(w);
       packed_bytes_ += pw.bytes;

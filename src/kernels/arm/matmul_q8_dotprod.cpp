@@ -88,7 +88,8 @@ void matmul_q8_rows_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const
                             int64_t xq_stride, float* y, int64_t ys) {
   switch (w.type) {
     case DType::Q4_0: return q8_panels_dotprod<DType::Q4_0>(w, r0, r1, xq, m, xq_stride, y, ys);
-    case DType::Q4_1: return q8_panels_dotprod<DType::Q4_1>(w, r0, r1, xq, m, xq_stride, y, ys);
+    case DType::Q4_1:
+    case DType::A4G64: return q8_panels_dotprod<DType::Q4_1>(w, r0, r1, xq, m, xq_stride, y, ys);  // same panels
     case DType::Q8_0: return q8_panels_dotprod<DType::Q8_0>(w, r0, r1, xq, m, xq_stride, y, ys);
     case DType::Q4_K: return q8_panels_dotprod<DType::Q4_K>(w, r0, r1, xq, m, xq_stride, y, ys);
     default: return ref::matmul_q8_rows(w, r0, r1, xq, m, xq_stride, y, ys);

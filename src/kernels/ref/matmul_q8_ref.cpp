@@ -11,7 +11,7 @@
 namespace tessera {
 
 bool supports_q8_activations(DType t) {
-  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0 || t == DType::Q4_K;
+  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::A4G64;
 }
 
 namespace ref {
@@ -62,6 +62,19 @@ void weight_block(DType t, const uint8_t* row, int64_t b, int q[32], float& d, f
     for (int i = 0; i < 32; ++i) q[i] = j % 2 ? qs[i] >> 4 : qs[i] & 15;
     return;
   }
+  if (t == DType::A4G64) {  // each 32-element half of a group: a Q4_1 block with the group's scale and bias
+    const uint8_t* p = row + (b / 2) * kA4G64Bytes;
+    std::memcpy(&h, p, 2);
+    d = fp16_to_float(h);
+    std::memcpy(&h, p + 2, 2);
+    m = fp16_to_float(h);
+    const uint8_t* qs = p + 4 + 16 * (b % 2);
+    for (int i = 0; i < 16; ++i) {
+      q[i] = qs[i] & 15;
+      q[i + 16] = qs[i] >> 4;
+    }
+    return;
+  }
   const bool q41 = t == DType::Q4_1;
   const uint8_t* p = row + (q41 ? 20 : 18) * b;
   std::memcpy(&h, p, 2);
@@ -84,7 +97,7 @@ void weight_block(DType t, const uint8_t* row, int64_t b, int q[32], float& d, f
 void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m,
                     int64_t xq_stride, float* y, int64_t ys) {
   const int64_t nb = w.cols / 32;
-  const bool has_min = w.type == DType::Q4_1 || w.type == DType::Q4_K;
+  const bool has_min = w.type == DType::Q4_1 || w.type == DType::Q4_K || w.type == DType::A4G64;
   int q[32];
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.data + r * w.row_stride;

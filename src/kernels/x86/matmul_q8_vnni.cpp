@@ -159,7 +159,8 @@ bool matmul_q8_rows_vnni(const WeightMatrix& w, int64_t r0, int64_t r1, const Bl
                          int64_t xq_stride, float* y, int64_t ys) {
   switch (w.type) {
     case DType::Q4_0: q8_panels<DType::Q4_0>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
-    case DType::Q4_1: q8_panels<DType::Q4_1>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
+    case DType::Q4_1:
+    case DType::A4G64: q8_panels<DType::Q4_1>(w, r0, r1, xq, m, xq_stride, y, ys); return true;  // same panels
     case DType::Q8_0: q8_panels<DType::Q8_0>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
     case DType::Q4_K: q8_panels<DType::Q4_K>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
     default: return false;
