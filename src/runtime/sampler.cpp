@@ -22,6 +22,18 @@ void Sampler::accept(int32_t token) {
 }
 
 int32_t Sampler::sample(const float* logits, int n_vocab) {
+  if (opt_.temperature <= 0.0f && opt_.repeat_penalty == 1.0f && n_vocab > 0) {
+    // greedy without penalties: a plain argmax (the first of equal maxima, as below)
+    int32_t best = 0;
+    float best_logit = logits[0];
+    for (int i = 1; i < n_vocab; ++i)
+      if (logits[i] > best_logit) {
+        best_logit = logits[i];
+        best = i;
+      }
+    accept(best);
+    return best;
+  }
   cand_.resize(static_cast<size_t>(n_vocab));
   for (int i = 0; i < n_vocab; ++i) cand_[static_cast<size_t>(i)] = {logits[i], i};
   if (opt_.repeat_penalty != 1.0f) {
