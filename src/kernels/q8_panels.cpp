@@ -4,7 +4,6 @@
 #include <cstring>
 
 #include "core/error.h"
-#include "core/fp16.h"
 #include "kernels/quant_blocks.h"
 
 namespace tessera {
@@ -16,12 +15,6 @@ size_t panel_bytes(DType t, int64_t cols) {
 
 namespace {
 
-inline uint16_t u16_at(const uint8_t* p) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  return h;
-}
-
 // Row r of the GGUF matrix into panel slot `lane` (0..15) of `panel`.
 void pack_row(DType t, const uint8_t* row, int64_t nb, uint8_t* panel, int lane) {
   uint8_t* quants = panel;
@@ -31,19 +24,13 @@ void pack_row(DType t, const uint8_t* row, int64_t nb, uint8_t* panel, int lane)
     uint8_t* sb = scales + b * panel_scale_bytes(t);
     switch (t) {
       case DType::Q4_0:
-      case DType::Q4_1: {
-        const bool q41 = t == DType::Q4_1;
-        const uint8_t* p = row + b * (q41 ? 20 : 18);
-        std::memcpy(sb + 2 * lane, p, 2);                // d
-        if (q41) std::memcpy(sb + 32 + 2 * lane, p + 2, 2);  // m
-        for (int v = 0; v < 4; ++v) std::memcpy(qb + 64 * v + 4 * lane, p + (q41 ? 4 : 2) + 4 * v, 4);
-        break;
-      }
-      case DType::A4G64: {  // as Q4_1 (q8_panels.h)
-        const uint8_t* p = row + (b / 2) * kA4G64Bytes;
-        std::memcpy(sb + 2 * lane, p, 2);       // scale
-        std::memcpy(sb + 32 + 2 * lane, p + 2, 2);  // bias
-        for (int v = 0; v < 4; ++v) std::memcpy(qb + 64 * v + 4 * lane, p + 4 + 16 * (b % 2) + 4 * v, 4);
+      case DType::Q4_1:
+      case DType::A4G64: {  // fp16 d (and m: Q4_1's min, A4G64's bias), 16 bytes of nibbles
+        const uint8_t* p = t == DType::A4G64 ? row + (b / 2) * kA4G64Bytes : row + b * (t == DType::Q4_1 ? 20 : 18);
+        const uint8_t* qs = t == DType::A4G64 ? p + 4 + 16 * (b % 2) : p + (t == DType::Q4_1 ? 4 : 2);
+        std::memcpy(sb + 2 * lane, p, 2);
+        if (t != DType::Q4_0) std::memcpy(sb + 32 + 2 * lane, p + 2, 2);
+        for (int v = 0; v < 4; ++v) std::memcpy(qb + 64 * v + 4 * lane, qs + 4 * v, 4);
         break;
       }
       case DType::Q8_0: {
@@ -56,10 +43,8 @@ void pack_row(DType t, const uint8_t* row, int64_t nb, uint8_t* panel, int lane)
       case DType::Q4_K: {
         const uint8_t* p = row + (b / 8) * kQ4KBytes;
         const int j = static_cast<int>(b % 8);
-        int sc, mn;
-        q4k_scale_min(p + 4, j, sc, mn);
-        const float d = fp16_to_float(u16_at(p)) * static_cast<float>(sc);
-        const float m = -(fp16_to_float(u16_at(p + 2)) * static_cast<float>(mn));
+        float d, m;
+        q4k_sub_scale_min(p, j, d, m);
         std::memcpy(sb + 4 * lane, &d, 4);
         std::memcpy(sb + 64 + 4 * lane, &m, 4);
         if (j % 2 == 0) {  // the pair (j, j+1) shares 32 bytes: pack them once

@@ -31,6 +31,9 @@ constexpr int kPanelRows = 16;
 // Columns must be a multiple of this (a Q4_K super-block, an A4G64 group, else a block).
 constexpr int64_t q8_col_multiple(DType t) { return t == DType::Q4_K ? 256 : t == DType::A4G64 ? 64 : 32; }
 
+// Types whose blocks add a min term m_w·s_x (kernels.h): unsigned quants plus an offset.
+constexpr bool q8_has_min(DType t) { return t == DType::Q4_1 || t == DType::Q4_K || t == DType::A4G64; }
+
 // Bytes of one block's quants and scales in a panel.
 constexpr size_t panel_quant_bytes(DType t) { return t == DType::Q8_0 ? 512 : 256; }
 constexpr size_t panel_scale_bytes(DType t) {

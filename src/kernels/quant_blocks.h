@@ -4,6 +4,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/fp16.h"
+
 namespace tessera {
 
 // Q4_K: 256 elements in 144 bytes: fp16 d, fp16 dmin, 12 bytes of packed 6-bit sub-block scales
@@ -18,6 +20,16 @@ inline void q4k_scale_min(const uint8_t* scales, int j, int& sc, int& m) {
     sc = (scales[j + 4] & 0xF) | ((scales[j - 4] >> 6) << 4);
     m = (scales[j + 4] >> 4) | ((scales[j] >> 6) << 4);
   }
+}
+// Sub-block j's scale d·sc and min −dmin·m as f32 (both products exact), from the super-block at p.
+inline void q4k_sub_scale_min(const uint8_t* p, int j, float& d, float& m) {
+  int sc, mn;
+  q4k_scale_min(p + 4, j, sc, mn);
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  d = fp16_to_float(h) * static_cast<float>(sc);
+  std::memcpy(&h, p + 2, 2);
+  m = -(fp16_to_float(h) * static_cast<float>(mn));
 }
 // All 8 sub-block scales and mins of a super-block at once: the same values as q4k_scale_min,
 // unpacked four fields at a time from the 12 bytes read as 32-bit words (little endian); byte j

@@ -19,7 +19,6 @@ namespace {
 template <DType T>
 void q8_panels_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m, int64_t xs,
                        float* y, int64_t ys) {
-  constexpr bool has_min = T == DType::Q4_1 || T == DType::Q4_K;
   const int64_t nb = w.cols / 32;
   const uint8x16_t m4 = vdupq_n_u8(0x0f);
   for (int64_t p = r0 / kPanelRows; p * kPanelRows < r1; ++p) {
@@ -71,7 +70,7 @@ void q8_panels_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const Bloc
               mn = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(sb + 32) + 4 * quad)));
           }
           acc = vfmaq_f32(acc, vcvtq_f32_s32(s), vmulq_n_f32(d, xb[b].d));
-          if constexpr (has_min) acc = vfmaq_n_f32(acc, mn, xb[b].s);
+          if constexpr (q8_has_min(T)) acc = vfmaq_n_f32(acc, mn, xb[b].s);
         }
         float out[4];
         vst1q_f32(out, acc);

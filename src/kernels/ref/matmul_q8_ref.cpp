@@ -6,6 +6,7 @@
 
 #include "core/fp16.h"
 #include "kernels/kernels.h"
+#include "kernels/q8_panels.h"
 #include "kernels/quant_blocks.h"
 
 namespace tessera {
@@ -52,40 +53,24 @@ void weight_block(DType t, const uint8_t* row, int64_t b, int q[32], float& d, f
   if (t == DType::Q4_K) {  // sub-block b % 8 of super-block b / 8, as block_consts/weight_at
     const uint8_t* p = row + (b / 8) * kQ4KBytes;
     const int j = static_cast<int>(b % 8);
-    int sc, mn;
-    q4k_scale_min(p + 4, j, sc, mn);
-    std::memcpy(&h, p, 2);
-    d = fp16_to_float(h) * static_cast<float>(sc);
-    std::memcpy(&h, p + 2, 2);
-    m = -(fp16_to_float(h) * static_cast<float>(mn));
+    q4k_sub_scale_min(p, j, d, m);
     const uint8_t* qs = p + 16 + 32 * (j / 2);
     for (int i = 0; i < 32; ++i) q[i] = j % 2 ? qs[i] >> 4 : qs[i] & 15;
     return;
   }
-  if (t == DType::A4G64) {  // each 32-element half of a group: a Q4_1 block with the group's scale and bias
-    const uint8_t* p = row + (b / 2) * kA4G64Bytes;
-    std::memcpy(&h, p, 2);
-    d = fp16_to_float(h);
-    std::memcpy(&h, p + 2, 2);
-    m = fp16_to_float(h);
-    const uint8_t* qs = p + 4 + 16 * (b % 2);
-    for (int i = 0; i < 16; ++i) {
-      q[i] = qs[i] & 15;
-      q[i + 16] = qs[i] >> 4;
-    }
-    return;
-  }
-  const bool q41 = t == DType::Q4_1;
-  const uint8_t* p = row + (q41 ? 20 : 18) * b;
+  // Q4_0, Q4_1 and A4G64 (each 32-element half of a group: a Q4_1 block with the group's scale
+  // and bias): fp16 d (and m), 16 bytes of nibbles in ggml's order
+  const bool a4 = t == DType::A4G64, with_min = t != DType::Q4_0;
+  const uint8_t* p = a4 ? row + (b / 2) * kA4G64Bytes : row + (with_min ? 20 : 18) * b;
   std::memcpy(&h, p, 2);
   d = fp16_to_float(h);
   m = 0;
-  if (q41) {
+  if (with_min) {
     std::memcpy(&h, p + 2, 2);
     m = fp16_to_float(h);
   }
-  const uint8_t* qs = p + (q41 ? 4 : 2);
-  const int off = q41 ? 0 : 8;
+  const uint8_t* qs = a4 ? p + 4 + 16 * (b % 2) : p + (with_min ? 4 : 2);
+  const int off = with_min ? 0 : 8;
   for (int i = 0; i < 16; ++i) {
     q[i] = (qs[i] & 15) - off;
     q[i + 16] = (qs[i] >> 4) - off;
@@ -97,7 +82,7 @@ void weight_block(DType t, const uint8_t* row, int64_t b, int q[32], float& d, f
 void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m,
                     int64_t xq_stride, float* y, int64_t ys) {
   const int64_t nb = w.cols / 32;
-  const bool has_min = w.type == DType::Q4_1 || w.type == DType::Q4_K || w.type == DType::A4G64;
+  const bool has_min = q8_has_min(w.type);
   int q[32];
   for (int64_t r = r0; r < r1; ++r) {
     const uint8_t* row = w.data + r * w.row_stride;

@@ -21,8 +21,6 @@ namespace tessera::avx512 {
 
 namespace {
 
-constexpr bool has_min(DType t) { return t == DType::Q4_1 || t == DType::Q4_K; }
-
 inline int32_t dword_at(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
@@ -65,7 +63,7 @@ inline void block_tokens(const __m512i g[8], __m512 d, __m512 m, const BlockQ8_1
       for (int v = 0; v < 8; ++v) s = _mm512_dpbusd_epi32(s, g[v], _mm512_set1_epi32(dword_at(xb.q + 4 * v)));
     }
     acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(xb.d)), acc[t]);
-    if constexpr (has_min(T)) acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(xb.s), acc[t]);
+    if constexpr (q8_has_min(T)) acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(xb.s), acc[t]);
   }
 }
 
