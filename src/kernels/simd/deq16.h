@@ -108,6 +108,26 @@ inline void block_consts(const uint8_t* row, int64_t b0, int n, float* d, float*
 template <DType t>
 inline void deq32c(const uint8_t* row, int64_t b, float dc, float mc, V16& w0, V16& w1) {
   const V16 d = set16(dc);
+#if defined(__AVX512F__)
+  // 4-bit types: the block's 16 possible weights, fma(d, j, m) (Q4_0: d·(j−8)), computed once
+  // and looked up per nibble; each entry is exactly the value fma16/mul16 gives below.
+  if constexpr (t != DType::Q8_0) {
+    const V16 tab = t == DType::Q4_0 ? mul16(d, sub16(iota16(), set16(8.0f))) : fma16(d, iota16(), set16(mc));
+    if constexpr (t == DType::Q4_K) {
+      const int j = static_cast<int>(b % 8);
+      const uint8_t* q = row + (b / 8) * kQ4KBytes + 16 + 32 * (j / 2);
+      w0 = lookup_nibbles16(q, j % 2, tab);
+      w1 = lookup_nibbles16(q + 16, j % 2, tab);
+    } else {
+      const uint8_t* q = t == DType::Q4_0   ? row + b * 18 + 2
+                         : t == DType::Q4_1 ? row + b * 20 + 4
+                                            : row + (b / 2) * kA4G64Bytes + 4 + 16 * (b % 2);
+      w0 = lookup_nibbles16(q, false, tab);
+      w1 = lookup_nibbles16(q, true, tab);
+    }
+    return;
+  }
+#endif
   if constexpr (t == DType::Q8_0) {
     const uint8_t* p = row + b * 34;
     w0 = mul16(d, i8x16(reinterpret_cast<const int8_t*>(p + 2)));

@@ -82,6 +82,16 @@ inline V16 reduce16x16(const V16 v[16]) {
   return {_mm512_permutexvar_ps(idx, r)};
 }
 
+// Nibble table lookup: lane i gets tab[nibble] for the low (or high) nibble of byte p[i].
+// vpermps reads only an index's low 4 bits, so low nibbles need no mask; with a table of the
+// block's 16 dequantized values this replaces an int→float convert and an FMA per vector.
+inline V16 lookup_nibbles16(const uint8_t* p, bool hi, V16 tab) {
+  const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return {_mm512_permutexvar_ps(hi ? _mm512_srli_epi32(q, 4) : q, tab.v)};
+}
+// 0, 1, ..., 15: the nibble values a lookup table is built over.
+inline V16 iota16() { return {_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)}; }
+
 #else  // AVX2 + FMA: lanes 0..7 in lo, 8..15 in hi
 
 struct V16 {

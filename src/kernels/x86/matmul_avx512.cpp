@@ -33,6 +33,9 @@ void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y, const u
   const int64_t K = w.cols, full = K / 16;
   const int rem = static_cast<int>(K % 16);
   const uint8_t* pf_l2 = pf ? pf + kPrefetchL2Bytes : nullptr;
+  const int64_t steps = is_block32(T) ? K / 32 : full;
+  PrefetchStream<_MM_HINT_T0> pf_l1s(pf, pf_bytes, steps);
+  PrefetchStream<_MM_HINT_T1> pf_l2s(pf_l2, pf_bytes, steps);
   __m512 acc[R];
   const uint8_t* rows[R];
   for (int i = 0; i < R; ++i) {
@@ -48,8 +51,8 @@ void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y, const u
       for (int i = 0; i < R; ++i) simd::block_consts<T>(rows[i], b0, n, dc[i], mc[i]);
       for (int j = 0; j < n; ++j) {
         const int64_t b = b0 + j;
-        prefetch_part(pf, pf_bytes, b, nb);
-        prefetch_part<_MM_HINT_T1>(pf_l2, pf_bytes, b, nb);
+        pf_l1s.step();
+        pf_l2s.step();
         const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
         for (int i = 0; i < R; ++i) {
           V16 w0, w1;
@@ -61,8 +64,8 @@ void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y, const u
     }
   } else {
     for (int64_t c = 0; c < full; ++c) {
-      prefetch_part(pf, pf_bytes, c, full);
-      prefetch_part<_MM_HINT_T1>(pf_l2, pf_bytes, c, full);
+      pf_l1s.step();
+      pf_l2s.step();
       const __m512 xv = _mm512_loadu_ps(x + 16 * c);
       for (int i = 0; i < R; ++i) acc[i] = _mm512_fmadd_ps(deq16<T>(rows[i], c).v, xv, acc[i]);
     }

@@ -78,12 +78,15 @@ void panel_tile(const uint8_t* panel, size_t stride, int64_t nb, const BlockQ8_1
   const __m512i m4 = _mm512_set1_epi8(0x0f);
   __m512 d, m = _mm512_setzero_ps();
   __m512i g[8];
-  for (int64_t b = 0; b < nb; b += T == DType::Q4_K ? 2 : 1) {
+  // decode: the panels are one linear stream, kept in flight into L2 and L1
+  constexpr int64_t step = T == DType::Q4_K ? 2 : 1;
+  PrefetchStream<_MM_HINT_T1> pf_l2(NT <= 2 ? panel + kAheadL2 : nullptr, static_cast<int64_t>(stride), nb / step);
+  PrefetchStream<_MM_HINT_T0> pf_l1(NT <= 2 ? panel + kAhead : nullptr, static_cast<int64_t>(stride), nb / step);
+  for (int64_t b = 0; b < nb; b += step) {
     const uint8_t* q = quants + b * static_cast<int64_t>(panel_quant_bytes(T));
-    if constexpr (NT <= 2) {  // decode: the panels are one linear stream, kept in flight into L2 and L1
-      constexpr int64_t step = T == DType::Q4_K ? 2 : 1;
-      prefetch_part<_MM_HINT_T1>(panel + kAheadL2, static_cast<int64_t>(stride), b / step, nb / step);
-      prefetch_part(panel + kAhead, static_cast<int64_t>(stride), b / step, nb / step);
+    if constexpr (NT <= 2) {
+      pf_l2.step();
+      pf_l1.step();
     }
     if constexpr (T == DType::Q8_0) {
       for (int v = 0; v < 8; ++v) g[v] = _mm512_load_si512(q + 64 * v);

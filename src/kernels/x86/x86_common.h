@@ -17,13 +17,24 @@ constexpr int64_t kPrefetchRows = 16;
 // thread's row range is one linear stream).
 constexpr int64_t kPrefetchL2Bytes = 16384;
 
-// Software prefetch of [pf, pf + bytes) spread over n steps: step i of n (into L1, or with
-// Hint = _MM_HINT_T1 into L2).
+// Software prefetch of [p, p + bytes) spread over the n steps of a loop (into L1, or with
+// Hint = _MM_HINT_T1 into L2): each step() issues the next ceil(lines / n) cache lines. The
+// per-step count is fixed up front, so the loop pays no division (two 64-bit divides per block
+// cost as much as the block's dequantization did). A null p prefetches nothing.
 template <auto Hint = _MM_HINT_T0>
-inline void prefetch_part(const uint8_t* pf, int64_t bytes, int64_t i, int64_t n) {
-  for (int64_t o = (i * bytes / n) & ~int64_t{63}; o < (i + 1) * bytes / n; o += 64)
-    _mm_prefetch(reinterpret_cast<const char*>(pf + o), Hint);
-}
+class PrefetchStream {
+ public:
+  PrefetchStream(const uint8_t* p, int64_t bytes, int64_t n)
+      : p_(p), end_(p ? p + bytes : p), per_(p && n > 0 ? ((bytes + 63) / 64 + n - 1) / n : 0) {}
+  void step() {
+    for (int64_t i = 0; i < per_ && p_ < end_; ++i, p_ += 64) _mm_prefetch(reinterpret_cast<const char*>(p_), Hint);
+  }
+
+ private:
+  const uint8_t* p_;
+  const uint8_t* end_;
+  int64_t per_;
+};
 
 // The rows to prefetch while the 8-row group at r runs (up to 8 rows, kPrefetchRows ahead,
 // within [.., r1)).
@@ -38,7 +49,7 @@ inline RowsAhead rows_ahead(const WeightMatrix& w, int64_t r, int64_t r1) {
 
 // The first rows of the range [r0, r1), which no earlier group prefetches.
 inline void prefetch_first_rows(const WeightMatrix& w, int64_t r0, int64_t r1) {
-  prefetch_part(w.data + r0 * w.row_stride, std::min(kPrefetchRows, r1 - r0) * static_cast<int64_t>(w.row_stride), 0, 1);
+  PrefetchStream(w.data + r0 * w.row_stride, std::min(kPrefetchRows, r1 - r0) * static_cast<int64_t>(w.row_stride), 1).step();
 }
 
 }  // namespace tessera::avx512
