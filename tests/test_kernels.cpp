@@ -273,6 +273,23 @@ TEST(Kernels, GemmMatchesScalarTwinAndFloat64) {
   }
 }
 
+// The GEMM's cache blocking: rows past one packed row block (256), k past one k block (768) with
+// a tail, partial 32-row panels and token groups: still bitwise the scalar twin's single chain.
+TEST(Kernels, GemmBlockingKeepsOneChain) {
+  ThreadPool one(1), two(2);
+  for (DType t : {DType::F32, DType::F16, DType::Q4_1}) {
+    const int64_t K = t == DType::Q4_1 ? 1600 : 1700, N = 300, M = 25;
+    const RandomMatrix W = make_matrix(t, N, K, 99);
+    const std::vector<float> x = random_x(M, K, 98);
+    std::vector<float> y_ref(static_cast<size_t>(M * N)), y1(y_ref.size()), y2(y_ref.size());
+    ref::gemm_rows(W.w, 0, N, x.data(), M, K, y_ref.data(), N);
+    gemm(W.w, x.data(), M, K, y1.data(), N, one);
+    gemm(W.w, x.data(), M, K, y2.data(), N, two);
+    EXPECT_EQ(std::memcmp(y_ref.data(), y1.data(), y1.size() * 4), 0) << dtype_name(t);
+    EXPECT_EQ(std::memcmp(y_ref.data(), y2.data(), y2.size() * 4), 0) << dtype_name(t);
+  }
+}
+
 // Vectorised softmax and GELU-tanh against their scalar twins (libm exp/tanh): the polynomial exp
 // keeps them within a few ulp.
 TEST(Kernels, SoftmaxAndGeluMatchScalar) {

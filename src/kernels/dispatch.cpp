@@ -92,7 +92,11 @@ void matmul(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float*
 
 void gemm(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys, ThreadPool& pool) {
   auto rows = TESSERA_PICK(gemm_rows);
-  pool.parallel_for(w.rows, 32, [&](int64_t r0, int64_t r1) { rows(w, r0, r1, x, m, xs, y, ys); });
+  // Two row ranges per thread, multiples of the kernel's 32-row panels: each range packs its rows
+  // once and streams every token past them, so fewer, larger ranges reread x less; two per thread
+  // still let a thread slowed by a neighbour hand one over.
+  const int64_t grain = (w.rows + 64 * pool.size() - 1) / (64 * pool.size()) * 32;
+  pool.parallel_for(w.rows, grain, [&](int64_t r0, int64_t r1) { rows(w, r0, r1, x, m, xs, y, ys); });
 }
 
 void softmax_row(float* x, int64_t n, float scale) { TESSERA_PICK(softmax_row)(x, n, scale); }

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "kernels/kernels.h"
@@ -191,13 +192,45 @@ void matmul_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x
   }
 }
 
-// GEMM micro-kernel: 32 weight rows (two registers, packed k-major) x MT tokens; every output
-// lane is one FMA chain over k, as ref::gemm_rows.
+// In-register 16x16 transpose: r[i] lane j becomes r[j] lane i (unpack, 64-bit unpack, then two
+// rounds of 128-bit lane shuffles).
+inline void transpose16x16(__m512 r[16]) {
+  __m512 t[16], u[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int g = 0; g < 4; ++g) {
+    const __m512d a = _mm512_castps_pd(t[4 * g]), b = _mm512_castps_pd(t[4 * g + 2]);
+    const __m512d c = _mm512_castps_pd(t[4 * g + 1]), d = _mm512_castps_pd(t[4 * g + 3]);
+    u[4 * g + 0] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, b));
+    u[4 * g + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, b));
+    u[4 * g + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(c, d));
+    u[4 * g + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(c, d));
+  }
+  for (int j = 0; j < 4; ++j) {  // u[4g + j], 128-bit lane L: rows 4g..4g+3 at column j + 4L
+    const __m512 v = _mm512_shuffle_f32x4(u[j], u[4 + j], 0x88), w = _mm512_shuffle_f32x4(u[j], u[4 + j], 0xDD);
+    const __m512 v2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0x88), w2 = _mm512_shuffle_f32x4(u[8 + j], u[12 + j], 0xDD);
+    r[j] = _mm512_shuffle_f32x4(v, v2, 0x88);
+    r[j + 8] = _mm512_shuffle_f32x4(v, v2, 0xDD);
+    r[j + 4] = _mm512_shuffle_f32x4(w, w2, 0x88);
+    r[j + 12] = _mm512_shuffle_f32x4(w, w2, 0xDD);
+  }
+}
+
+// GEMM micro-kernel: 32 weight rows (two registers, packed k-major) x MT tokens over one k block
+// [k0, k0 + kc); every output lane is one FMA chain over k, as ref::gemm_rows. The chain runs on
+// across k blocks through y: the first block starts from zero, later ones reload the partial
+// sums (exact floats), so blocking k changes no bit.
 template <int MT>
-void gemm_kernel(const float* wp, const float* x, int64_t xs, int64_t K, float* y, int64_t ys, __mmask16 m0, __mmask16 m1) {
+void gemm_kernel(const float* wp, const float* x, int64_t xs, int64_t kc, float* y, int64_t ys, __mmask16 m0,
+                 __mmask16 m1, bool first) {
   __m512 a0[MT], a1[MT];
-  for (int i = 0; i < MT; ++i) a0[i] = a1[i] = _mm512_setzero_ps();
-  for (int64_t k = 0; k < K; ++k) {
+  for (int i = 0; i < MT; ++i) {
+    a0[i] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m0, y + i * ys);
+    a1[i] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(m1, y + i * ys + 16);
+  }
+  for (int64_t k = 0; k < kc; ++k) {
     const __m512 w0 = _mm512_loadu_ps(wp + 32 * k), w1 = _mm512_loadu_ps(wp + 32 * k + 16);
     for (int i = 0; i < MT; ++i) {
       const __m512 xb = _mm512_set1_ps(x[i * xs + k]);
@@ -211,53 +244,71 @@ void gemm_kernel(const float* wp, const float* x, int64_t xs, int64_t K, float* 
   }
 }
 
+template <int... MT>
+void gemm_kernel_n(int mt, std::integer_sequence<int, MT...>, const float* wp, const float* x, int64_t xs, int64_t kc,
+                   float* y, int64_t ys, __mmask16 m0, __mmask16 m1, bool first) {
+  (void)((mt == MT + 1 && (gemm_kernel<MT + 1>(wp, x, xs, kc, y, ys, m0, m1, first), true)) || ...);
+}
+
+// Cache blocking: the rows of a call are taken kRowBlock at a time and packed whole (32-row
+// panels, k-major, 16 rows per in-register transpose); then each group of 12 tokens runs past all
+// panels of the block, so its x rows (12 x kKBlock floats, 36 KiB) stay in L1 while the panels
+// stream from L2. k runs in blocks of kKBlock only for longer rows (fc2's K = 3072), whose x rows
+// would not fit. Measured on this machine's shapes: blocks of 192 or 384 lose 5-15% to the
+// per-block reload of the accumulators and to L2 traffic, running all panels per token group beats
+// all token groups per panel (W panel in L1) by 5-25%.
+constexpr int64_t kGemmTokens = 12, kRowBlock = 256, kKBlock = 768;
+
 template <DType T>
 void gemm_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m, int64_t xs, float* y,
                  int64_t ys) {
   const int64_t K = w.cols, K16 = (K + 15) / 16 * 16;
-  thread_local std::vector<float> row, wp;
-  row.resize(static_cast<size_t>(K16));
-  wp.resize(static_cast<size_t>(32 * K));
-  constexpr int64_t kTokens = 12;
-  for (int64_t p0 = r0; p0 < r1; p0 += 32) {
-    const int np = static_cast<int>(std::min<int64_t>(32, r1 - p0));
-    for (int i = 0; i < 32; ++i) {  // pack the panel k-major: wp[k][32]
-      if (i < np) {
-        const uint8_t* src = w.data + (p0 + i) * w.row_stride;
+  thread_local std::vector<float> rows16, wp;
+  rows16.resize(static_cast<size_t>(16 * K16));
+  wp.resize(static_cast<size_t>(kRowBlock * K));
+  for (int64_t b0 = r0; b0 < r1; b0 += kRowBlock) {
+    const int64_t nrows = std::min(kRowBlock, r1 - b0), panels = (nrows + 31) / 32;
+    // pack 16 rows at a time: dequantize them into rows16, then 16x16 transposes into the panel
+    for (int64_t g = 0; g < panels * 2; ++g) {
+      for (int64_t i = 0; i < 16; ++i) {
+        float* row = rows16.data() + i * K16;
+        if (16 * g + i >= nrows) {
+          std::fill(row, row + K16, 0.0f);
+          continue;
+        }
+        const uint8_t* src = w.data + (b0 + 16 * g + i) * w.row_stride;
         if constexpr (is_block32(T)) {
           for (int64_t b = 0; b < K / 32; ++b) {
             V16 w0, w1;
             deq32<T>(src, b, w0, w1);
-            _mm512_storeu_ps(row.data() + 32 * b, w0.v);
-            _mm512_storeu_ps(row.data() + 32 * b + 16, w1.v);
+            _mm512_storeu_ps(row + 32 * b, w0.v);
+            _mm512_storeu_ps(row + 32 * b + 16, w1.v);
           }
         } else {
-          for (int64_t c = 0; c < K / 16; ++c) _mm512_storeu_ps(row.data() + 16 * c, deq16<T>(src, c).v);
-          if (K % 16) _mm512_storeu_ps(row.data() + K / 16 * 16, deq_tail(T, src, K / 16, static_cast<int>(K % 16)).v);
+          for (int64_t c = 0; c < K / 16; ++c) _mm512_storeu_ps(row + 16 * c, deq16<T>(src, c).v);
+          if (K % 16) _mm512_storeu_ps(row + K / 16 * 16, deq_tail(T, src, K / 16, static_cast<int>(K % 16)).v);
         }
-        for (int64_t k = 0; k < K; ++k) wp[static_cast<size_t>(k * 32 + i)] = row[static_cast<size_t>(k)];
-      } else {
-        for (int64_t k = 0; k < K; ++k) wp[static_cast<size_t>(k * 32 + i)] = 0.0f;
+      }
+      float* dst = wp.data() + (g / 2) * 32 * K + (g % 2) * 16;
+      for (int64_t c = 0; c < K16 / 16; ++c) {
+        __m512 v[16];
+        for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_ps(rows16.data() + i * K16 + 16 * c);
+        transpose16x16(v);
+        for (int64_t j = 0; j < 16 && 16 * c + j < K; ++j) _mm512_storeu_ps(dst + (16 * c + j) * 32, v[j]);
       }
     }
-    const __mmask16 m0 = static_cast<__mmask16>(np >= 16 ? 0xffff : (1u << np) - 1);
-    const __mmask16 m1 = static_cast<__mmask16>(np <= 16 ? 0 : np >= 32 ? 0xffff : (1u << (np - 16)) - 1);
-    for (int64_t t0 = 0; t0 < m; t0 += kTokens) {
-      const float* xt = x + t0 * xs;
-      float* yt = y + t0 * ys + p0;
-      switch (std::min<int64_t>(kTokens, m - t0)) {
-        case 12: gemm_kernel<12>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
-        case 11: gemm_kernel<11>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
-        case 10: gemm_kernel<10>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
-        case 9: gemm_kernel<9>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
-        case 8: gemm_kernel<8>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
-        case 7: gemm_kernel<7>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
-        case 6: gemm_kernel<6>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
-        case 5: gemm_kernel<5>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
-        case 4: gemm_kernel<4>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
-        case 3: gemm_kernel<3>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
-        case 2: gemm_kernel<2>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
-        default: gemm_kernel<1>(wp.data(), xt, xs, K, yt, ys, m0, m1); break;
+    for (int64_t k0 = 0; k0 < K; k0 += kKBlock) {
+      const int64_t kc = std::min(kKBlock, K - k0);
+      for (int64_t t0 = 0; t0 < m; t0 += kGemmTokens) {
+        const int mt = static_cast<int>(std::min(kGemmTokens, m - t0));
+        for (int64_t p = 0; p < panels; ++p) {
+          const int np = static_cast<int>(std::min<int64_t>(32, nrows - 32 * p));
+          const __mmask16 m0 = static_cast<__mmask16>(np >= 16 ? 0xffff : (1u << np) - 1);
+          const __mmask16 m1 = static_cast<__mmask16>(np <= 16 ? 0 : np >= 32 ? 0xffff : (1u << (np - 16)) - 1);
+          const float* wb = wp.data() + p * 32 * K + k0 * 32;
+          gemm_kernel_n(mt, std::make_integer_sequence<int, kGemmTokens>{}, wb, x + t0 * xs + k0, xs, kc,
+                        y + t0 * ys + b0 + 32 * p, ys, m0, m1, k0 == 0);
+        }
       }
     }
   }
