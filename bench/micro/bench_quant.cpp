@@ -8,7 +8,8 @@
 // Each line also gives the fraction of the probe's peak ($TESSERA_PROBE or models/probe.json):
 // frac_compute of its 1-thread fp32 FMA rate (int8 VNNI rate with --q8) × threads, and for cold
 // decode frac_dram of its DRAM read rate at the same thread count (-1 when there is no probe).
-//   build/bench_quant [-t THREADS] [--cold] [--reps N] [--q8] [--type T]
+// --decode limits it to the M = 1 shapes.
+//   build/bench_quant [-t THREADS] [--cold] [--reps N] [--q8] [--type T] [--decode]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -29,13 +30,14 @@ using namespace tessera;
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 0;
-  bool cold = false, q8 = false;
+  bool cold = false, q8 = false, decode_only = false;
   std::string only;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--q8")) q8 = true;
     else if (!std::strcmp(argv[i], "--type") && i + 1 < argc) only = argv[++i];
     else if (!std::strcmp(argv[i], "-t") && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--cold")) cold = true;
+    else if (!std::strcmp(argv[i], "--decode")) decode_only = true;  // M = 1 shapes only
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
   }
   ThreadPool pool(threads);
@@ -59,6 +61,7 @@ int main(int argc, char** argv) {
     if (!only.empty() && only != dtype_name(t)) continue;
     for (const Shape& s : shapes) {
       if (s.K % info(t).block_elems) continue;  // Q4_K needs K = 256k
+      if (decode_only && s.M != 1) continue;
       const size_t rb = row_bytes(t, static_cast<uint64_t>(s.K));
       const size_t wbytes = rb * static_cast<size_t>(s.N);
       const int copies = cold && s.M == 1 ? static_cast<int>(std::max<size_t>(1, (256u << 20) / wbytes)) : 1;
