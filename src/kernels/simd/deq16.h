@@ -165,6 +165,22 @@ inline V16 deq_tail(DType t, const uint8_t* row, int64_t c, int rem) {
   return load16(tmp);
 }
 
+// Dequantizes a whole row into fp32 (zero-padded to a multiple of 16).
+template <DType T>
+void deq_row(const uint8_t* row, int64_t K, float* out) {
+  if constexpr (is_block32(T)) {
+    for (int64_t b = 0; b < K / 32; ++b) {
+      V16 w0, w1;
+      deq32<T>(row, b, w0, w1);
+      store16(out + 32 * b, w0);
+      store16(out + 32 * b + 16, w1);
+    }
+  } else {
+    for (int64_t c = 0; c < K / 16; ++c) store16(out + 16 * c, deq16<T>(row, c));
+    if (K % 16) store16(out + K / 16 * 16, deq_tail(T, row, K / 16, static_cast<int>(K % 16)));
+  }
+}
+
 // Calls f(std::integral_constant<DType, T>{}) for the weight types the kernels specialise;
 // returns false for any other type (callers fall back to the scalar twin).
 template <typename F>

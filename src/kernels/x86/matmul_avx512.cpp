@@ -276,18 +276,7 @@ void gemm_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, 
           std::fill(row, row + K16, 0.0f);
           continue;
         }
-        const uint8_t* src = w.data + (b0 + 16 * g + i) * w.row_stride;
-        if constexpr (is_block32(T)) {
-          for (int64_t b = 0; b < K / 32; ++b) {
-            V16 w0, w1;
-            deq32<T>(src, b, w0, w1);
-            _mm512_storeu_ps(row + 32 * b, w0.v);
-            _mm512_storeu_ps(row + 32 * b + 16, w1.v);
-          }
-        } else {
-          for (int64_t c = 0; c < K / 16; ++c) _mm512_storeu_ps(row + 16 * c, deq16<T>(src, c).v);
-          if (K % 16) _mm512_storeu_ps(row + K / 16 * 16, deq_tail(T, src, K / 16, static_cast<int>(K % 16)).v);
-        }
+        simd::deq_row<T>(w.data + (b0 + 16 * g + i) * w.row_stride, K, row);
       }
       float* dst = wp.data() + (g / 2) * 32 * K + (g % 2) * 16;
       for (int64_t c = 0; c < K16 / 16; ++c) {
