@@ -8,9 +8,14 @@
 // Each line also gives the fraction of the probe's peak ($TESSERA_PROBE or models/probe.json):
 // frac_compute of its 1-thread fp32 FMA rate (int8 VNNI rate with --q8) × threads, and for cold
 // decode frac_dram of its DRAM read rate at the same thread count (-1 when there is no probe).
-// --decode limits it to the M = 1 shapes.
+// --decode limits it to the M = 1 shapes. Cold decode also times, after each run, one read of as
+// many bytes by the probe's read loop on the same pool (a fresh part of a separate 256 MiB
+// buffer): frac_dram_paired is the median over runs of the kernel's rate over that read rate,
+// the fraction of the bandwidth the machine gave at that moment (this VM's neighbours move
+// the 2-thread DRAM rate by up to 2x between runs), and dram_gbs_paired the median read rate.
 //   build/bench_quant [-t THREADS] [--cold] [--reps N] [--q8] [--type T] [--decode]
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -18,12 +23,14 @@
 #include <random>
 #include <string>
 #include <fstream>
+#include <memory>
 #include <sstream>
 #include <vector>
 
 #include "kernels/kernels.h"
 #include "kernels/q8_panels.h"
 #include "kernels/quantize.h"
+#include "core/error.h"
 #include "profile/probe.h"
 
 using namespace tessera;
@@ -50,6 +57,30 @@ int main(int argc, char** argv) {
   const bool vnni = q8 && active_isa() >= Isa::Avx512Vnni;
   const double compute_peak = peak(vnni ? "int8_dot_vnni" : "fp32_fma_avx512", 1) * threads;
   const double dram_peak = peak("read_dram", threads);
+  // the paired reads' buffer (cold decode only)
+  constexpr size_t kReadBuf = size_t{256} << 20;
+  std::unique_ptr<float, decltype(&std::free)> read_buf(nullptr, &std::free);
+  if (cold) {
+    read_buf.reset(static_cast<float*>(std::aligned_alloc(64, kReadBuf)));
+    if (!read_buf) fail("bench_quant: out of memory");
+    std::memset(read_buf.get(), 1, kReadBuf);
+  }
+  size_t read_at = 0;
+  // Reads `bytes` of the buffer once, split over the pool; returns the seconds taken (0: no read loop).
+  const auto paired_read = [&](size_t bytes) {
+    bytes = bytes / 4096 * 4096;
+    if (read_at + bytes > kReadBuf) read_at = 0;
+    const float* base = read_buf.get() + read_at / 4;
+    read_at += bytes;
+    const int64_t pages = static_cast<int64_t>(bytes / 4096);
+    std::atomic<int64_t> got{0};
+    const auto t0 = std::chrono::steady_clock::now();
+    pool.parallel_for(pages, (pages + pool.size() - 1) / pool.size(), [&](int64_t a, int64_t b) {
+      got += static_cast<int64_t>(probe_read_pass(base + a * 1024, static_cast<size_t>(b - a) * 4096));
+    });
+    const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    return got.load() > 0 ? std::make_pair(dt, static_cast<double>(got.load())) : std::make_pair(0.0, 0.0);
+  };
   struct Shape { int64_t M, N, K; };
   const std::vector<Shape> shapes = {{1, 576, 576}, {1, 192, 576}, {1, 1536, 576}, {1, 576, 1536}, {1, 49152, 576},
                                      {512, 1536, 576}, {512, 576, 1536}, {512, 576, 576}};
@@ -81,7 +112,8 @@ int main(int argc, char** argv) {
       const double flops = 2.0 * s.M * s.N * s.K;
       const int n = reps > 0 ? reps : std::max(5, static_cast<int>(std::min(2000.0, 3e9 / flops)));
       std::vector<BlockQ8_1> xq(static_cast<size_t>(s.M * s.K / 32));
-      std::vector<double> ts;
+      std::vector<double> ts, read_gbs, ratio;
+      const bool paired = cold && s.M == 1;
       for (int i = -2; i < n; ++i) {
         const WeightMatrix wm{t, s.N, s.K, W[static_cast<size_t>((i + 2) % copies)].data(), rb};
         const auto t0 = std::chrono::steady_clock::now();
@@ -93,16 +125,29 @@ int main(int argc, char** argv) {
         }
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (i >= 0) ts.push_back(dt);
+        if (paired) {
+          const auto [rt, rbytes] = paired_read(wbytes);
+          if (i >= 0 && rt > 0) {
+            read_gbs.push_back(rbytes / rt * 1e-9);
+            ratio.push_back(wbytes / dt * 1e-9 / read_gbs.back());
+          }
+        }
       }
+      const auto median = [](std::vector<double> v) {
+        std::sort(v.begin(), v.end());
+        return v.empty() ? -1.0 : v[v.size() / 2];
+      };
       std::sort(ts.begin(), ts.end());
       const double med = ts[ts.size() / 2];
       std::printf("{\"engine\":\"tessera\",\"type\":\"%s\",\"M\":%lld,\"N\":%lld,\"K\":%lld,\"threads\":%d,\"cold_cache\":%s,"
                   "\"act\":\"%s\",\"reps\":%d,\"median_ms\":%.6f,\"min_ms\":%.6f,\"gflops\":%.3f,\"weight_gbs\":%.3f,"
-                  "\"weight_bytes\":%zu,\"frac_compute\":%.3f,\"frac_dram\":%.3f}\n",
+                  "\"weight_bytes\":%zu,\"frac_compute\":%.3f,\"frac_dram\":%.3f,\"dram_gbs_paired\":%.3f,"
+                  "\"frac_dram_paired\":%.3f}\n",
                   dtype_name(t), static_cast<long long>(s.M), static_cast<long long>(s.N), static_cast<long long>(s.K), threads,
                   cold && s.M == 1 ? "true" : "false", q8 ? "q8_1 (quantized in the timed region)" : "f32 (no conversion)", n, med * 1e3, ts[0] * 1e3, flops / med * 1e-9, wbytes / med * 1e-9, wbytes,
                   compute_peak > 0 ? flops / med * 1e-9 / compute_peak : -1.0,
-                  cold && s.M == 1 && dram_peak > 0 ? wbytes / med * 1e-9 / dram_peak : -1.0);
+                  cold && s.M == 1 && dram_peak > 0 ? wbytes / med * 1e-9 / dram_peak : -1.0, median(read_gbs),
+                  median(ratio));
       std::fflush(stdout);
     }
   }

@@ -22,6 +22,10 @@ struct ProbeOptions {
 
 std::vector<ProbeResult> run_probe(const ProbeOptions& opt);
 std::string probe_to_json(const std::vector<ProbeResult>& r);
+// One pass of the probe's read loop over [p, p + bytes) (p 64-byte aligned); returns the bytes
+// read, 0 where the loop is not built. Lets a benchmark time the DRAM read rate right beside a
+// kernel, so a noisy neighbour slows both sides of the ratio.
+double probe_read_pass(const float* p, size_t bytes);
 // Peak of `name` at `threads` from a saved probe JSON; 0 when absent.
 double probe_lookup(const std::string& json, const std::string& name, int threads);
 
