@@ -65,6 +65,9 @@ inline void deq32(const uint8_t* row, int64_t b, V16& w0, V16& w1) {
   }
 }
 
+// Bytes per block of the types whose block starts with its fp16 scale (and min).
+constexpr int64_t scale_block_bytes(DType t) { return t == DType::Q8_0 ? 34 : t == DType::Q4_0 ? 18 : 20; }
+
 #if defined(__AVX512BW__)
 // Where the fp16 scale words of 16 consecutive blocks sit, counted in 16-bit words from the
 // first block's first byte: lane j < 16 is block j's d, lane 16 + j its m (Q4_1, A4G64). The
@@ -75,7 +78,7 @@ struct ScaleWords {
   static constexpr int word(int lane) {
     const int j = lane % 16, off = lane >= 16 ? 1 : 0;
     if (t == DType::A4G64) return kA4G64Bytes / 2 * (j / 2) + off;
-    return (t == DType::Q8_0 ? 17 : t == DType::Q4_0 ? 9 : 10) * j + off;
+    return static_cast<int>(scale_block_bytes(t) / 2) * j + off;
   }
   static constexpr int kLast = word(t == DType::Q4_1 || t == DType::A4G64 ? 31 : 15);
   static constexpr int kVecs = kLast / 32 + 1, kWindows = kLast / 64 + 1;
@@ -99,10 +102,10 @@ struct ScaleWords {
 
 // The constants deq32 broadcasts for blocks [b0, b0 + n) (n <= 16): scale d[] and offset m[]
 // (Q8_0/Q4_0: m unused). Computed ahead of the dot-product loop, so the decode kernel reads
-// them with broadcast loads; on AVX-512 the fp16 pairs of 16 blocks come in with one gather.
+// them with broadcast loads; on AVX-512 the fp16 words of 16 blocks come in by word permutes.
 template <DType t>
 inline void block_consts(const uint8_t* row, int64_t b0, int n, float* d, float* m) {
-  constexpr int64_t bs = t == DType::Q8_0 ? 34 : t == DType::Q4_0 ? 18 : 20;
+  constexpr int64_t bs = scale_block_bytes(t);
   if constexpr (t == DType::Q4_K) {
     for (int j0 = 0; j0 < n; j0 += 8) {  // b0 is a multiple of 16: whole super-blocks
       const uint8_t* p = row + ((b0 + j0) / 8) * kQ4KBytes;
