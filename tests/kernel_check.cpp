@@ -81,7 +81,8 @@ int main() {
   }
   for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::I8}) {  // fused attention
     for (int hd : {64, 72, 80, 128}) {
-      for (int64_t n_kv : {5, 300, 700}) {
+      for (int64_t n_kv : {5, 300, 700})
+      for (int64_t n_q : {int64_t{4}, int64_t{40}}) {  // 12 rows per kv head: keys in lanes; 120: rows in lanes
         const int n_head_kv = 2, n_head = 6;
         const size_t row = kv_row_bytes(kv, hd);
         std::vector<uint8_t> k(row * n_head_kv * n_kv), v(k.size());
@@ -90,14 +91,14 @@ int main() {
           kv_store_row(kv, src.data() + p * hd, hd, k.data() + p * row);
           kv_store_row(kv, src.data() + (n_kv * n_head_kv + p) * hd, hd, v.data() + p * row);
         }
-        const int64_t n_q = 4, width = static_cast<int64_t>(n_head) * hd;
+        const int64_t width = static_cast<int64_t>(n_head) * hd;
         const std::vector<float> q = random_x(n_q, width, 9);
         AttentionShape s;
         s.n_head = n_head;
         s.n_head_kv = n_head_kv;
         s.head_dim = hd;
         s.scale = 0.1f;
-        s.q_pos0 = n_kv - n_q;
+        s.q_pos0 = std::max<int64_t>(0, n_kv - n_q);
         s.n_kv = n_kv;
         const KvView view{k.data(), v.data(), kv, static_cast<int64_t>(row * n_head_kv), static_cast<int64_t>(row)};
         std::vector<float> a(static_cast<size_t>(n_q * width)), b(a.size());

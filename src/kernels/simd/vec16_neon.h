@@ -59,6 +59,12 @@ inline V16 blend16(V16 a, V16 b, int n) {
   return r;
 }
 inline V16 keep16(V16 a, int n, float fill) { return blend16(a, set16(fill), n); }
+// Lane-wise a < b ? x : y.
+inline V16 select_lt16(V16 a, V16 b, V16 x, V16 y) {
+  V16 r;
+  for (int i = 0; i < 4; ++i) r.v[i] = vbslq_f32(vcltq_f32(a.v[i], b.v[i]), x.v[i], y.v[i]);
+  return r;
+}
 inline V16 round16(V16 a) { return {{vrndnq_f32(a.v[0]), vrndnq_f32(a.v[1]), vrndnq_f32(a.v[2]), vrndnq_f32(a.v[3])}}; }
 // a * 2^n for integral n in [-126, 0]
 inline V16 scale_pow2(V16 a, V16 n) {
@@ -96,7 +102,6 @@ inline V16 reduce16x16(const V16 v[16]) {
   for (int i = 0; i < 16; ++i) r[i] = reduce16(v[i]);
   return load16(r);
 }
-inline float hmax16(V16 a) { return vmaxvq_f32(vmaxq_f32(vmaxq_f32(a.v[0], a.v[1]), vmaxq_f32(a.v[2], a.v[3]))); }
 
 inline float half_at(const uint8_t* p) {
   float16_t h;

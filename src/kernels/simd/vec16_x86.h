@@ -46,6 +46,10 @@ inline V16 keep16(V16 a, int n, float fill) {
 }
 // Lanes < n from a, the rest from b.
 inline V16 blend16(V16 a, V16 b, int n) { return {_mm512_mask_blend_ps(static_cast<__mmask16>(lanes(n)), b.v, a.v)}; }
+// Lane-wise a < b ? x : y.
+inline V16 select_lt16(V16 a, V16 b, V16 x, V16 y) {
+  return {_mm512_mask_blend_ps(_mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ), y.v, x.v)};
+}
 inline V16 round16(V16 a) { return {_mm512_roundscale_ps(a.v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)}; }
 // a * 2^n for integral n in [-126, 0]: exact power of two, one correctly rounded multiply.
 inline V16 scale_pow2(V16 a, V16 n) {
@@ -66,7 +70,6 @@ inline float reduce16(V16 a) {
   const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
 }
-inline float hmax16(V16 a) { return _mm512_reduce_max_ps(a.v); }  // max is exact in any order
 // out lane i = reduce16(v[i]) for 16 vectors at once, with reduce16's addition tree.
 inline V16 reduce16x16(const V16 v[16]) {
   __m512 w[8], z[4], u[2];
@@ -132,6 +135,10 @@ inline V16 keep16(V16 a, int n, float fill) {
 inline V16 blend16(V16 a, V16 b, int n) {
   return {_mm256_blendv_ps(b.lo, a.lo, _mm256_castsi256_ps(mask8(n))), _mm256_blendv_ps(b.hi, a.hi, _mm256_castsi256_ps(mask8(n - 8)))};
 }
+inline V16 select_lt16(V16 a, V16 b, V16 x, V16 y) {
+  return {_mm256_blendv_ps(y.lo, x.lo, _mm256_cmp_ps(a.lo, b.lo, _CMP_LT_OQ)),
+          _mm256_blendv_ps(y.hi, x.hi, _mm256_cmp_ps(a.hi, b.hi, _CMP_LT_OQ))};
+}
 inline V16 round16(V16 a) {
   return {_mm256_round_ps(a.lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
           _mm256_round_ps(a.hi, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC)};
@@ -158,12 +165,6 @@ inline float reduce16(V16 a) {
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
   const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
   return _mm_cvtss_f32(_mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1)));
-}
-inline float hmax16(V16 a) {
-  const __m256 m8 = _mm256_max_ps(a.lo, a.hi);
-  __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
-  m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-  return _mm_cvtss_f32(_mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1)));
 }
 
 inline V16 reduce16x16(const V16 v[16]) {
