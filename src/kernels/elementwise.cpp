@@ -22,34 +22,38 @@ void add_rms_norm(float* x, const float* d, const float* w, float* y, int64_t n,
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
 }
 
-void rope_pairs(float* x, int n_heads, int head_dim, int64_t pos, float base) {
+void rope_angles(int64_t pos, int head_dim, float base, float* cs) {
   const float theta_scale = std::pow(base, -2.0f / static_cast<float>(head_dim));
   float theta = static_cast<float>(pos);
+  for (int i = 0; i < head_dim / 2; ++i) {
+    cs[2 * i] = std::cos(theta);
+    cs[2 * i + 1] = std::sin(theta);
+    theta *= theta_scale;
+  }
+}
+
+void rope_pairs(float* x, int n_heads, int head_dim, const float* cs) {
   for (int i = 0; i < head_dim; i += 2) {
-    const float c = std::cos(theta), s = std::sin(theta);
+    const float c = cs[i], s = cs[i + 1];
     for (int h = 0; h < n_heads; ++h) {
       float* p = x + h * head_dim + i;
       const float a = p[0], b = p[1];
       p[0] = a * c - b * s;
       p[1] = a * s + b * c;
     }
-    theta *= theta_scale;
   }
 }
 
-void rope_neox(float* x, int n_heads, int head_dim, int64_t pos, float base) {
-  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(head_dim));
+void rope_neox(float* x, int n_heads, int head_dim, const float* cs) {
   const int half = head_dim / 2;
-  float theta = static_cast<float>(pos);
   for (int i = 0; i < half; ++i) {
-    const float c = std::cos(theta), s = std::sin(theta);
+    const float c = cs[2 * i], s = cs[2 * i + 1];
     for (int h = 0; h < n_heads; ++h) {
       float* p = x + h * head_dim;
       const float a = p[i], b = p[i + half];
       p[i] = a * c - b * s;
       p[i + half] = a * s + b * c;
     }
-    theta *= theta_scale;
   }
 }
 

@@ -10,10 +10,14 @@ void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);
 // Fused residual add + RMSNorm (one pass less over x): x += d; y = rms_norm(x) * w. Bitwise
 // the same as add_inplace followed by rms_norm.
 void add_rms_norm(float* x, const float* d, const float* w, float* y, int64_t n, float eps);
-// Rotate adjacent pairs (x[2i], x[2i+1]) of each head by pos * base^(-2i/head_dim) (GGUF llama layout).
-void rope_pairs(float* x, int n_heads, int head_dim, int64_t pos, float base);
-// Rotate (x[i], x[i + head_dim/2]) of each head (Hugging Face's rotate_half layout).
-void rope_neox(float* x, int n_heads, int head_dim, int64_t pos, float base);
+// RoPE angles of one position: cs[2i] = cos(theta_i), cs[2i + 1] = sin(theta_i) for the
+// head_dim / 2 pairs, theta_i = pos * base^(-2i/head_dim) (by repeated multiplication in float,
+// as ggml does). Computed once per token and shared by every layer and by q and k.
+void rope_angles(int64_t pos, int head_dim, float base, float* cs);
+// Rotate adjacent pairs (x[2i], x[2i+1]) of each head by angle i (GGUF llama layout).
+void rope_pairs(float* x, int n_heads, int head_dim, const float* cs);
+// Rotate (x[i], x[i + head_dim/2]) of each head by angle i (Hugging Face's rotate_half layout).
+void rope_neox(float* x, int n_heads, int head_dim, const float* cs);
 // g = silu(g) * u
 void swiglu(float* g, const float* u, int64_t n);
 void add_inplace(float* y, const float* x, int64_t n);

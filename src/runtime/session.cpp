@@ -37,6 +37,7 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
   tmp_.resize(B * c.n_embd);
   k_.resize(B * kv);
   v_.resize(B * kv);
+  rope_cs_.resize(B * static_cast<size_t>(c.head_dim));
   gate_.resize(B * c.n_ff);
   up_.resize(B * c.n_ff);
   logits_.resize(static_cast<size_t>(kLogitRows) * c.n_vocab);
@@ -145,6 +146,7 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
       }
     }
   }
+  for (int i = 0; i < n; ++i) rope_angles(p0 + i, hd, c.rope_base, &rope_cs_[static_cast<size_t>(i * hd)]);
   for (int l = 0; l < c.n_layer; ++l) {
     const LlamaLayer& L = M.layers()[static_cast<size_t>(l)];
     const size_t pos_bytes = static_cast<size_t>(c.n_head_kv) * kv_row_;
@@ -164,15 +166,18 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
     linear(L.wv, xn_.data(), n, E, v_.data(), KV, L.wv.type == L.wq.type, "v");
     {
     prof::OpScope op("rope+kv store", "", 6.0 * n * (E + KV), 4.0 * n * (2 * E + 2 * KV) + 2.0 * n * pos_bytes);
-    for (int i = 0; i < n; ++i) {
-      rope(&q_[i * E], c.n_head, hd, p0 + i, c.rope_base);
-      rope(&k_[i * KV], c.n_head_kv, hd, p0 + i, c.rope_base);
-      for (int g = 0; g < c.n_head_kv; ++g) {
-        const size_t at = static_cast<size_t>(p0 + i) * pos_bytes + g * kv_row_;
-        kv_store_row(kv_type_, &k_[i * KV + g * hd], hd, kc + at);
-        kv_store_row(kv_type_, &v_[i * KV + g * hd], hd, vc + at);
+    pool_.parallel_for(n, 4, [&](int64_t i0, int64_t i1) {  // tokens are independent
+      for (int64_t i = i0; i < i1; ++i) {
+        const float* cs = &rope_cs_[static_cast<size_t>(i * hd)];
+        rope(&q_[i * E], c.n_head, hd, cs);
+        rope(&k_[i * KV], c.n_head_kv, hd, cs);
+        for (int g = 0; g < c.n_head_kv; ++g) {
+          const size_t at = static_cast<size_t>(p0 + i) * pos_bytes + g * kv_row_;
+          kv_store_row(kv_type_, &k_[i * KV + g * hd], hd, kc + at);
+          kv_store_row(kv_type_, &v_[i * KV + g * hd], hd, vc + at);
+        }
       }
-    }
+    });
     }
     // fused attention: token i sees positions 0 .. p0+i
     AttentionShape shape;

@@ -71,6 +71,7 @@ class Session {
   std::unordered_map<const uint8_t*, PackedWeights> packed_;
   size_t packed_bytes_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_, logits_;
+  std::vector<float> rope_cs_;  // RoPE cos/sin of the batch's positions (head_dim per token)
   static constexpr int kLogitRows = 32;  // rows of logits computed at once when all are wanted
 };
 
