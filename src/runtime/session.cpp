@@ -166,7 +166,7 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
     linear(L.wv, xn_.data(), n, E, v_.data(), KV, L.wv.type == L.wq.type, "v");
     {
     prof::OpScope op("rope+kv store", "", 6.0 * n * (E + KV), 4.0 * n * (2 * E + 2 * KV) + 2.0 * n * pos_bytes);
-    pool_.parallel_for(n, 4, [&](int64_t i0, int64_t i1) {  // tokens are independent
+    const auto rope_store = [&](int64_t i0, int64_t i1) {  // tokens are independent
       for (int64_t i = i0; i < i1; ++i) {
         const float* cs = &rope_cs_[static_cast<size_t>(i * hd)];
         rope(&q_[i * E], c.n_head, hd, cs);
@@ -177,7 +177,9 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
           kv_store_row(kv_type_, &v_[i * KV + g * hd], hd, vc + at);
         }
       }
-    });
+    };
+    // one captured reference fits std::function's local buffer: no allocation per layer
+    pool_.parallel_for(n, 4, [&rope_store](int64_t i0, int64_t i1) { rope_store(i0, i1); });
     }
     // fused attention: token i sees positions 0 .. p0+i
     AttentionShape shape;
