@@ -75,7 +75,9 @@ TEST(Watch, ExactReuseIsBitwiseFullRecompute) {
     EXPECT_EQ(f.tiles_encoded, f.tiles);  // the baseline recomputes everything
     reused_tiles += r.tiles_reused;
     reused_tokens += r.tokens_reused;
-    if (i == 1) EXPECT_TRUE(r.frame_unchanged);  // the same frame again: the previous result
+    if (i == 1) {  // the same frame again: the previous result
+      EXPECT_TRUE(r.frame_unchanged);
+    }
   }
   // what the sequence allows: frame 1 entirely, frames 2-3 most tiles, frame 5 from the cache
   EXPECT_GE(reused_tiles, 13 + 11 + 11 + 13);
