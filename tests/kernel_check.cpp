@@ -82,7 +82,7 @@ int main() {
   for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::I8}) {  // fused attention
     for (int hd : {64, 72, 80, 128}) {
       for (int64_t n_kv : {5, 300, 700})
-      for (int64_t n_q : {int64_t{4}, int64_t{40}}) {  // 12 rows per kv head: keys in lanes; 120: rows in lanes
+      for (int64_t n_q : {int64_t{4}, int64_t{40}}) {  // 12 rows per kv head: one partial 16-row group; 120: several
         const int n_head_kv = 2, n_head = 6;
         const size_t row = kv_row_bytes(kv, hd);
         std::vector<uint8_t> k(row * n_head_kv * n_kv), v(k.size());

@@ -88,7 +88,7 @@ TEST(Attention, MatchesFloat64AndEveryIsaBitwise) {
       for (int group : {1, 3}) {
         for (bool causal : {false, true}) {
           for (int64_t n_kv : {1, 17, 300, 1100})
-          for (bool many : {false, true}) {  // few rows (keys-in-lanes kernel), many (rows in lanes)
+          for (bool many : {false, true}) {  // few rows (one partial 16-row group), many (several groups)
             const int n_head_kv = 2, n_head = n_head_kv * group;
             const int64_t n_q = std::min<int64_t>(n_kv, many ? 37 : causal ? 5 : 3);
             AttentionShape s;

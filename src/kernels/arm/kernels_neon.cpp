@@ -9,7 +9,6 @@
 
 #include "core/cpu.h"
 #include "kernels/attention.h"
-#include "kernels/exp_poly.h"
 #include "kernels/kernels.h"
 #include "kernels/simd/deq16.h"
 

@@ -58,7 +58,6 @@ inline V16 blend16(V16 a, V16 b, int n) {
   for (int i = 0; i < 4; ++i) r.v[i] = vbslq_f32(lane_mask(n, i), a.v[i], b.v[i]);
   return r;
 }
-inline V16 keep16(V16 a, int n, float fill) { return blend16(a, set16(fill), n); }
 // Lane-wise a < b ? x : y.
 inline V16 select_lt16(V16 a, V16 b, V16 x, V16 y) {
   V16 r;

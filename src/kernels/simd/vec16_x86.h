@@ -40,10 +40,6 @@ inline V16 add16(V16 a, V16 b) { return {_mm512_add_ps(a.v, b.v)}; }
 inline V16 sub16(V16 a, V16 b) { return {_mm512_sub_ps(a.v, b.v)}; }
 inline V16 max16(V16 a, V16 b) { return {_mm512_max_ps(a.v, b.v)}; }
 inline V16 min16(V16 a, V16 b) { return {_mm512_min_ps(a.v, b.v)}; }
-// Lanes >= n replaced by `fill`.
-inline V16 keep16(V16 a, int n, float fill) {
-  return {_mm512_mask_blend_ps(static_cast<__mmask16>(lanes(n)), _mm512_set1_ps(fill), a.v)};
-}
 // Lanes < n from a, the rest from b.
 inline V16 blend16(V16 a, V16 b, int n) { return {_mm512_mask_blend_ps(static_cast<__mmask16>(lanes(n)), b.v, a.v)}; }
 // Lane-wise a < b ? x : y.
@@ -127,11 +123,6 @@ inline V16 add16(V16 a, V16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_p
 inline V16 sub16(V16 a, V16 b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
 inline V16 max16(V16 a, V16 b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
 inline V16 min16(V16 a, V16 b) { return {_mm256_min_ps(a.lo, b.lo), _mm256_min_ps(a.hi, b.hi)}; }
-inline V16 keep16(V16 a, int n, float fill) {
-  const __m256 f = _mm256_set1_ps(fill);
-  const __m256 mlo = _mm256_castsi256_ps(mask8(n)), mhi = _mm256_castsi256_ps(mask8(n - 8));
-  return {_mm256_blendv_ps(f, a.lo, mlo), _mm256_blendv_ps(f, a.hi, mhi)};
-}
 inline V16 blend16(V16 a, V16 b, int n) {
   return {_mm256_blendv_ps(b.lo, a.lo, _mm256_castsi256_ps(mask8(n))), _mm256_blendv_ps(b.hi, a.hi, _mm256_castsi256_ps(mask8(n - 8)))};
 }
