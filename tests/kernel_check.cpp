@@ -2,11 +2,14 @@
 // cross-compiled and run under qemu-user: the active ISA's matmul, encoder GEMM, 8-bit-activation
 // matmul and fused attention must equal the scalar twin bit for bit (matmul also within the
 // documented float64 tolerance), over shape, type and head-dim sweeps. Prints "N passed, N failed".
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 
 #include "kernel_cases.h"
 #include "kernels/attention.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm_panels.h"
 #include "kernels/q8_panels.h"
 
 using namespace tessera;
@@ -60,8 +63,22 @@ int main() {
         ref::gemm_rows(W.w, 0, 45, x.data(), M, K, y_ref.data(), 45);
         gemm(W.w, x.data(), M, K, y.data(), 45, pool);
         check(std::memcmp(y.data(), y_ref.data(), y.size() * 4) == 0, "gemm", c.type, K, M);
+        if (supports_gemm_panels(c.type)) {  // on weights repacked at load
+          const GemmPanels P = pack_gemm_panels(W.w);
+          std::fill(y.begin(), y.end(), 0.0f);
+          gemm(P.matrix, x.data(), M, K, y.data(), 45, pool);
+          check(std::memcmp(y.data(), y_ref.data(), y.size() * 4) == 0, "gemm panels", c.type, K, M);
+        }
       }
     }
+  }
+  for (int64_t n : {1, 16, 37, 1031}) {  // SwiGLU: bitwise the scalar twin
+    std::vector<float> g = random_x(1, n, static_cast<uint32_t>(n)), u = random_x(1, n, static_cast<uint32_t>(n + 1));
+    for (auto& v : g) v *= 20.0f;
+    std::vector<float> want = g, got = g;
+    ref::swiglu(want.data(), u.data(), n);
+    swiglu(got.data(), u.data(), n);
+    check(std::memcmp(want.data(), got.data(), got.size() * 4) == 0, "swiglu", DType::F32, n, 0);
   }
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::A4G64}) {  // 8-bit activations (W4A8/W8A8)
     for (int64_t K : {32, 256, 576, 1536}) {

@@ -3,13 +3,17 @@
 // results invariant to batch size and thread count.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
+#include "core/error.h"
 #include "core/fp16.h"
 #include "kernels/kernels.h"
+#include "kernels/elementwise.h"
+#include "kernels/gemm_panels.h"
 #include "kernels/q8_panels.h"
 #include "kernels/quant_blocks.h"
 #include "kernel_cases.h"
@@ -287,6 +291,78 @@ TEST(Kernels, GemmBlockingKeepsOneChain) {
     gemm(W.w, x.data(), M, K, y2.data(), N, two);
     EXPECT_EQ(std::memcmp(y_ref.data(), y1.data(), y1.size() * 4), 0) << dtype_name(t);
     EXPECT_EQ(std::memcmp(y_ref.data(), y2.data(), y2.size() * 4), 0) << dtype_name(t);
+  }
+}
+
+// Weights repacked at load (gemm_panels.h) give the same bits as the per-call packing and the
+// scalar twin at every x86 level and thread count, for row ranges that start on a panel, on a
+// 16-row half of one, and off both (which fall back to per-call packing); odd row counts leave
+// partial panels and uneven thread ranges.
+TEST(Kernels, GemmOnRepackedPanelsGivesTheSameBits) {
+  ThreadPool one(1), two(2), three(3);
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    for (int64_t N : {1, 17, 45, 300, 576}) {
+      const int64_t K = N == 300 ? 1700 : 77, M = N >= 300 ? 25 : 13;
+      const RandomMatrix W = make_matrix(t, N, K, static_cast<uint32_t>(N + 11));
+      const GemmPanels P = pack_gemm_panels(W.w);
+      ASSERT_EQ(P.matrix.gemm_panels, P.data.get());
+      ASSERT_GE(P.bytes, static_cast<size_t>((N + 31) / 32 * 32 * K) * (t == DType::F32 ? 4 : 2));
+      const std::vector<float> x = random_x(M, K, static_cast<uint32_t>(M + K));
+      std::vector<float> y_ref(static_cast<size_t>(M * N));
+      ref::gemm_rows(W.w, 0, N, x.data(), M, K, y_ref.data(), N);
+      for (ThreadPool* pool : {&one, &two, &three}) {
+        std::vector<float> y(y_ref.size());
+        gemm(P.matrix, x.data(), M, K, y.data(), N, *pool);
+        ASSERT_EQ(std::memcmp(y_ref.data(), y.data(), y.size() * 4), 0) << dtype_name(t) << " N=" << N << " t=" << pool->size();
+      }
+      for (int64_t r0 : {int64_t{0}, int64_t{16}, int64_t{5}}) {
+        if (r0 >= N) continue;
+        const int64_t r1 = std::min<int64_t>(N, r0 + 40);
+        std::vector<float> y(y_ref.size(), 0.0f), y_want(y_ref.size(), 0.0f);
+        ref::gemm_rows(W.w, r0, r1, x.data(), M, K, y_want.data(), N);
+        if (has_avx512()) {
+          avx512::gemm_rows(P.matrix, r0, r1, x.data(), M, K, y.data(), N);
+          ASSERT_EQ(std::memcmp(y_want.data(), y.data(), y.size() * 4), 0) << "avx512 " << dtype_name(t) << " r0=" << r0;
+        }
+        if (has_avx2()) {
+          std::fill(y.begin(), y.end(), 0.0f);
+          avx2::gemm_rows(P.matrix, r0, r1, x.data(), M, K, y.data(), N);
+          ASSERT_EQ(std::memcmp(y_want.data(), y.data(), y.size() * 4), 0) << "avx2 " << dtype_name(t) << " r0=" << r0;
+        }
+      }
+    }
+  }
+  const RandomMatrix Q = make_matrix(DType::Q4_1, 4, 64, 1);
+  EXPECT_THROW(pack_gemm_panels(Q.w), Error);
+}
+
+// SwiGLU: every ISA bitwise its scalar twin (tails included), and within 4 ulp-ish of float64
+// silu(g)·u, from deep negatives (silu -> ~0) through ±0 to large positives (silu -> g).
+TEST(Kernels, SwigluMatchesScalarTwinAndFloat64) {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> nd(0.0f, 6.0f);
+  for (int64_t n : {1, 15, 16, 17, 100, 1031}) {
+    std::vector<float> g(static_cast<size_t>(n)), u(g.size());
+    for (auto& v : g) v = nd(rng);
+    for (auto& v : u) v = nd(rng);
+    const float special[] = {0.0f, -0.0f, -100.0f, 100.0f, -87.0f, 88.0f, 1e-30f, -1e-30f};
+    for (size_t i = 0; i < g.size() && i < 8; ++i) g[i] = special[i];
+    std::vector<float> want = g;
+    ref::swiglu(want.data(), u.data(), n);
+    std::vector<float> got = g;
+    swiglu(got.data(), u.data(), n);
+    ASSERT_EQ(std::memcmp(want.data(), got.data(), got.size() * 4), 0) << "active ISA, n=" << n;
+    if (has_avx2()) {
+      got = g;
+      avx2::swiglu(got.data(), u.data(), n);
+      ASSERT_EQ(std::memcmp(want.data(), got.data(), got.size() * 4), 0) << "avx2, n=" << n;
+    }
+    for (int64_t i = 0; i < n; ++i) {
+      const double x = g[static_cast<size_t>(i)], exact = x / (1.0 + std::exp(-x)) * u[static_cast<size_t>(i)];
+      // exp's argument is clamped at -87.33 (exp_poly.h), so below that silu is g·1.2e-38, not ~0
+      EXPECT_NEAR(want[static_cast<size_t>(i)], exact, 5e-7 * std::fabs(exact) + 2e-36 * std::fabs(u[static_cast<size_t>(i)]))
+          << "g=" << x;
+    }
   }
 }
 

@@ -36,6 +36,7 @@
 #include "core/dtype.h"
 #include "core/fp16.h"
 #include "core/thread_pool.h"
+#include "kernels/gemm_panels.h"
 #include "kernels/kernels.h"
 #include "profile/probe.h"
 
@@ -208,16 +209,18 @@ const Shape kPrefill[] = {{512, 576, 576},   {512, 1536, 576},  {512, 576, 1536}
                           {1024, 768, 768},  {1024, 3072, 768}, {1024, 768, 3072}};
 const int kThreads[] = {1, 2};
 
-enum class TesseraOp { Gemm, Matmul };
+// GemmPacked: gemm on weights repacked at load (gemm_panels.h), as the vision encoder runs it.
+enum class TesseraOp { Gemm, GemmPacked, Matmul };
 
 void bm_tessera_prefill(benchmark::State& st, TesseraOp op, DType type, Shape s, int threads) {
   auto w = cached_weights(type, s.N, s.K, 1);
   const std::vector<float> x = random_floats(static_cast<size_t>(s.M * s.K), 7);
   std::vector<float> y(static_cast<size_t>(s.M * s.N));
   ThreadPool pool(threads);
-  const WeightMatrix wm = w->matrix(0);
+  const GemmPanels panels = op == TesseraOp::GemmPacked ? pack_gemm_panels(w->matrix(0)) : GemmPanels{};
+  const WeightMatrix wm = op == TesseraOp::GemmPacked ? panels.matrix : w->matrix(0);
   auto call = [&] {
-    if (op == TesseraOp::Gemm) gemm(wm, x.data(), s.M, s.K, y.data(), s.N, pool);
+    if (op != TesseraOp::Matmul) gemm(wm, x.data(), s.M, s.K, y.data(), s.N, pool);
     else matmul(wm, x.data(), s.M, s.K, y.data(), s.N, pool);
   };
   call();  // warm-up
@@ -419,6 +422,8 @@ void register_all() {
     for (int t : kThreads) {
       const std::string suf = "/" + shape + "/t:" + std::to_string(t);
       add("prefill/tessera_gemm_f32" + suf, [=](benchmark::State& st) { bm_tessera_prefill(st, TesseraOp::Gemm, DType::F32, s, t); });
+      add("prefill/tessera_gemm_f32_packed" + suf,
+          [=](benchmark::State& st) { bm_tessera_prefill(st, TesseraOp::GemmPacked, DType::F32, s, t); });
       for (DType ty : {DType::F32, DType::F16, DType::BF16})
         add("prefill/tessera_matmul_" + lower(dtype_name(ty)) + suf,
             [=](benchmark::State& st) { bm_tessera_prefill(st, TesseraOp::Matmul, ty, s, t); });

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
 #include <cstring>
 
 #include "core/error.h"
@@ -35,6 +36,16 @@ MappedFile::MappedFile(const std::string& path) : path_(path) {
   ::close(fd);
   if (p == MAP_FAILED) fail("cannot map '%s': %s", path.c_str(), std::strerror(e));
   data_ = static_cast<const uint8_t*>(p);
+}
+
+size_t MappedFile::release(const uint8_t* p, size_t n) const {
+  if (!data_ || p < data_ || n > size_ || p - data_ > static_cast<ptrdiff_t>(size_ - n)) return 0;
+  const uintptr_t page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const uintptr_t a = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+  const uintptr_t b = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+  if (b <= a) return 0;
+  if (::madvise(reinterpret_cast<void*>(a), b - a, MADV_DONTNEED) != 0) return 0;  // only a hint
+  return b - a;
 }
 
 MappedFile::~MappedFile() {

@@ -16,6 +16,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops the whole pages inside [p, p + n) from this process's memory (madvise DONTNEED): for
+  // bytes a loader has copied elsewhere (repacked weights). They stay valid: a later read faults
+  // them back in from the file. Ranges outside the map are ignored. Returns the bytes dropped.
+  size_t release(const uint8_t* p, size_t n) const;
 
  private:
   std::string path_;

@@ -97,6 +97,8 @@ class GgufFile {
 
   const std::vector<GgufTensor>& tensors() const { return tensors_; }
   const GgufTensor* find_tensor(const std::string& name) const;
+  // MappedFile::release for bytes of this file (a no-op for parsed spans).
+  size_t release(const uint8_t* p, size_t n) const { return map_ ? map_->release(p, n) : 0; }
 
  private:
   GgufFile() = default;

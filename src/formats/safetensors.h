@@ -32,6 +32,7 @@ class SafetensorsFile {
   const SafetensorsTensor* find(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   const std::string& name() const { return name_; }
+  size_t release(const uint8_t* p, size_t n) const { return map_ ? map_->release(p, n) : 0; }
 
  private:
   SafetensorsFile() = default;

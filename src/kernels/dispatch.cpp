@@ -5,6 +5,7 @@
 
 #include "core/cpu.h"
 #include "core/error.h"
+#include "kernels/elementwise.h"
 #include "kernels/kernels.h"
 
 namespace tessera {
@@ -92,15 +93,23 @@ void matmul(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float*
 
 void gemm(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys, ThreadPool& pool) {
   auto rows = TESSERA_PICK(gemm_rows);
-  // Two row ranges per thread, multiples of the kernel's 32-row panels: each range packs its rows
-  // once and streams every token past them, so fewer, larger ranges reread x less; two per thread
-  // still let a thread slowed by a neighbour hand one over.
-  const int64_t grain = (w.rows + 64 * pool.size() - 1) / (64 * pool.size()) * 32;
-  pool.parallel_for(w.rows, grain, [&](int64_t r0, int64_t r1) { rows(w, r0, r1, x, m, xs, y, ys); });
+  // Row ranges of whole 32-row panels: each range streams every token past its rows, so fewer,
+  // larger ranges reread x less; two per thread still let a thread slowed by a neighbour hand one
+  // over. Ranges differ by at most one panel, the larger first, so that the ones claimed last are
+  // the short ones (equal-size chunks left 576-row matrices split 320/256 between two threads).
+  const int64_t panels = (w.rows + 31) / 32;
+  const int64_t ranges = pool.size() == 1 ? 1 : std::min<int64_t>(panels, 2 * pool.size());
+  const auto start = [&](int64_t i) {
+    return std::min(w.rows, 32 * (i * (panels / ranges) + std::min(i, panels % ranges)));
+  };
+  pool.parallel_for(ranges, 1, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) rows(w, start(i), start(i + 1), x, m, xs, y, ys);
+  });
 }
 
 void softmax_row(float* x, int64_t n, float scale) { TESSERA_PICK(softmax_row)(x, n, scale); }
 void gelu_tanh(float* x, int64_t n) { TESSERA_PICK(gelu_tanh)(x, n); }
+void swiglu(float* g, const float* u, int64_t n) { TESSERA_PICK(swiglu)(g, u, n); }
 
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k) {
 #if defined(TESSERA_HAVE_AVX512)

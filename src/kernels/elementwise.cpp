@@ -1,4 +1,5 @@
 #include "kernels/elementwise.h"
+#include "kernels/exp_poly.h"
 #include "kernels/kernels.h"
 
 #include <cmath>
@@ -57,10 +58,6 @@ void rope_neox(float* x, int n_heads, int head_dim, const float* cs) {
   }
 }
 
-void swiglu(float* g, const float* u, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) g[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
-}
-
 void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
@@ -91,6 +88,15 @@ void layer_norm_tail(const float* x, const float* w, const float* b, float* y, i
 }
 
 namespace ref {
+
+void swiglu(float* g, const float* u, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = g[i];
+    const float e = exp_nonpos(x < 0.0f - x ? x : 0.0f - x);  // exp(-|x|)
+    const float s = (x < 0.0f ? e : 1.0f) / (1.0f + e);
+    g[i] = x * s * u[i];
+  }
+}
 
 void softmax_row(float* x, int64_t n, float scale) {
   float mx = -INFINITY;

@@ -18,7 +18,8 @@ void rope_angles(int64_t pos, int head_dim, float base, float* cs);
 void rope_pairs(float* x, int n_heads, int head_dim, const float* cs);
 // Rotate (x[i], x[i + head_dim/2]) of each head by angle i (Hugging Face's rotate_half layout).
 void rope_neox(float* x, int n_heads, int head_dim, const float* cs);
-// g = silu(g) * u
+// g = silu(g) * u = g / (1 + exp(-g)) * u, with the polynomial exp of kernels/exp_poly.h (within a
+// few ulp of libm's); vectorised per ISA, bitwise equal at every level (kernels.h dispatch).
 void swiglu(float* g, const float* u, int64_t n);
 void add_inplace(float* y, const float* x, int64_t n);
 

@@ -27,6 +27,8 @@ struct WeightMatrix {
   // The same weights repacked for matmul_q8 (kernels/q8_panels.h), or null.
   const uint8_t* panels = nullptr;
   size_t panel_stride = 0;  // bytes between 16-row panels
+  // The same weights repacked for gemm (kernels/gemm_panels.h: 32-row k-major panels in `type`), or null.
+  const uint8_t* gemm_panels = nullptr;
 };
 
 // y[t*ys + r] = sum_k W[r][k] * x[t*xs + k] for t < m, r < W.rows. Activations are fp32.
@@ -86,7 +88,8 @@ void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq
   void gemm_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m,       \
                  int64_t xs, float* y, int64_t ys);                                            \
   void softmax_row(float* x, int64_t n, float scale);                                           \
-  void gelu_tanh(float* x, int64_t n);
+  void gelu_tanh(float* x, int64_t n);                                                            \
+  void swiglu(float* g, const float* u, int64_t n);
 namespace ref {
 TESSERA_KERNEL_DECLS
 }  // namespace ref

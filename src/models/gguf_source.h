@@ -17,6 +17,7 @@ class GgufTensorSource : public TensorSource {
     return it == views_.end() ? nullptr : &it->second;
   }
   std::string describe() const override { return file_.name(); }
+  size_t release(const uint8_t* p, size_t n) const override { return file_.release(p, n); }
 
  private:
   const GgufFile& file_;

@@ -72,6 +72,11 @@ class SafetensorsSource : public TensorSource {
     return it == views_.end() ? nullptr : &it->second;
   }
   std::string describe() const override { return dir_; }
+  size_t release(const uint8_t* p, size_t n) const override {
+    size_t dropped = 0;
+    for (const auto& f : files_) dropped += f->release(p, n);
+    return dropped;
+  }
 
   // MLX affine 4-bit weights (mlx-lm's "quantization": {"group_size", "bits": 4}): each
   // `X.weight` stored as uint32 words of 8 nibbles (element 8j+k in bits 4k..4k+3 of word j)

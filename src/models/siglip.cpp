@@ -115,6 +115,18 @@ void Idefics3Vision::load_weights(const TensorSource& s, bool g) {
   post_b_ = s.floats(g ? "v.post_ln.bias" : vp + "post_layernorm.bias", {u(H)});
   const int in = H * c.scale_factor * c.scale_factor;
   proj_ = s.matrix(g ? "mm.model.fc.weight" : "model.connector.modality_projection.proj.weight", c.text_hidden, in);
+  // Repack the dense GEMM weights once into the kernels' panel layout (as llama.cpp's CPU_REPACK
+  // does for its own kernels), then let the file's copy go: the panels take the same bytes.
+  std::vector<WeightMatrix*> dense = {&patch_.w, &proj_};
+  for (SiglipLayer& L : layers_)
+    for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.fc1, &L.fc2}) dense.push_back(&l->w);
+  packed_.reserve(dense.size());
+  for (WeightMatrix* w : dense) {
+    if (!supports_gemm_panels(w->type)) continue;
+    packed_.push_back(pack_gemm_panels(*w));
+    s.release(w->data, static_cast<size_t>(w->rows) * w->row_stride);
+    *w = packed_.back().matrix;
+  }
 }
 
 std::unique_ptr<Idefics3Vision> Idefics3Vision::load_mmproj(const std::string& path) {
@@ -182,6 +194,11 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
   att.resize(x.size());
   tmp.resize(x.size());
   ff.resize(static_cast<size_t>(N) * c.ff);
+  if (prof::on()) {
+    size_t packed = 0;
+    for (const GemmPanels& g : packed_) packed += g.bytes;
+    prof::note_memory("vision weights (repacked)", packed);
+  }
   // im2col: patch (py, px) -> row of (channel, ky, kx)
   for (int py = 0; py < side; ++py)
     for (int px = 0; px < side; ++px) {

@@ -9,6 +9,7 @@
 
 #include "core/thread_pool.h"
 #include "formats/gguf.h"
+#include "kernels/gemm_panels.h"
 #include "kernels/kernels.h"
 #include "models/tensor_source.h"
 #include "vision/idefics3_preprocess.h"
@@ -75,6 +76,9 @@ class Idefics3Vision {
   std::vector<float> pos_, post_w_, post_b_;
   std::vector<SiglipLayer> layers_;
   WeightMatrix proj_;
+  // The dense GEMM weights repacked at load (kernels/gemm_panels.h); the WeightMatrix fields
+  // above point into them.
+  std::vector<GemmPanels> packed_;
 };
 
 }  // namespace tessera

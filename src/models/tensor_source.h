@@ -22,6 +22,14 @@ class TensorSource {
   virtual ~TensorSource() = default;
   virtual const TensorView* find(const std::string& name) const = 0;
   virtual std::string describe() const = 0;  // file name, for messages
+  // A hint that the loader has copied [p, p + n) elsewhere (repacked weights) and will not read
+  // it again: sources backed by a file map drop those pages (MappedFile::release). Returns the
+  // bytes dropped.
+  virtual size_t release(const uint8_t* p, size_t n) const {
+    (void)p;
+    (void)n;
+    return 0;
+  }
 
   // The tensor, checked to exist, to have exactly `dims` and a type the kernels compute with.
   const TensorView& need(const std::string& name, const std::vector<uint64_t>& dims) const;

@@ -16,6 +16,7 @@ namespace tessera::neon {
 
 #include "kernels/simd/matmul_simd.inc"
 #include "kernels/simd/attention_simd.inc"
+#include "kernels/simd/elementwise_simd.inc"
 
 void matmul_q8_rows_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m,
                             int64_t xq_stride, float* y, int64_t ys);

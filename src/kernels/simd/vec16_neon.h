@@ -41,6 +41,7 @@ inline void store16_n(float* p, V16 a, int n) {
 TESSERA_NEON_MAP2(mul16, vmulq_f32)
 TESSERA_NEON_MAP2(add16, vaddq_f32)
 TESSERA_NEON_MAP2(sub16, vsubq_f32)
+TESSERA_NEON_MAP2(div16, vdivq_f32)
 TESSERA_NEON_MAP2(max16, vmaxq_f32)
 TESSERA_NEON_MAP2(min16, vminq_f32)
 #undef TESSERA_NEON_MAP2

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "kernels/kernels.h"
+#include "kernels/simd/vec16.h"
 
 namespace tessera::avx512 {
 
@@ -62,5 +63,7 @@ void gelu_tanh(float* x, int64_t n) {
   }
   if (i < n) ref::gelu_tanh(x + i, n - i);
 }
+
+#include "kernels/simd/elementwise_simd.inc"
 
 }  // namespace tessera::avx512

@@ -14,6 +14,8 @@ namespace tessera::avx2 {
 
 #include "kernels/simd/matmul_simd.inc"
 
+#include "kernels/simd/elementwise_simd.inc"
+
 #include "kernels/x86/matmul_q8_avx2.inc"
 
 void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m, int64_t xq_stride,

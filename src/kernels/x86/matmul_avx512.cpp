@@ -263,27 +263,41 @@ template <DType T>
 void gemm_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m, int64_t xs, float* y,
                  int64_t ys) {
   const int64_t K = w.cols, K16 = (K + 15) / 16 * 16;
+  // Panels repacked at load (gemm_panels.h) hold exactly the layout built below, in the weights'
+  // type: f32 panels are used in place, f16/bf16 ones widened in one sequential pass.
+  constexpr bool dense = T == DType::F32 || T == DType::F16 || T == DType::BF16;
+  const bool prepacked = dense && w.gemm_panels && r0 % 32 == 0;
   thread_local std::vector<float> rows16, wp;
-  rows16.resize(static_cast<size_t>(16 * K16));
-  wp.resize(static_cast<size_t>(kRowBlock * K));
+  if (!prepacked) rows16.resize(static_cast<size_t>(16 * K16));
+  if (!prepacked || T != DType::F32) wp.resize(static_cast<size_t>(kRowBlock * K));
   for (int64_t b0 = r0; b0 < r1; b0 += kRowBlock) {
     const int64_t nrows = std::min(kRowBlock, r1 - b0), panels = (nrows + 31) / 32;
-    // pack 16 rows at a time: dequantize them into rows16, then 16x16 transposes into the panel
-    for (int64_t g = 0; g < panels * 2; ++g) {
-      for (int64_t i = 0; i < 16; ++i) {
-        float* row = rows16.data() + i * K16;
-        if (16 * g + i >= nrows) {
-          std::fill(row, row + K16, 0.0f);
-          continue;
-        }
-        simd::deq_row<T>(w.data + (b0 + 16 * g + i) * w.row_stride, K, row);
+    const float* wblock = wp.data();
+    if (prepacked) {
+      const uint8_t* src = w.gemm_panels + b0 * K * (T == DType::F32 ? 4 : 2);
+      if constexpr (T == DType::F32) {
+        wblock = reinterpret_cast<const float*>(src);
+      } else if constexpr (dense) {
+        for (int64_t c = 0; c < panels * 2 * K; ++c) _mm512_storeu_ps(wp.data() + 16 * c, deq16<T>(src, c).v);
       }
-      float* dst = wp.data() + (g / 2) * 32 * K + (g % 2) * 16;
-      for (int64_t c = 0; c < K16 / 16; ++c) {
-        __m512 v[16];
-        for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_ps(rows16.data() + i * K16 + 16 * c);
-        transpose16x16(v);
-        for (int64_t j = 0; j < 16 && 16 * c + j < K; ++j) _mm512_storeu_ps(dst + (16 * c + j) * 32, v[j]);
+    } else {
+      // pack 16 rows at a time: dequantize them into rows16, then 16x16 transposes into the panel
+      for (int64_t g = 0; g < panels * 2; ++g) {
+        for (int64_t i = 0; i < 16; ++i) {
+          float* row = rows16.data() + i * K16;
+          if (16 * g + i >= nrows) {
+            std::fill(row, row + K16, 0.0f);
+            continue;
+          }
+          simd::deq_row<T>(w.data + (b0 + 16 * g + i) * w.row_stride, K, row);
+        }
+        float* dst = wp.data() + (g / 2) * 32 * K + (g % 2) * 16;
+        for (int64_t c = 0; c < K16 / 16; ++c) {
+          __m512 v[16];
+          for (int i = 0; i < 16; ++i) v[i] = _mm512_loadu_ps(rows16.data() + i * K16 + 16 * c);
+          transpose16x16(v);
+          for (int64_t j = 0; j < 16 && 16 * c + j < K; ++j) _mm512_storeu_ps(dst + (16 * c + j) * 32, v[j]);
+        }
       }
     }
     for (int64_t k0 = 0; k0 < K; k0 += kKBlock) {
@@ -294,7 +308,7 @@ void gemm_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, 
           const int np = static_cast<int>(std::min<int64_t>(32, nrows - 32 * p));
           const __mmask16 m0 = static_cast<__mmask16>(np >= 16 ? 0xffff : (1u << np) - 1);
           const __mmask16 m1 = static_cast<__mmask16>(np <= 16 ? 0 : np >= 32 ? 0xffff : (1u << (np - 16)) - 1);
-          const float* wb = wp.data() + p * 32 * K + k0 * 32;
+          const float* wb = wblock + p * 32 * K + k0 * 32;
           gemm_kernel_n(mt, std::make_integer_sequence<int, kGemmTokens>{}, wb, x + t0 * xs + k0, xs, kc,
                         y + t0 * ys + b0 + 32 * p, ys, m0, m1, k0 == 0);
         }
