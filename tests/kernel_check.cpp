@@ -64,7 +64,7 @@ int main() {
         gemm(W.w, x.data(), M, K, y.data(), 45, pool);
         check(std::memcmp(y.data(), y_ref.data(), y.size() * 4) == 0, "gemm", c.type, K, M);
         if (supports_gemm_panels(c.type)) {  // on weights repacked at load
-          const GemmPanels P = pack_gemm_panels(W.w);
+          const PackedWeights P = pack_gemm_panels(W.w);
           std::fill(y.begin(), y.end(), 0.0f);
           gemm(P.matrix, x.data(), M, K, y.data(), 45, pool);
           check(std::memcmp(y.data(), y_ref.data(), y.size() * 4) == 0, "gemm panels", c.type, K, M);

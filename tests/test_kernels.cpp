@@ -304,7 +304,7 @@ TEST(Kernels, GemmOnRepackedPanelsGivesTheSameBits) {
     for (int64_t N : {1, 17, 45, 300, 576}) {
       const int64_t K = N == 300 ? 1700 : 77, M = N >= 300 ? 25 : 13;
       const RandomMatrix W = make_matrix(t, N, K, static_cast<uint32_t>(N + 11));
-      const GemmPanels P = pack_gemm_panels(W.w);
+      const PackedWeights P = pack_gemm_panels(W.w);
       ASSERT_EQ(P.matrix.gemm_panels, P.data.get());
       ASSERT_GE(P.bytes, static_cast<size_t>((N + 31) / 32 * 32 * K) * (t == DType::F32 ? 4 : 2));
       const std::vector<float> x = random_x(M, K, static_cast<uint32_t>(M + K));

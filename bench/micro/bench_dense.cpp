@@ -217,7 +217,7 @@ void bm_tessera_prefill(benchmark::State& st, TesseraOp op, DType type, Shape s,
   const std::vector<float> x = random_floats(static_cast<size_t>(s.M * s.K), 7);
   std::vector<float> y(static_cast<size_t>(s.M * s.N));
   ThreadPool pool(threads);
-  const GemmPanels panels = op == TesseraOp::GemmPacked ? pack_gemm_panels(w->matrix(0)) : GemmPanels{};
+  const PackedWeights panels = op == TesseraOp::GemmPacked ? pack_gemm_panels(w->matrix(0)) : PackedWeights{};
   const WeightMatrix wm = op == TesseraOp::GemmPacked ? panels.matrix : w->matrix(0);
   auto call = [&] {
     if (op != TesseraOp::Matmul) gemm(wm, x.data(), s.M, s.K, y.data(), s.N, pool);

@@ -8,13 +8,13 @@
 
 namespace tessera {
 
-GemmPanels pack_gemm_panels(const WeightMatrix& w) {
+PackedWeights pack_gemm_panels(const WeightMatrix& w) {
   if (!supports_gemm_panels(w.type)) fail("gemm panels: %s weights are not repacked (F32, F16, BF16 only)", dtype_name(w.type));
   if (w.rows <= 0 || w.cols <= 0) fail("gemm panels: cannot repack an empty %lldx%lld matrix", static_cast<long long>(w.rows),
                                        static_cast<long long>(w.cols));
   const int64_t K = w.cols, n_panels = (w.rows + kGemmPanelRows - 1) / kGemmPanelRows;
   const size_t es = w.type == DType::F32 ? 4 : 2;
-  GemmPanels out;
+  PackedWeights out;
   out.bytes = (static_cast<size_t>(n_panels) * kGemmPanelRows * static_cast<size_t>(K) * es + 63) / 64 * 64;
   void* mem = std::aligned_alloc(64, out.bytes);
   if (!mem) fail("out of memory repacking a %lldx%lld matrix (%zu bytes)", static_cast<long long>(w.rows),

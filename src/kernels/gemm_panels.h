@@ -5,10 +5,6 @@
 // stored once, it costs no more bytes than the rows it replaces (plus at most 31 zero rows),
 // so the loader can drop the file's pages afterwards (TensorSource::release).
 #pragma once
-#include <cstddef>
-#include <cstdint>
-#include <memory>
-
 #include "kernels/kernels.h"
 
 namespace tessera {
@@ -17,13 +13,8 @@ constexpr int kGemmPanelRows = 32;
 
 constexpr bool supports_gemm_panels(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
 
-// Owner of a repacked matrix; `matrix` is the WeightMatrix to pass to gemm() (its row view plus
-// `gemm_panels`). Fails with a one-line error for other types or an empty matrix.
-struct GemmPanels {
-  WeightMatrix matrix;
-  std::unique_ptr<uint8_t, void (*)(void*)> data{nullptr, nullptr};
-  size_t bytes = 0;
-};
-GemmPanels pack_gemm_panels(const WeightMatrix& w);
+// The matrix for gemm() (its row view plus `gemm_panels`). Fails with a one-line error for other
+// types or an empty matrix.
+PackedWeights pack_gemm_panels(const WeightMatrix& w);
 
 }  // namespace tessera

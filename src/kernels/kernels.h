@@ -3,7 +3,9 @@
 // levels, thread counts and batch sizes: every output is one 16-lane FMA chain over k in order,
 // reduced by the same tree, whichever path computes it.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "core/dtype.h"
 #include "core/thread_pool.h"
@@ -29,6 +31,14 @@ struct WeightMatrix {
   size_t panel_stride = 0;  // bytes between 16-row panels
   // The same weights repacked for gemm (kernels/gemm_panels.h: 32-row k-major panels in `type`), or null.
   const uint8_t* gemm_panels = nullptr;
+};
+
+// Owner of a matrix repacked at load (q8_panels.h, gemm_panels.h): `matrix` is the WeightMatrix
+// to pass to the kernels, the original view plus a pointer into `data`.
+struct PackedWeights {
+  WeightMatrix matrix;
+  std::unique_ptr<uint8_t, void (*)(void*)> data{nullptr, nullptr};
+  size_t bytes = 0;
 };
 
 // y[t*ys + r] = sum_k W[r][k] * x[t*xs + k] for t < m, r < W.rows. Activations are fp32.

@@ -41,13 +41,8 @@ constexpr size_t panel_scale_bytes(DType t) {
 }
 size_t panel_bytes(DType t, int64_t cols);  // one panel, a multiple of 64
 
-// Owner of a repacked matrix; `matrix` is the WeightMatrix to pass to matmul_q8 (its GGUF view
-// plus `panels`). Packing checks the type and shape and fails with a one-line error otherwise.
-struct PackedWeights {
-  WeightMatrix matrix;
-  std::unique_ptr<uint8_t, void (*)(void*)> data{nullptr, nullptr};
-  size_t bytes = 0;
-};
+// The matrix for matmul_q8 (its GGUF view plus `panels`). Packing checks the type and shape and
+// fails with a one-line error otherwise.
 PackedWeights pack_q8_panels(const WeightMatrix& w);
 
 }  // namespace tessera

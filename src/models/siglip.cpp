@@ -124,6 +124,7 @@ void Idefics3Vision::load_weights(const TensorSource& s, bool g) {
   for (WeightMatrix* w : dense) {
     if (!supports_gemm_panels(w->type)) continue;
     packed_.push_back(pack_gemm_panels(*w));
+    packed_bytes_ += packed_.back().bytes;
     s.release(w->data, static_cast<size_t>(w->rows) * w->row_stride);
     *w = packed_.back().matrix;
   }
@@ -194,11 +195,7 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
   att.resize(x.size());
   tmp.resize(x.size());
   ff.resize(static_cast<size_t>(N) * c.ff);
-  if (prof::on()) {
-    size_t packed = 0;
-    for (const GemmPanels& g : packed_) packed += g.bytes;
-    prof::note_memory("vision weights (repacked)", packed);
-  }
+  prof::note_memory("vision weights (repacked)", packed_bytes_);
   // im2col: patch (py, px) -> row of (channel, ky, kx)
   for (int py = 0; py < side; ++py)
     for (int px = 0; px < side; ++px) {

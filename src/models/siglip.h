@@ -78,7 +78,8 @@ class Idefics3Vision {
   WeightMatrix proj_;
   // The dense GEMM weights repacked at load (kernels/gemm_panels.h); the WeightMatrix fields
   // above point into them.
-  std::vector<GemmPanels> packed_;
+  std::vector<PackedWeights> packed_;
+  size_t packed_bytes_ = 0;
 };
 
 }  // namespace tessera

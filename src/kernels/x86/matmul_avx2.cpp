@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "kernels/gemm_panels.h"
 #include "kernels/kernels.h"
 #include "kernels/q8_panels.h"
 #include "kernels/simd/deq16.h"

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/gemm_panels.h"
 #include "kernels/kernels.h"
 #include "kernels/simd/deq16.h"
 #include "kernels/x86/x86_common.h"
@@ -280,7 +281,7 @@ void gemm_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, 
   const int64_t K = w.cols, K16 = (K + 15) / 16 * 16;
   // Panels repacked at load (gemm_panels.h) hold exactly the layout built below, in the weights'
   // type: f32 panels are used in place, f16/bf16 ones widened in one sequential pass.
-  constexpr bool dense = T == DType::F32 || T == DType::F16 || T == DType::BF16;
+  constexpr bool dense = supports_gemm_panels(T);
   const bool prepacked = dense && w.gemm_panels && r0 % 32 == 0;
   thread_local std::vector<float> rows16, wp;
   if (!prepacked) rows16.resize(static_cast<size_t>(16 * K16));
