@@ -193,7 +193,6 @@ void prefill_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x,
 template <DType T>
 void matmul_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m,
                    int64_t xs, float* y, int64_t ys) {
-  const int64_t K = w.cols;
   if (m == 1) {
     int64_t r = r0;
     prefetch_first_rows(w, r0, r1);
