@@ -11,6 +11,7 @@
 
 #include "core/error.h"
 #include "formats/gguf_writer.h"
+#include "kernels/quantize.h"
 #include "formats/image.h"
 #include "models/hf_loader.h"
 #include "models/idefics3.h"
@@ -249,6 +250,74 @@ TEST(Vision, HfDirectoryAndGgufLoadersAgree) {
   const std::vector<float> top = test::load_npy(golden("xterm_700x450", "logits_last_top64.npy")).f32();
   const std::vector<int64_t> top_ids = test::load_npy(golden("xterm_700x450", "logits_last_top64_ids.npy")).i64();
   for (size_t i = 0; i < top.size(); ++i) EXPECT_NEAR(logits[1][static_cast<size_t>(top_ids[i])], top[i], 1e-3);
+}
+
+// A quantized mmproj (Q8_0 matrices, as ggml-org ships SmolVLM's) with --q8-activations: its
+// linear layers run on 8-bit activations (matmul_q8), as llama.cpp's CPU backend runs them. The
+// result stays close to transformers' (quantization error only), is bitwise the same for any
+// thread count, and a float mmproj has nothing to switch.
+TEST(Vision, QuantizedMmprojRunsOn8BitActivations) {
+  const std::string dir = std::filesystem::temp_directory_path() / "tessera_mmproj_q8_test";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/mmproj-q8_0.gguf";
+  {
+    auto f = GgufFile::open(test::source_path(kTiny + "mmproj.gguf"));
+    GgufWriter w;
+    for (const auto& [k, val] : f->metadata()) w.set(k, val);
+    std::vector<float> row;
+    for (const auto& t : f->tensors()) {
+      const uint64_t n = t.dims[0], rows = t.n_elements / n;
+      if (t.dims.size() != 2 || n % 32 != 0 || t.name == "v.position_embd.weight") {  // as `tessera convert`
+        w.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+        continue;
+      }
+      std::vector<uint8_t> data(row_bytes(DType::Q8_0, n) * rows);
+      row.resize(n);
+      for (uint64_t r = 0; r < rows; ++r) {
+        dequantize_row(t.type, t.data + r * row_bytes(t.type, n), row.data(), static_cast<int64_t>(n));
+        quantize_row(DType::Q8_0, row.data(), static_cast<int64_t>(n), data.data() + r * row_bytes(DType::Q8_0, n));
+      }
+      w.add_tensor(t.name, DType::Q8_0, t.dims, std::move(data));
+    }
+    w.write(path);
+  }
+  auto fp = Idefics3Vision::load_mmproj(path);  // Q8_0 weights, fp32 activations (the GEMM)
+  auto q8 = Idefics3Vision::load_mmproj(path);
+  EXPECT_EQ(q8->use_q8_activations(), 2 * 6 + 1);  // q k v o fc1 fc2 per layer + the projection
+  EXPECT_EQ(q8->use_q8_activations(), 0);          // already switched
+  EXPECT_EQ(Idefics3Vision::load_mmproj(test::source_path(kTiny + "mmproj.gguf"))->use_q8_activations(), 0);
+
+  const SiglipConfig& c = q8->config();
+  const ImageRGB img = load_image(test::source_path(kScreens + "xterm_1280x720.png"));
+  const PreprocessedImage pre = preprocess_idefics3(img, q8->preprocess_config());
+  const size_t ne = static_cast<size_t>(c.n_patches()) * c.hidden, nc = static_cast<size_t>(c.tokens_per_tile()) * c.text_hidden;
+  std::vector<float> chw(3 * static_cast<size_t>(c.image_size) * c.image_size);
+  const std::vector<int> saved = saved_tiles("xterm_1280x720");
+  tile_to_chw(pre.tiles[static_cast<size_t>(saved[0])], q8->preprocess_config(), chw.data());
+  const std::vector<float> con_want = test::load_npy(golden("xterm_1280x720", "connector_out.npy")).f32();
+  std::vector<float> e_fp(ne), o_fp(nc);
+  {
+    ThreadPool pool(2);
+    fp->encode_tile(chw.data(), e_fp.data(), pool);
+    fp->connector(e_fp.data(), o_fp.data(), pool);
+  }
+  std::vector<std::vector<float>> outs;
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    std::vector<float> e(ne), o(nc);
+    q8->encode_tile(chw.data(), e.data(), pool);
+    q8->connector(e.data(), o.data(), pool);
+    outs.push_back(o);
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+  EXPECT_EQ(outs[0], outs[2]);
+  const double r_fp = max_rel_err(o_fp, con_want.data(), nc), r_q8 = max_rel_err(outs[0], con_want.data(), nc);
+  const double r_between = max_rel_err(outs[0], o_fp.data(), nc);
+  std::printf("connector max rel err vs transformers: Q8_0 weights %.2e, + 8-bit activations %.2e (%.2e between)\n", r_fp,
+              r_q8, r_between);
+  EXPECT_GT(r_between, 0.0);   // the activations really were quantized
+  EXPECT_LE(r_fp, 2e-2);       // Q8_0 weights alone
+  EXPECT_LE(r_q8, 4e-2);       // plus 8-bit activations (docs/numerics.md)
 }
 
 TEST(Vision, BadImagesAreClearErrors) {

@@ -150,7 +150,7 @@ int cmd_bench(CommonArgs& a, const BenchArgs& b) {
     rows.push_back(r);
   }
   if (!b.mmproj.empty()) {
-    auto vision = Idefics3Vision::load_mmproj(b.mmproj);
+    auto vision = vision_options(a, Idefics3Vision::load_mmproj(b.mmproj));
     const SiglipConfig& vc = vision->config();
     const PreprocessedImage pre = preprocess_idefics3(image, vision->preprocess_config());
     std::vector<float> chw(static_cast<size_t>(3) * vc.image_size * vc.image_size);

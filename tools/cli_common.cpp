@@ -30,7 +30,7 @@ void add_common(CLI::App* app, CommonArgs& a) {
   app->add_option("-b,--batch-size", a.batch, "tokens per forward pass")->check(CLI::Range(1, 8192));
   app->add_option("--cache-type", a.cache_type, "KV cache element type: f16 (default), f32, bf16 or q8 (int8 + a scale per row)")
       ->check(CLI::IsMember({"f16", "f32", "bf16", "q8"}));
-  app->add_flag("--q8-activations", a.q8_act, "quantize matmul inputs to 8 bits per 32 like llama.cpp's CPU backend (W4A8)");
+  app->add_flag("--q8-activations", a.q8_act, "quantize matmul inputs to 8 bits per 32 like llama.cpp's CPU backend (W4A8): text model, and a quantized mmproj's layers");
   app->add_option("--isa", a.isa, "cap the kernel instruction set: scalar, neon, avx2, avx512 or avx512vnni")
       ->check(CLI::IsMember({"scalar", "neon", "avx2", "avx512", "avx512vnni"}));
 }
@@ -62,6 +62,11 @@ SessionOptions session_options(const CommonArgs& a) {
   o.kv_type = a.cache_type == "f32" ? DType::F32 : a.cache_type == "bf16" ? DType::BF16 : a.cache_type == "q8" ? DType::I8 : DType::F16;
   o.q8_activations = a.q8_act;
   return o;
+}
+
+std::unique_ptr<Idefics3Vision> vision_options(const CommonArgs& a, std::unique_ptr<Idefics3Vision> v) {
+  if (v && a.q8_act) v->use_q8_activations();
+  return v;
 }
 
 void add_sampling(CLI::App* app, SamplerOptions& s) {

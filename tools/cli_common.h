@@ -31,6 +31,9 @@ void add_common(CLI::App* app, CommonArgs& a);
 HfModel load_any(CommonArgs& a);
 std::unique_ptr<LlamaModel> load(CommonArgs& a);
 SessionOptions session_options(const CommonArgs& a);
+// The vision tower as the common flags ask for it (--q8-activations: 8-bit activations on a
+// quantized mmproj's layers); null stays null.
+std::unique_ptr<Idefics3Vision> vision_options(const CommonArgs& a, std::unique_ptr<Idefics3Vision> v);
 void add_sampling(CLI::App* app, SamplerOptions& s);
 void print_stats(const GenerateStats& st);
 // Writes text to `path` via a temporary file and a rename: never a half-written output.

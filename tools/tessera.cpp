@@ -85,7 +85,8 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
   Sampler sampler(so);
   Session session(*model, session_options(a));
   if (!va.image.empty()) {
-    std::unique_ptr<Idefics3Vision> vision = va.mmproj.empty() ? std::move(loaded.vision) : Idefics3Vision::load_mmproj(va.mmproj);
+    std::unique_ptr<Idefics3Vision> vision =
+        vision_options(a, va.mmproj.empty() ? std::move(loaded.vision) : Idefics3Vision::load_mmproj(va.mmproj));
     if (!vision) fail("'%s' has no vision tower", a.model.c_str());
     Idefics3 vlm(*model, *vision);
     VisionTimings tm;
@@ -177,8 +178,8 @@ int cmd_chat(CommonArgs& a, int n_predict, const std::string& system, const Samp
 
 // Rewrites a GGUF with its weights converted to `type`, metadata unchanged. Float targets
 // convert every tensor (exact for f32: each weight is the value the kernels compute with);
-// block-quantized targets convert the matrices and keep 1-D tensors (norms) as they are, as
-// llama-quantize does. Q4_K needs rows of 256k: other matrices become Q4_1.
+// block-quantized targets convert the matrices and keep 1-D tensors (norms) and position
+// embeddings as they are, as llama-quantize does. Q4_K needs rows of 256k: other matrices become Q4_1.
 int cmd_convert(const std::string& in, const std::string& out, const std::string& type) {
   if (in.empty()) fail("pass the input model with -m");
   check_output_writable(out);
@@ -200,6 +201,9 @@ int cmd_convert(const std::string& in, const std::string& out, const std::string
     // rows shorter than a Q4_K super-block multiple fall back to Q4_1 (llama-quantize picks Q5_0)
     if (to == DType::Q4_K && n % 256 != 0) tt = DType::Q4_1;
     if (blocks && (t.dims.size() < 2 || n % info(tt).block_elems != 0)) tt = t.type;  // keep norms, odd rows
+    // and an mmproj's position embeddings: llama.cpp adds them with a binary op that has no
+    // quantized form (it aborts on a Q8_0 v.position_embd.weight)
+    if (blocks && t.name.find("position_embd") != std::string::npos) tt = t.type;
     std::vector<uint8_t> data(row_bytes(tt, n) * rows);
     row.resize(n);
     for (uint64_t r = 0; r < rows; ++r) {

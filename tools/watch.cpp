@@ -41,7 +41,8 @@ void add_watch_options(CLI::App* sub, WatchArgs& w) {
 int cmd_watch(CommonArgs& a, const WatchArgs& w) {
   auto source = FrameSource::open(w.frames, ImageLimits{});  // an empty or missing source fails before loading models
   HfModel loaded = load_any(a);
-  std::unique_ptr<Idefics3Vision> vision = w.mmproj.empty() ? std::move(loaded.vision) : Idefics3Vision::load_mmproj(w.mmproj);
+  std::unique_ptr<Idefics3Vision> vision =
+      vision_options(a, w.mmproj.empty() ? std::move(loaded.vision) : Idefics3Vision::load_mmproj(w.mmproj));
   if (!vision) fail("watch needs the vision model: pass --mmproj MMPROJ.gguf (or -m a SmolVLM Hugging Face directory)");
   const LlamaModel& text = *loaded.text;
   WatchOptions wo;

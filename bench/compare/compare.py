@@ -7,10 +7,13 @@ Tests (llama-bench's, plus vision):
   pp512, tg128, pp512 @ d512      tessera bench  vs  llama-bench (same model file); with --q8 also
                                   tessera --q8-activations (llama.cpp's own W4A8 numerics) vs the
                                   same llama-bench runs
-  vision encode per 512 tile      tessera run    vs  llama-mtmd-cli on a 1920x1080 screenshot (13 tiles)
+  vision encode per 512 tile      tessera run    vs  llama-mtmd-cli on a 1920x1080 screenshot (13 tiles);
+                                  with --q8 also tessera --q8-activations, which runs a quantized
+                                  mmproj's layers on 8-bit activations (as llama.cpp does for them)
   screenshot question             the same runs, end to end (preprocess, encode, prefill, answer)
 
-  .peers/venv/bin/python bench/compare/compare.py [--rounds 5] [-t 2] [--q8] [--no-vision] [--out out/compare]
+  .peers/venv/bin/python bench/compare/compare.py [--rounds 5] [-t 2] [--q8] [--no-vision | --no-text]
+      [--mmproj M.gguf] [--out out/compare]
 
 Needs build/tessera (scripts/setup.sh), the llama.cpp build (bench/peers/build_llamacpp.sh) and,
 for the vision tests, the SmolVLM-shaped GGUF pair (tessera vlm-init, see docs/vision.md).
@@ -46,9 +49,9 @@ def llama_text(a, p, n, d):
 
 
 # ---- vision tests: ms, lower is better --------------------------------------------------
-def tessera_image(a, image):
+def tessera_image(a, image, q8=False):
     e = run([TESSERA, "run", "-m", a.text, "--mmproj", a.mmproj, "--image", image, "-p", a.question, "-n", a.n_answer,
-             "-t", a.threads, "--temp", 0]).stderr
+             "-t", a.threads, "--temp", 0] + (["--q8-activations"] if q8 else [])).stderr
     m = re.search(r"-> (\d+) tiles .*vision encode ([\d.]+) ms \(([\d.]+) ms/tile\) \| connector ([\d.]+) ms", e)
     tiles, enc = int(m[1]), float(m[2]) + float(m[4])
     m2 = re.search(r"\[prefill: (\d+) tokens, ([\d.]+) ms, [\d.]+ tok/s \| decode: (\d+) tokens, ([\d.]+) ms", e)
@@ -110,12 +113,13 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--no-vision", action="store_true")
-    ap.add_argument("--q8", action="store_true", help="also run tessera's text tests with --q8-activations")
+    ap.add_argument("--no-text", action="store_true", help="only the vision tests")
+    ap.add_argument("--q8", action="store_true", help="also run tessera with --q8-activations")
     ap.add_argument("--out", default=str(ROOT / "out/compare"))
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
-    text_tests = [("pp512", 512, 0, 0), ("tg128", 0, 128, 0), ("pp512 @ d512", 512, 0, 512)]
+    text_tests = [] if a.no_text else [("pp512", 512, 0, 0), ("tg128", 0, 128, 0), ("pp512 @ d512", 512, 0, 512)]
     res = {name: ([], []) for name, *_ in text_tests}
     if a.q8:
         for name, *_ in text_tests:
@@ -124,6 +128,8 @@ def main():
     if vision:
         for k in ("vision encode per 512 tile", "screenshot question (total)"):
             res[k] = ([], [])
+            if a.q8:
+                res[k + " (q8 act)"] = ([], [])
     for r in range(a.rounds):
         for name, p, n, d in text_tests:
             res[name][0].append(tessera_text(a, p, n, d))
@@ -137,6 +143,12 @@ def main():
             res["vision encode per 512 tile"][1].append(la["tile_ms"])
             res["screenshot question (total)"][0].append(ta["total_ms"])
             res["screenshot question (total)"][1].append(la["total_ms"])
+            if a.q8:
+                tq = tessera_image(a, a.screenshot, q8=True)
+                res["vision encode per 512 tile (q8 act)"][0].append(tq["tile_ms"])
+                res["vision encode per 512 tile (q8 act)"][1].append(la["tile_ms"])
+                res["screenshot question (total) (q8 act)"][0].append(tq["total_ms"])
+                res["screenshot question (total) (q8 act)"][1].append(la["total_ms"])
         print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
     rows = [summarize(k, "t/s" if k.startswith(("pp", "tg")) else "ms", v[0], v[1]) for k, v in res.items()]
     fp = json.loads(run([TESSERA, "bench", "-p", 1, "-n", 0, "-d", 0, "-r", 1, "--json"]).stdout)["machine"]

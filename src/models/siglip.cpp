@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "kernels/attention.h"
 #include "kernels/elementwise.h"
+#include "kernels/q8_panels.h"
 #include "models/gguf_source.h"
 #include "profile/profiler.h"
 
@@ -24,15 +25,26 @@ Linear linear(const TensorSource& s, const std::string& w, const std::string& b,
   return l;
 }
 
-// y[n][rows] = x[n][cols] W^T + b
-void apply(const Linear& l, const float* x, int n, float* y, ThreadPool& pool, const char* what) {
+// y[n][w.rows] = x[n][xs-strided rows of w.cols] W^T: the fp32 GEMM, or, on weights that carry
+// q8 panels (use_q8_activations), 8-bit activations and matmul_q8.
+void mm(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, ThreadPool& pool, const char* what) {
   char detail[80] = "";
   if (prof::on())
-    std::snprintf(detail, sizeof detail, "%s %s %lldx%lld", what, dtype_name(l.w.type), static_cast<long long>(l.w.rows),
-                  static_cast<long long>(l.w.cols));
-  prof::OpScope op("gemm", detail, 2.0 * n * l.w.rows * l.w.cols,
-                   static_cast<double>(l.w.rows) * l.w.row_stride + 4.0 * n * (l.w.rows + l.w.cols));
-  gemm(l.w, x, n, l.w.cols, y, l.w.rows, pool);
+    std::snprintf(detail, sizeof detail, "%s %s %lldx%lld", what, dtype_name(w.type), static_cast<long long>(w.rows),
+                  static_cast<long long>(w.cols));
+  prof::OpScope op(w.panels ? "matmul_q8" : "gemm", detail, 2.0 * n * w.rows * w.cols,
+                   static_cast<double>(w.rows) * w.row_stride + 4.0 * n * (w.rows + w.cols));
+  if (!w.panels) return gemm(w, x, n, xs, y, w.rows, pool);
+  thread_local std::vector<BlockQ8_1> xq;  // workers get its pointer, never the vector
+  const int64_t nb = w.cols / 32;
+  xq.resize(static_cast<size_t>(n) * static_cast<size_t>(nb));
+  quantize_rows_q8_1(x, n, xs, xq.data(), w.cols, pool);
+  matmul_q8(w, xq.data(), n, nb, y, w.rows, pool);
+}
+
+// y[n][rows] = x[n][cols] W^T + b
+void apply(const Linear& l, const float* x, int n, float* y, ThreadPool& pool, const char* what) {
+  mm(l.w, x, n, l.w.cols, y, pool, what);
   if (!l.b.empty())
     for (int i = 0; i < n; ++i) add_inplace(y + static_cast<size_t>(i) * l.w.rows, l.b.data(), l.w.rows);
 }
@@ -330,9 +342,22 @@ void Idefics3Vision::connector(const float* enc, float* out, ThreadPool& pool) c
         for (int j = 0; j < s; ++j)
           std::memcpy(&shuffled[static_cast<size_t>(hb * g + wb) * F + static_cast<size_t>(i * s + j) * H],
                       enc + static_cast<size_t>((s * hb + i) * side + s * wb + j) * H, H * sizeof(float));
-  prof::OpScope op("gemm", "connector proj", 2.0 * T * F * c.text_hidden,
-                   static_cast<double>(proj_.rows) * proj_.row_stride + 4.0 * T * (F + c.text_hidden));
-  gemm(proj_, shuffled.data(), T, F, out, c.text_hidden, pool);
+  mm(proj_, shuffled.data(), T, F, out, pool, "connector proj");
+}
+
+int Idefics3Vision::use_q8_activations() {
+  std::vector<WeightMatrix*> all = {&patch_.w, &proj_};
+  for (SiglipLayer& L : layers_)
+    for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.fc1, &L.fc2}) all.push_back(&l->w);
+  int n = 0;
+  for (WeightMatrix* w : all) {
+    if (w->panels || !supports_q8_activations(w->type) || w->cols % q8_col_multiple(w->type) != 0) continue;
+    packed_.push_back(pack_q8_panels(*w));
+    packed_bytes_ += packed_.back().bytes;
+    *w = packed_.back().matrix;
+    ++n;
+  }
+  return n;
 }
 
 }  // namespace tessera

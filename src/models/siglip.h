@@ -64,6 +64,13 @@ class Idefics3Vision {
                          ThreadPool& pool) const;
   // Pixel shuffle + projection: n_patches x hidden -> tokens_per_tile() x text_hidden.
   void connector(const float* encoded, float* out, ThreadPool& pool) const;
+  // From now on, run every linear layer whose weights are Q8_0, Q4_0, Q4_1, Q4_K or A4G64 (a
+  // quantized mmproj) on 8-bit activations, as llama.cpp's CPU backend does for such weights:
+  // inputs quantized per 32 (quantize_row_q8_1), integer block dots (matmul_q8, VNNI where the
+  // CPU has it). Repacks those weights into q8 panels once; float weights keep the fp32 GEMM.
+  // Returns the number of layers switched. Like every kernel path, results stay bitwise the
+  // same across thread counts and batch sizes (so gated re-encoding keeps its guarantees).
+  int use_q8_activations();
 
  private:
   Idefics3Vision() = default;
@@ -78,6 +85,7 @@ class Idefics3Vision {
   WeightMatrix proj_;
   // The dense GEMM weights repacked at load (kernels/gemm_panels.h); the WeightMatrix fields
   // above point into them.
+  // use_q8_activations() adds its q8 panels here too.
   std::vector<PackedWeights> packed_;
   size_t packed_bytes_ = 0;
 };

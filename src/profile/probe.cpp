@@ -18,6 +18,7 @@ namespace tessera {
 namespace probe_x86 {
 double fma_loop(int64_t iters);
 double vnni_loop(int64_t iters);
+double bf16_dot_loop(int64_t iters);
 bool amx_request();
 double amx_bf16_loop(int64_t iters);
 double amx_int8_loop(int64_t iters);
@@ -78,6 +79,8 @@ std::vector<ProbeResult> run_probe(const ProbeOptions& opt) {
     out.push_back(measure("fp32_fma_avx512", "GFLOP/s", 1e9, t, opt.repetitions, [](int) { return probe_x86::fma_loop(20'000'000); }));
     if (f.avx512vnni)
       out.push_back(measure("int8_dot_vnni", "GOP/s", 1e9, t, opt.repetitions, [](int) { return probe_x86::vnni_loop(20'000'000); }));
+    if (f.avx512bf16)
+      out.push_back(measure("bf16_dot_avx512", "GFLOP/s", 1e9, t, opt.repetitions, [](int) { return probe_x86::bf16_dot_loop(10'000'000); }));
   }
   if (f.amx_tile && f.os_amx && probe_x86::amx_request()) {
     for (int t : counts) {

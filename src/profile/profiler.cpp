@@ -98,11 +98,14 @@ struct Verdict {
   const char* what;
   double frac;  // achieved / attainable
 };
-Verdict verdict(double flops, double bytes, double seconds, const Peaks& p) {
+// Ops on 8-bit activations (kind "matmul_q8") run on integer dot products: their compute
+// roof is the probe's int8 figure, where it has one.
+Verdict verdict(const std::string& op, double flops, double bytes, double seconds, const Peaks& p) {
   if (seconds <= 0 || p.gflops <= 0 || p.dram_gbs <= 0) return {"-", 0};
+  const double roof = op.find("/ matmul_q8") != std::string::npos && p.int8_gops > 0 ? p.int8_gops : p.gflops;
   const double ai = bytes > 0 ? flops / bytes : 1e9;
-  const double ridge = p.gflops / p.dram_gbs;
-  const double attainable = std::min(p.gflops, ai * p.dram_gbs);  // GFLOP/s
+  const double ridge = roof / p.dram_gbs;
+  const double attainable = std::min(roof, ai * p.dram_gbs);  // GFLOP/s
   const double achieved = flops / seconds / 1e9;
   const double frac = attainable > 0 ? achieved / attainable : 0;
   if (flops == 0) {  // pure data movement: against the bandwidth roof
@@ -279,7 +282,7 @@ const char* phase_verdict(const Summary& r, int p, const Peaks& peaks) {
   if (gap > t / 3) return "overhead-bound";
   std::map<std::string, double> by;
   for (const OpStat& o : r.ops)
-    if (static_cast<int>(o.phase) == p) by[verdict(o.flops, o.bytes, o.ns * 1e-9, peaks).what] += o.ns;
+    if (static_cast<int>(o.phase) == p) by[verdict(o.name, o.flops, o.bytes, o.ns * 1e-9, peaks).what] += o.ns;
   const char* best = "-";
   double most = -1;
   for (const auto& [k, v] : by)
@@ -297,8 +300,9 @@ std::string report_text(const Peaks& peaks) {
   std::ostringstream o;
   char buf[512];
   const double wall = r.wall_ns * 1e-9;
-  std::snprintf(buf, sizeof buf, "profile: %.1f ms wall; roofline peaks %.0f GFLOP/s, DRAM %.1f GB/s (%d threads, %s)\n\n",
-                wall * 1e3, peaks.gflops, peaks.dram_gbs, peaks.threads, peaks.source.empty() ? "no probe: run `tessera probe`" : peaks.source.c_str());
+  std::snprintf(buf, sizeof buf, "profile: %.1f ms wall; roofline peaks %.0f GFLOP/s (int8 ops: %.0f GOP/s), DRAM %.1f GB/s (%d threads, %s)\n\n",
+                wall * 1e3, peaks.gflops, peaks.int8_gops > 0 ? peaks.int8_gops : peaks.gflops, peaks.dram_gbs, peaks.threads,
+                peaks.source.empty() ? "no probe: run `tessera probe`" : peaks.source.c_str());
   o << buf;
   o << "| phase | ms | share | kernels ms | between kernels ms | verdict |\n|---|---|---|---|---|---|\n";
   for (int p = 0; p < static_cast<int>(Phase::Count); ++p) {
@@ -313,7 +317,7 @@ std::string report_text(const Peaks& peaks) {
   for (const OpStat& op : r.ops) {
     if (++shown > 25) break;
     const double t = op.ns * 1e-9;
-    const Verdict v = verdict(op.flops, op.bytes, t, peaks);
+    const Verdict v = verdict(op.name, op.flops, op.bytes, t, peaks);
     std::snprintf(buf, sizeof buf, "| %s | %lld | %.2f | %.3f | %.3f | %.1f | %.2f | %.0f%% | %s |\n", op.name.c_str(),
                   static_cast<long long>(op.calls), t * 1e3, op.flops * 1e-9, op.bytes * 1e-9, t > 0 ? op.flops / t * 1e-9 : 0,
                   t > 0 ? op.bytes / t * 1e-9 : 0, 100 * v.frac, v.what);
@@ -330,7 +334,7 @@ std::string report_text(const Peaks& peaks) {
 std::string report_json(const Peaks& peaks) {
   const Summary r = summarize();
   std::ostringstream o;
-  o << "{\"wall_ms\": " << r.wall_ns * 1e-6 << ", \"peaks\": {\"gflops\": " << peaks.gflops << ", \"dram_gbs\": " << peaks.dram_gbs
+  o << "{\"wall_ms\": " << r.wall_ns * 1e-6 << ", \"peaks\": {\"gflops\": " << peaks.gflops << ", \"int8_gops\": " << peaks.int8_gops << ", \"dram_gbs\": " << peaks.dram_gbs
     << ", \"threads\": " << peaks.threads << ", \"source\": \"" << json_escape(peaks.source) << "\"}, \"phases\": [";
   bool first = true;
   for (int p = 0; p < static_cast<int>(Phase::Count); ++p) {
@@ -344,7 +348,7 @@ std::string report_json(const Peaks& peaks) {
   first = true;
   for (const OpStat& op : r.ops) {
     const double t = op.ns * 1e-9;
-    const Verdict v = verdict(op.flops, op.bytes, t, peaks);
+    const Verdict v = verdict(op.name, op.flops, op.bytes, t, peaks);
     o << (first ? "" : ", ") << "{\"op\": \"" << json_escape(op.name) << "\", \"calls\": " << op.calls << ", \"ms\": " << t * 1e3
       << ", \"flops\": " << op.flops << ", \"bytes\": " << op.bytes << ", \"gflops_per_s\": " << (t > 0 ? op.flops / t * 1e-9 : 0)
       << ", \"gb_per_s\": " << (t > 0 ? op.bytes / t * 1e-9 : 0) << ", \"fraction_of_roof\": " << v.frac << ", \"verdict\": \""

@@ -66,6 +66,7 @@ void note_memory(const char* pool, uint64_t bytes);
 // Peaks for the roofline, from the probe (GFLOP/s and GB/s for the thread count in use).
 struct Peaks {
   double gflops = 0, dram_gbs = 0, l3_gbs = 0;
+  double int8_gops = 0;  // the roof of 8-bit-activation ops ("matmul_q8 ..."), when the probe has it
   int threads = 1;
   std::string source;  // where they came from
 };

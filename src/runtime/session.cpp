@@ -64,8 +64,9 @@ void Session::linear(const WeightMatrix& w, const float* x, int n, int64_t xs, f
     std::snprintf(detail, sizeof detail, "%s %s %lldx%lld", what, dtype_name(w.type), static_cast<long long>(w.rows),
                   static_cast<long long>(w.cols));
   const double wbytes = static_cast<double>(w.rows) * static_cast<double>(w.row_stride);
-  prof::OpScope op("matmul", detail, 2.0 * n * w.rows * w.cols, wbytes + 4.0 * n * (w.cols + w.rows));
   const auto it = q8_act_ ? packed_.find(w.data) : packed_.end();
+  prof::OpScope op(it == packed_.end() ? "matmul" : "matmul_q8", detail, 2.0 * n * w.rows * w.cols,
+                   wbytes + 4.0 * n * (w.cols + w.rows));
   if (it == packed_.end()) {
     matmul(w, x, n, xs, y, ys, pool_);
     return;
