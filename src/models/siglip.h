@@ -83,9 +83,9 @@ class Idefics3Vision {
   std::vector<float> pos_, post_w_, post_b_;
   std::vector<SiglipLayer> layers_;
   WeightMatrix proj_;
-  // The dense GEMM weights repacked at load (kernels/gemm_panels.h); the WeightMatrix fields
-  // above point into them.
-  // use_q8_activations() adds its q8 panels here too.
+  // The dense GEMM weights repacked at load (kernels/gemm_panels.h) and, after
+  // use_q8_activations(), the quantized ones' q8 panels; the WeightMatrix fields above point
+  // into them.
   std::vector<PackedWeights> packed_;
   size_t packed_bytes_ = 0;
 };
