@@ -33,6 +33,45 @@ TEST(CApi, LoadTokenizeGenerate) {
   tessera_model_free(m);
 }
 
+// Every CLI session option through the C API: 8-bit activations and a q8 KV cache answer the
+// same question; bad options are one-line errors.
+TEST(CApi, SessionParams) {
+  tessera_model* m = tessera_model_load(tessera::test::model_path().c_str());
+  ASSERT_NE(m, nullptr) << tessera_last_error();
+  tessera_session_params sp = tessera_default_session_params();
+  EXPECT_EQ(sp.n_ctx, 4096);
+  EXPECT_EQ(sp.q8_activations, 0);
+  sp.n_ctx = 256;
+  sp.n_threads = 2;
+  sp.q8_activations = 1;
+  sp.cache_type = "q8";
+  tessera_session* s = tessera_session_new_with(m, &sp);
+  ASSERT_NE(s, nullptr) << tessera_last_error();
+  tessera_generate_params p = tessera_default_params();
+  p.n_predict = 12;
+  std::string out;
+  EXPECT_GT(tessera_generate(s, "What is the capital of France?", &p,
+                             [](const char* piece, size_t len, void* user) { static_cast<std::string*>(user)->append(piece, len); },
+                             &out),
+            0)
+      << tessera_last_error();
+  EXPECT_FALSE(out.empty());
+  tessera_session_free(s);
+  sp.cache_type = "int4";
+  EXPECT_EQ(tessera_session_new_with(m, &sp), nullptr);
+  EXPECT_NE(std::string(tessera_last_error()).find("cache_type 'int4'"), std::string::npos);
+  sp.cache_type = "f16";
+  sp.n_batch = 0;
+  EXPECT_EQ(tessera_session_new_with(m, &sp), nullptr);
+  EXPECT_EQ(tessera_session_new_with(m, nullptr), nullptr);
+  tessera_model_free(m);
+  EXPECT_EQ(tessera_vision_use_q8_activations(nullptr), -1);
+  tessera_vision* v = tessera_vision_load(tessera::test::source_path("tests/fixtures/vision/tiny/mmproj.gguf").c_str());
+  ASSERT_NE(v, nullptr) << tessera_last_error();
+  EXPECT_EQ(tessera_vision_use_q8_activations(v), 0);  // an f32 mmproj: nothing to switch
+  tessera_vision_free(v);
+}
+
 // A screen capturer's path: a raw RGBA frame in memory, no files.
 TEST(CApi, AskAboutARawFrame) {
   const std::string tiny = tessera::test::source_path("tests/fixtures/vision/tiny/");

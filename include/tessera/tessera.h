@@ -36,6 +36,17 @@ void tessera_model_free(tessera_model* model);
 
 /* n_ctx: context size in tokens; n_threads: 0 for all cores. */
 tessera_session* tessera_session_new(const tessera_model* model, int n_ctx, int n_threads);
+
+/* The same with every option the CLI has (tessera_default_session_params() gives its defaults). */
+typedef struct tessera_session_params {
+  int n_ctx;               /* context size in tokens (4096) */
+  int n_threads;           /* 0: all cores */
+  int n_batch;             /* tokens per forward pass (512) */
+  const char* cache_type;  /* KV cache: "f16" (default), "f32", "bf16" or "q8" */
+  int q8_activations;      /* nonzero: 8-bit activations, llama.cpp's W4A8 numerics (the fast path) */
+} tessera_session_params;
+tessera_session_params tessera_default_session_params(void);
+tessera_session* tessera_session_new_with(const tessera_model* model, const tessera_session_params* params);
 void tessera_session_free(tessera_session* session);
 
 /* Tokenizes text into ids (at most max_ids); returns the token count or -1. */
@@ -52,6 +63,9 @@ typedef struct tessera_vision tessera_vision;
 
 tessera_vision* tessera_vision_load(const char* mmproj_path);
 void tessera_vision_free(tessera_vision* vision);
+/* Runs a quantized mmproj's layers (Q8_0, Q4_*) on 8-bit activations from now on, as llama.cpp
+ * does (--q8-activations); float layers are unchanged. Returns the layers switched, or -1. */
+int tessera_vision_use_q8_activations(tessera_vision* vision);
 
 /* An image in memory: interleaved 8-bit RGB (channels 3) or RGBA (4, composited onto white),
  * rows `stride` bytes apart -- what a screen capturer hands over. */

@@ -93,6 +93,32 @@ tessera_session* tessera_session_new(const tessera_model* model, int n_ctx, int 
   }, nullptr);
 }
 
+tessera_session_params tessera_default_session_params(void) {
+  const tessera::SessionOptions o;
+  return tessera_session_params{o.n_ctx, o.n_threads, o.n_batch, "f16", o.q8_activations ? 1 : 0};
+}
+
+tessera_session* tessera_session_new_with(const tessera_model* model, const tessera_session_params* params) {
+  return guarded([&]() -> tessera_session* {
+    if (!model || !params) tessera::fail("model or params is NULL");
+    if (params->n_ctx < 1 || params->n_batch < 1 || params->n_batch > 8192 || params->n_threads < 0 || params->n_threads > 1024)
+      tessera::fail("session params out of range (n_ctx %d, n_batch %d, n_threads %d)", params->n_ctx, params->n_batch,
+                    params->n_threads);
+    const std::string kv = params->cache_type ? params->cache_type : "f16";
+    tessera::SessionOptions o;
+    o.n_ctx = params->n_ctx;
+    o.n_threads = params->n_threads;
+    o.n_batch = params->n_batch;
+    if (kv == "f16") o.kv_type = tessera::DType::F16;
+    else if (kv == "f32") o.kv_type = tessera::DType::F32;
+    else if (kv == "bf16") o.kv_type = tessera::DType::BF16;
+    else if (kv == "q8") o.kv_type = tessera::DType::I8;
+    else tessera::fail("cache_type '%s' is not one of f16, f32, bf16, q8", kv.c_str());
+    o.q8_activations = params->q8_activations != 0;
+    return new tessera_session{std::make_unique<tessera::Session>(*model->model, o)};
+  }, nullptr);
+}
+
 void tessera_session_free(tessera_session* session) { delete session; }
 
 int tessera_tokenize(const tessera_model* model, const char* text, int parse_special, int32_t* ids, int max_ids) {
@@ -129,6 +155,13 @@ tessera_vision* tessera_vision_load(const char* path) {
 }
 
 void tessera_vision_free(tessera_vision* vision) { delete vision; }
+
+int tessera_vision_use_q8_activations(tessera_vision* vision) {
+  return guarded([&]() -> int {
+    if (!vision) tessera::fail("vision is NULL");
+    return vision->vision->use_q8_activations();
+  }, -1);
+}
 
 int tessera_ask_image(tessera_session* session, const tessera_vision* vision, const tessera_frame* frame,
                       const char* question, const tessera_generate_params* params, tessera_piece_fn on_piece,
