@@ -11,8 +11,8 @@
 
 #include "core/error.h"
 #include "formats/gguf_writer.h"
-#include "kernels/quantize.h"
 #include "formats/image.h"
+#include "models/gguf_convert.h"
 #include "models/hf_loader.h"
 #include "models/idefics3.h"
 #include "models/llama.h"
@@ -260,27 +260,7 @@ TEST(Vision, QuantizedMmprojRunsOn8BitActivations) {
   const std::string dir = std::filesystem::temp_directory_path() / "tessera_mmproj_q8_test";
   std::filesystem::create_directories(dir);
   const std::string path = dir + "/mmproj-q8_0.gguf";
-  {
-    auto f = GgufFile::open(test::source_path(kTiny + "mmproj.gguf"));
-    GgufWriter w;
-    for (const auto& [k, val] : f->metadata()) w.set(k, val);
-    std::vector<float> row;
-    for (const auto& t : f->tensors()) {
-      const uint64_t n = t.dims[0], rows = t.n_elements / n;
-      if (t.dims.size() != 2 || n % 32 != 0 || t.name == "v.position_embd.weight") {  // as `tessera convert`
-        w.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
-        continue;
-      }
-      std::vector<uint8_t> data(row_bytes(DType::Q8_0, n) * rows);
-      row.resize(n);
-      for (uint64_t r = 0; r < rows; ++r) {
-        dequantize_row(t.type, t.data + r * row_bytes(t.type, n), row.data(), static_cast<int64_t>(n));
-        quantize_row(DType::Q8_0, row.data(), static_cast<int64_t>(n), data.data() + r * row_bytes(DType::Q8_0, n));
-      }
-      w.add_tensor(t.name, DType::Q8_0, t.dims, std::move(data));
-    }
-    w.write(path);
-  }
+  convert_gguf(*GgufFile::open(test::source_path(kTiny + "mmproj.gguf")), DType::Q8_0, path);  // `tessera convert`
   auto fp = Idefics3Vision::load_mmproj(path);  // Q8_0 weights, fp32 activations (the GEMM)
   auto q8 = Idefics3Vision::load_mmproj(path);
   EXPECT_EQ(q8->use_q8_activations(), 2 * 6 + 1);  // q k v o fc1 fc2 per layer + the projection

@@ -18,11 +18,10 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
-#include "formats/gguf_writer.h"
 #include "kernels/kernels.h"
-#include "kernels/quantize.h"
 #include "profile/profiler.h"
 #include "formats/image.h"
+#include "models/gguf_convert.h"
 #include "models/hf_loader.h"
 #include "models/idefics3.h"
 #include "models/llama.h"
@@ -176,43 +175,16 @@ int cmd_chat(CommonArgs& a, int n_predict, const std::string& system, const Samp
   return 0;
 }
 
-// Rewrites a GGUF with its weights converted to `type`, metadata unchanged. Float targets
-// convert every tensor (exact for f32: each weight is the value the kernels compute with);
-// block-quantized targets convert the matrices and keep 1-D tensors (norms) and position
-// embeddings as they are, as llama-quantize does. Q4_K needs rows of 256k: other matrices become Q4_1.
+// `tessera convert`: models/gguf_convert.h does the work.
 int cmd_convert(const std::string& in, const std::string& out, const std::string& type) {
   if (in.empty()) fail("pass the input model with -m");
   check_output_writable(out);
+  static const std::map<std::string, DType> kTypes = {{"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16},
+                                                      {"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1},
+                                                      {"q4_k", DType::Q4_K}};
+  const DType to = kTypes.at(type);
   auto f = GgufFile::open(in);
-  static const std::map<std::string, std::pair<DType, uint32_t>> kTypes = {  // type, llama.cpp file type
-      {"f32", {DType::F32, 0}},   {"f16", {DType::F16, 1}},   {"bf16", {DType::BF16, 32}}, {"q8_0", {DType::Q8_0, 7}},
-      {"q4_0", {DType::Q4_0, 2}}, {"q4_1", {DType::Q4_1, 3}}, {"q4_k", {DType::Q4_K, 14}}};
-  const auto [to, file_type] = kTypes.at(type);
-  const bool blocks = info(to).block_elems > 1;
-  GgufWriter w;
-  for (const auto& [k, v] : f->metadata()) w.set(k, v);
-  if (const GgufValue* ft = f->find("general.file_type"); ft && ft->type == GgufType::UINT32)
-    w.set("general.file_type", GgufValue::make_u32(file_type));
-  std::vector<float> row;
-  for (const auto& t : f->tensors()) {
-    if (!info(t.type).computable) fail("tensor '%s' has type %s, which cannot be converted", t.name.c_str(), dtype_name(t.type));
-    const uint64_t n = t.dims[0], rows = t.n_elements / n;
-    DType tt = to;
-    // rows shorter than a Q4_K super-block multiple fall back to Q4_1 (llama-quantize picks Q5_0)
-    if (to == DType::Q4_K && n % 256 != 0) tt = DType::Q4_1;
-    if (blocks && (t.dims.size() < 2 || n % info(tt).block_elems != 0)) tt = t.type;  // keep norms, odd rows
-    // and an mmproj's position embeddings: llama.cpp adds them with a binary op that has no
-    // quantized form (it aborts on a Q8_0 v.position_embd.weight)
-    if (blocks && t.name.find("position_embd") != std::string::npos) tt = t.type;
-    std::vector<uint8_t> data(row_bytes(tt, n) * rows);
-    row.resize(n);
-    for (uint64_t r = 0; r < rows; ++r) {
-      dequantize_row(t.type, t.data + r * row_bytes(t.type, n), row.data(), static_cast<int64_t>(n));
-      quantize_row(tt, row.data(), static_cast<int64_t>(n), data.data() + r * row_bytes(tt, n));
-    }
-    w.add_tensor(t.name, tt, t.dims, std::move(data));
-  }
-  w.write(out);
+  convert_gguf(*f, to, out);
   std::fprintf(stderr, "wrote %s (%zu tensors, matrices as %s)\n", out.c_str(), f->tensors().size(), dtype_name(to));
   return 0;
 }

@@ -1,0 +1,57 @@
+#include "models/gguf_convert.h"
+
+#include <vector>
+
+#include "core/error.h"
+#include "formats/gguf_writer.h"
+#include "kernels/kernels.h"
+#include "kernels/quantize.h"
+
+namespace tessera {
+
+namespace {
+
+// llama.cpp's general.file_type for a file whose matrices are `t`
+uint32_t llama_file_type(DType t) {
+  switch (t) {
+    case DType::F32: return 0;
+    case DType::F16: return 1;
+    case DType::BF16: return 32;
+    case DType::Q8_0: return 7;
+    case DType::Q4_0: return 2;
+    case DType::Q4_1: return 3;
+    case DType::Q4_K: return 14;
+    default: fail("convert: %s is not a conversion target", dtype_name(t));
+  }
+}
+
+}  // namespace
+
+void convert_gguf(const GgufFile& f, DType to, const std::string& out_path) {
+  const uint32_t file_type = llama_file_type(to);
+  const bool blocks = info(to).block_elems > 1;
+  GgufWriter w;
+  for (const auto& [k, v] : f.metadata()) w.set(k, v);
+  if (const GgufValue* ft = f.find("general.file_type"); ft && ft->type == GgufType::UINT32)
+    w.set("general.file_type", GgufValue::make_u32(file_type));
+  std::vector<float> row;
+  for (const auto& t : f.tensors()) {
+    if (!info(t.type).computable) fail("tensor '%s' has type %s, which cannot be converted", t.name.c_str(), dtype_name(t.type));
+    const uint64_t n = t.dims[0], rows = t.n_elements / n;
+    DType tt = to;
+    // rows shorter than a Q4_K super-block multiple fall back to Q4_1 (llama-quantize picks Q5_0)
+    if (to == DType::Q4_K && n % 256 != 0) tt = DType::Q4_1;
+    if (blocks && (t.dims.size() < 2 || n % info(tt).block_elems != 0)) tt = t.type;  // keep norms, odd rows
+    if (blocks && t.name.find("position_embd") != std::string::npos) tt = t.type;
+    std::vector<uint8_t> data(row_bytes(tt, n) * rows);
+    row.resize(n);
+    for (uint64_t r = 0; r < rows; ++r) {
+      dequantize_row(t.type, t.data + r * row_bytes(t.type, n), row.data(), static_cast<int64_t>(n));
+      quantize_row(tt, row.data(), static_cast<int64_t>(n), data.data() + r * row_bytes(tt, n));
+    }
+    w.add_tensor(t.name, tt, t.dims, std::move(data));
+  }
+  w.write(out_path);
+}
+
+}  // namespace tessera
