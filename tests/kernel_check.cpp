@@ -99,13 +99,15 @@ int main() {
   for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::I8}) {  // fused attention
     for (int hd : {64, 72, 80, 128}) {
       for (int64_t n_kv : {5, 300, 700})
-      for (int64_t n_q : {int64_t{4}, int64_t{40}}) {  // 12 rows per kv head: one partial 16-row group; 120: several
+      for (int64_t n_q : {int64_t{1}, int64_t{4}, int64_t{40}}) {  // rows per kv head: 3 (keys in lanes), 12, 120
         const int n_head_kv = 2, n_head = 6;
-        const size_t row = kv_row_bytes(kv, hd);
-        std::vector<uint8_t> k(row * n_head_kv * n_kv), v(k.size());
+        const size_t row = kv_row_bytes(kv, hd), tile = kv_tile_bytes(kv, hd);
+        std::vector<uint8_t> k(row * n_head_kv * n_kv), v(k.size()), kt(tile * n_head_kv * static_cast<size_t>((n_kv + 15) / 16));
         const std::vector<float> src = random_x(2 * n_kv * n_head_kv, hd, static_cast<uint32_t>(hd + n_kv));
         for (int64_t p = 0; p < n_kv * n_head_kv; ++p) {
           kv_store_row(kv, src.data() + p * hd, hd, k.data() + p * row);
+          kv_store_tile_slot(kv, src.data() + p * hd, hd, kt.data() + (p / n_head_kv / 16 * n_head_kv + p % n_head_kv) * tile,
+                             static_cast<int>(p / n_head_kv % 16));
           kv_store_row(kv, src.data() + (n_kv * n_head_kv + p) * hd, hd, v.data() + p * row);
         }
         const int64_t width = static_cast<int64_t>(n_head) * hd;
@@ -118,13 +120,20 @@ int main() {
         s.q_pos0 = std::max<int64_t>(0, n_kv - n_q);
         s.n_kv = n_kv;
         const KvView view{k.data(), v.data(), kv, static_cast<int64_t>(row * n_head_kv), static_cast<int64_t>(row)};
-        std::vector<float> a(static_cast<size_t>(n_q * width)), b(a.size());
+        KvView tiled = view;  // K in tiles of 16 positions: the same values
+        tiled.k = kt.data();
+        tiled.k_tiles = true;
+        tiled.k_tile_stride = static_cast<int64_t>(tile * n_head_kv);
+        tiled.k_head_stride = static_cast<int64_t>(tile);
+        std::vector<float> a(static_cast<size_t>(n_q * width)), b(a.size()), c(a.size());
         flash_attention(s, q.data(), n_q, width, view, a.data(), width, pool);
+        flash_attention(s, q.data(), n_q, width, tiled, c.data(), width, pool);
         const Isa before = active_isa();
         set_isa_cap(Isa::Scalar);
         flash_attention(s, q.data(), n_q, width, view, b.data(), width, pool);
         set_isa_cap(before);
         check(std::memcmp(a.data(), b.data(), a.size() * 4) == 0, "attention", kv, hd, n_kv);
+        check(std::memcmp(c.data(), b.data(), c.size() * 4) == 0, "attention (K tiles)", kv, hd, n_kv);
       }
     }
   }

@@ -28,51 +28,89 @@ size_t kv_row_bytes(DType t, int head_dim) {
   }
 }
 
-void kv_store_row(DType t, const float* src, int head_dim, uint8_t* dst) {
+namespace {
+
+// I8 rows: symmetric, one scale per row; value d goes to dst[d * step].
+float quantize_i8(const float* src, int head_dim, uint8_t* dst, int step) {
+  float amax = 0.0f;
+  for (int d = 0; d < head_dim; ++d) amax = std::max(amax, std::fabs(src[d]));
+  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+  for (int d = 0; d < head_dim; ++d) dst[d * step] = static_cast<uint8_t>(static_cast<int8_t>(std::nearbyint(src[d] * inv)));
+  return amax / 127.0f;
+}
+
+// One element of type t (not I8) from float, at dst.
+void store_elem(DType t, float x, uint8_t* dst) {
   switch (t) {
-    case DType::F32: std::memcpy(dst, src, static_cast<size_t>(head_dim) * 4); return;
-    case DType::F16:
-      for (int d = 0; d < head_dim; ++d) {
-        const uint16_t h = float_to_fp16(src[d]);
-        std::memcpy(dst + 2 * d, &h, 2);
-      }
-      return;
-    case DType::BF16:
-      for (int d = 0; d < head_dim; ++d) {
-        const uint16_t h = float_to_bf16(src[d]);
-        std::memcpy(dst + 2 * d, &h, 2);
-      }
-      return;
-    default: {  // I8: symmetric, one scale per row
-      float amax = 0.0f;
-      for (int d = 0; d < head_dim; ++d) amax = std::max(amax, std::fabs(src[d]));
-      const float scale = amax / 127.0f, inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-      for (int d = 0; d < head_dim; ++d) dst[d] = static_cast<uint8_t>(static_cast<int8_t>(std::nearbyint(src[d] * inv)));
-      std::memset(dst + head_dim, 0, static_cast<size_t>((head_dim + 3) / 4 * 4 - head_dim));
-      std::memcpy(dst + (head_dim + 3) / 4 * 4, &scale, 4);
-    }
+    case DType::F32: std::memcpy(dst, &x, 4); return;
+    case DType::F16: { const uint16_t h = float_to_fp16(x); std::memcpy(dst, &h, 2); return; }
+    default: { const uint16_t h = float_to_bf16(x); std::memcpy(dst, &h, 2); return; }  // BF16
   }
 }
 
-void kv_load_row(DType t, const uint8_t* src, int head_dim, float* dst) {
-  for (int d = 0; d < head_dim; ++d) {
-    uint16_t h;
-    switch (t) {
-      case DType::F32: std::memcpy(&dst[d], src + 4 * d, 4); break;
-      case DType::F16: std::memcpy(&h, src + 2 * d, 2); dst[d] = fp16_to_float(h); break;
-      case DType::BF16: std::memcpy(&h, src + 2 * d, 2); dst[d] = bf16_to_float(h); break;
-      default: {
-        float s;
-        std::memcpy(&s, src + (head_dim + 3) / 4 * 4, 4);
-        dst[d] = s * static_cast<float>(static_cast<int8_t>(src[d]));
-      }
-    }
+float load_elem(DType t, const uint8_t* src) {
+  float x;
+  uint16_t h;
+  switch (t) {
+    case DType::F32: std::memcpy(&x, src, 4); return x;
+    case DType::F16: std::memcpy(&h, src, 2); return fp16_to_float(h);
+    default: std::memcpy(&h, src, 2); return bf16_to_float(h);  // BF16
   }
+}
+
+}  // namespace
+
+void kv_store_row(DType t, const float* src, int head_dim, uint8_t* dst) {
+  if (t != DType::I8) {
+    const size_t e = kv_row_bytes(t, 1);
+    for (int d = 0; d < head_dim; ++d) store_elem(t, src[d], dst + e * d);
+    return;
+  }
+  const float scale = quantize_i8(src, head_dim, dst, 1);
+  std::memset(dst + head_dim, 0, static_cast<size_t>((head_dim + 3) / 4 * 4 - head_dim));
+  std::memcpy(dst + (head_dim + 3) / 4 * 4, &scale, 4);
+}
+
+void kv_load_row(DType t, const uint8_t* src, int head_dim, float* dst) {
+  if (t != DType::I8) {
+    const size_t e = kv_row_bytes(t, 1);
+    for (int d = 0; d < head_dim; ++d) dst[d] = load_elem(t, src + e * d);
+    return;
+  }
+  float s;
+  std::memcpy(&s, src + (head_dim + 3) / 4 * 4, 4);
+  for (int d = 0; d < head_dim; ++d) dst[d] = s * static_cast<float>(static_cast<int8_t>(src[d]));
+}
+
+size_t kv_tile_bytes(DType t, int head_dim) {
+  if (t == DType::I8) return static_cast<size_t>(head_dim) * kKvTile + 4 * kKvTile;
+  return static_cast<size_t>(head_dim) * kKvTile * kv_row_bytes(t, 1);
+}
+
+void kv_store_tile_slot(DType t, const float* src, int head_dim, uint8_t* tile, int slot) {
+  if (t != DType::I8) {
+    const size_t e = kv_row_bytes(t, 1);
+    for (int d = 0; d < head_dim; ++d) store_elem(t, src[d], tile + e * (static_cast<size_t>(d) * kKvTile + slot));
+    return;
+  }
+  const float scale = quantize_i8(src, head_dim, tile + slot, kKvTile);
+  std::memcpy(tile + static_cast<size_t>(head_dim) * kKvTile + 4 * slot, &scale, 4);
+}
+
+void kv_load_tile_slot(DType t, const uint8_t* tile, int head_dim, int slot, float* dst) {
+  if (t != DType::I8) {
+    const size_t e = kv_row_bytes(t, 1);
+    for (int d = 0; d < head_dim; ++d) dst[d] = load_elem(t, tile + e * (static_cast<size_t>(d) * kKvTile + slot));
+    return;
+  }
+  float s;
+  std::memcpy(&s, tile + static_cast<size_t>(head_dim) * kKvTile + 4 * slot, 4);
+  for (int d = 0; d < head_dim; ++d) dst[d] = s * static_cast<float>(static_cast<int8_t>(tile[d * kKvTile + slot]));
 }
 
 namespace {
 
-using BlockFn = void (*)(const AttnRows&, int, float, const uint8_t*, const uint8_t*, DType, int64_t, int64_t, int64_t);
+using BlockFn = void (*)(const AttnRows&, int, float, const KvSpan&, int64_t, int64_t);
 
 BlockFn pick_block() {
   switch (active_isa()) {
@@ -123,7 +161,14 @@ void flash_attention(const AttentionShape& s, const float* q, int64_t n_q, int64
         ++rows.n;
       }
       const int64_t j0 = seg * kAttnSegment, j1 = std::min(visible, j0 + kAttnSegment);
-      block(rows, hd, s.scale, kv.k + g * kv.head_stride, kv.v + g * kv.head_stride, kv.type, kv.pos_stride, j0, j1);
+      KvSpan span;
+      span.k = kv.k + g * (kv.k_tiles ? kv.k_head_stride : kv.head_stride);
+      span.v = kv.v + g * kv.head_stride;
+      span.type = kv.type;
+      span.k_stride = kv.k_tiles ? kv.k_tile_stride : kv.pos_stride;
+      span.v_stride = kv.pos_stride;
+      span.k_tiles = kv.k_tiles;
+      block(rows, hd, s.scale, span, j0, j1);
     }
   });
   // merge the segments of each row in order (log-sum-exp)

@@ -5,8 +5,8 @@
 // segment, blocks of 16 keys update a running max m, sum l and output O (online softmax);
 // segments are merged in order with the log-sum-exp rule. A score is scale * (q · k) with q · k
 // one FMA chain over the head dimension in order, a block's weight sum uses the fixed 16-lane
-// reduction tree, and exp is the polynomial in exp_poly.h, so every ISA level gives bitwise the
-// same rows.
+// reduction tree, and exp is the polynomial in exp_poly.h, so every ISA level, both kernel
+// shapes (rows in lanes, keys in lanes) and both K layouts (rows, tiles) give bitwise the same rows.
 // Decode splits the work over (kv head, segment) — split-KV; prefill and vision tiles over
 // (kv head, block of up to 256 query rows, segment); grouped-query heads sharing a kv head
 // share the key/value loads.
@@ -28,12 +28,25 @@ size_t kv_row_bytes(DType t, int head_dim);  // bytes of one head's K (or V) row
 void kv_store_row(DType t, const float* src, int head_dim, uint8_t* dst);
 void kv_load_row(DType t, const uint8_t* src, int head_dim, float* dst);
 
-// The cache: K (and V) of position p, kv head g at base + p * pos_stride + g * head_stride.
+// K may instead be kept in tiles of 16 positions of one kv head, transposed: element d of the
+// position in slot s (= position % 16) at d * 16 + s (I8: the int8 values, then 16 fp32 scales,
+// one per slot, with the same values as kv_store_row). Decode reads a tile as head_dim vectors
+// of 16 keys, so its scores are one FMA chain over d per key with keys in lanes — the same
+// chain, so the same bits, as the row layout gives.
+constexpr int kKvTile = 16;
+size_t kv_tile_bytes(DType t, int head_dim);
+void kv_store_tile_slot(DType t, const float* src, int head_dim, uint8_t* tile, int slot);
+void kv_load_tile_slot(DType t, const uint8_t* tile, int head_dim, int slot, float* dst);
+
+// The cache: V (and K in rows) of position p, kv head g at base + p * pos_stride + g * head_stride;
+// K in tiles: position p of kv head g in the tile at k + (p / 16) * k_tile_stride + g * k_head_stride.
 struct KvView {
   const uint8_t* k = nullptr;
   const uint8_t* v = nullptr;
   DType type = DType::F32;
   int64_t pos_stride = 0, head_stride = 0;  // bytes
+  bool k_tiles = false;
+  int64_t k_tile_stride = 0, k_head_stride = 0;  // bytes, when k_tiles
 };
 
 struct AttentionShape {
@@ -52,17 +65,26 @@ void flash_attention(const AttentionShape& s, const float* q, int64_t n_q, int64
 // Row r sees keys below ends[r]; writes part[r] = {m, l, O[0..head_dim)} (unnormalised).
 // Keys are the outer loop: each block of 16 keys is converted to fp32 once (kept in L1) and
 // applied to every row, whose running state lives in part[r]; more rows per call means less
-// K/V traffic.
+// K/V traffic. With K in tiles and at most kFewRows rows (decode), keys go in lanes instead.
 constexpr int kAttnRows = 256;
+constexpr int kFewRows = 8;
 struct AttnRows {
   const float* q[kAttnRows];
   int64_t end[kAttnRows];
   float* part[kAttnRows];
   int n = 0;
 };
-#define TESSERA_ATTN_DECL                                                                      \
-  void attention_block(const AttnRows& rows, int head_dim, float scale, const uint8_t* k,      \
-                       const uint8_t* v, DType kv_type, int64_t pos_stride, int64_t j0, int64_t j1);
+// One kv head's keys and values: position j's V row at v + j * v_stride; its K row at
+// k + j * k_stride, or, with k_tiles, slot j % 16 of the tile at k + (j / 16) * k_stride.
+struct KvSpan {
+  const uint8_t* k = nullptr;
+  const uint8_t* v = nullptr;
+  DType type = DType::F32;
+  int64_t k_stride = 0, v_stride = 0;
+  bool k_tiles = false;
+};
+#define TESSERA_ATTN_DECL \
+  void attention_block(const AttnRows& rows, int head_dim, float scale, const KvSpan& kv, int64_t j0, int64_t j1);
 namespace ref { TESSERA_ATTN_DECL }
 namespace avx512 { TESSERA_ATTN_DECL }
 namespace avx2 { TESSERA_ATTN_DECL }

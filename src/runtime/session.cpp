@@ -21,14 +21,16 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
       n_batch_(opt.n_batch),
       kv_type_(opt.kv_type),
       kv_row_(kv_type_supported(opt.kv_type) ? kv_row_bytes(opt.kv_type, model.config().head_dim) : 0),
+      k_tile_(kv_type_supported(opt.kv_type) ? kv_tile_bytes(opt.kv_type, model.config().head_dim) : 0),
       q8_act_(opt.q8_activations) {
   const LlamaConfig& c = model.config();
   if (!kv_type_supported(kv_type_)) fail("KV cache type must be f32, f16, bf16 or q8 (got %s)", dtype_name(kv_type_));
   if (opt.n_ctx < 1) fail("context size must be at least 1 (got %d)", opt.n_ctx);
   if (n_batch_ < 1 || n_batch_ > 8192) fail("batch size must be in [1, 8192] (got %d)", n_batch_);
   const size_t kv = static_cast<size_t>(c.n_head_kv) * c.head_dim;
-  k_cache_.assign(static_cast<size_t>(c.n_layer) * n_ctx_ * c.n_head_kv * kv_row_, 0);
-  v_cache_.assign(k_cache_.size(), 0);
+  // K in tiles of 16 positions (kernels/attention.h: decode puts keys in lanes), V in rows
+  k_cache_.assign(static_cast<size_t>(c.n_layer) * k_tiles() * c.n_head_kv * k_tile_, 0);
+  v_cache_.assign(static_cast<size_t>(c.n_layer) * n_ctx_ * c.n_head_kv * kv_row_, 0);
   const size_t B = static_cast<size_t>(n_batch_);
   x_.resize(B * c.n_embd);
   xn_.resize(B * c.n_embd);
@@ -150,8 +152,8 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
   for (int i = 0; i < n; ++i) rope_angles(p0 + i, hd, c.rope_base, &rope_cs_[static_cast<size_t>(i * hd)]);
   for (int l = 0; l < c.n_layer; ++l) {
     const LlamaLayer& L = M.layers()[static_cast<size_t>(l)];
-    const size_t pos_bytes = static_cast<size_t>(c.n_head_kv) * kv_row_;
-    uint8_t* kc = k_cache_.data() + static_cast<size_t>(l) * n_ctx_ * pos_bytes;
+    const size_t pos_bytes = static_cast<size_t>(c.n_head_kv) * kv_row_, tile_bytes = static_cast<size_t>(c.n_head_kv) * k_tile_;
+    uint8_t* kc = k_cache_.data() + static_cast<size_t>(l) * k_tiles() * tile_bytes;
     uint8_t* vc = v_cache_.data() + static_cast<size_t>(l) * n_ctx_ * pos_bytes;
 
     // the previous layer's residual add is fused into this norm (add_rms_norm)
@@ -173,9 +175,10 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
         rope(&q_[i * E], c.n_head, hd, cs);
         rope(&k_[i * KV], c.n_head_kv, hd, cs);
         for (int g = 0; g < c.n_head_kv; ++g) {
-          const size_t at = static_cast<size_t>(p0 + i) * pos_bytes + g * kv_row_;
-          kv_store_row(kv_type_, &k_[i * KV + g * hd], hd, kc + at);
-          kv_store_row(kv_type_, &v_[i * KV + g * hd], hd, vc + at);
+          const size_t p = static_cast<size_t>(p0 + i);
+          kv_store_tile_slot(kv_type_, &k_[i * KV + g * hd], hd, kc + p / kKvTile * tile_bytes + g * k_tile_,
+                             static_cast<int>(p % kKvTile));
+          kv_store_row(kv_type_, &v_[i * KV + g * hd], hd, vc + p * pos_bytes + g * kv_row_);
         }
       }
     };
@@ -191,7 +194,10 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
     shape.causal = true;
     shape.q_pos0 = p0;
     shape.n_kv = p0 + n;
-    const KvView view{kc, vc, kv_type_, static_cast<int64_t>(pos_bytes), static_cast<int64_t>(kv_row_)};
+    KvView view{kc, vc, kv_type_, static_cast<int64_t>(pos_bytes), static_cast<int64_t>(kv_row_)};
+    view.k_tiles = true;
+    view.k_tile_stride = static_cast<int64_t>(tile_bytes);
+    view.k_head_stride = static_cast<int64_t>(k_tile_);
     {
       // q·k and p·v over the visible keys; bytes: the cache rows read once per call, q and out
       const double keys = static_cast<double>(n) * p0 + 0.5 * n * (n + 1.0);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/attention.h"
 #include "kernels/q8_panels.h"
 #include "models/llama.h"
 
@@ -63,9 +64,12 @@ class Session {
   int n_past_ = 0;
   int n_filled_ = 0;  // positions with K/V written (>= n_past_)
   DType kv_type_;
-  size_t kv_row_;                           // bytes of one kv head's row (kernels/attention.h)
+  size_t kv_row_;                           // bytes of one kv head's V row (kernels/attention.h)
+  size_t k_tile_;                           // bytes of one kv head's tile of 16 K rows
+  size_t k_tiles() const { return (static_cast<size_t>(n_ctx_) + kKvTile - 1) / kKvTile; }
   bool q8_act_;
-  std::vector<uint8_t> k_cache_, v_cache_;  // [layer][pos][kv head] rows of kv_type_
+  std::vector<uint8_t> k_cache_;            // [layer][pos / 16][kv head] tiles of 16 positions
+  std::vector<uint8_t> v_cache_;            // [layer][pos][kv head] rows of kv_type_
   std::vector<BlockQ8_1> xq_;               // quantized activations (q8_act_)
   // q8_act_: the weights repacked into panels at construction, by their GGUF data pointer
   std::unordered_map<const uint8_t*, PackedWeights> packed_;

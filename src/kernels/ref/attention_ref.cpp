@@ -31,10 +31,20 @@ float reduce16(float a[16]) {
   return a[0];
 }
 
+// Element d of key j: a row, or slot j % 16 of a tile.
+float k_at(const KvSpan& kv, int head_dim, int64_t j, int d) {
+  if (!kv.k_tiles) return kv_at(kv.type, kv.k + j * kv.k_stride, head_dim, d);
+  const uint8_t* tile = kv.k + j / kKvTile * kv.k_stride;
+  const int slot = static_cast<int>(j % kKvTile);
+  if (kv.type != DType::I8) return kv_at(kv.type, tile, head_dim, d * kKvTile + slot);
+  float s;
+  std::memcpy(&s, tile + static_cast<size_t>(head_dim) * kKvTile + 4 * slot, 4);
+  return s * static_cast<float>(static_cast<int8_t>(tile[d * kKvTile + slot]));
+}
+
 }  // namespace
 
-void attention_block(const AttnRows& rows, int head_dim, float scale, const uint8_t* k, const uint8_t* v,
-                     DType kv_type, int64_t pos_stride, int64_t j0, int64_t j1) {
+void attention_block(const AttnRows& rows, int head_dim, float scale, const KvSpan& kv, int64_t j0, int64_t j1) {
   for (int r = 0; r < rows.n; ++r) {
     const float* q = rows.q[r];
     float* part = rows.part[r];
@@ -47,9 +57,8 @@ void attention_block(const AttnRows& rows, int head_dim, float scale, const uint
       float s[16], p[16];
       for (int i = 0; i < 16; ++i) {
         if (i >= nv) { s[i] = -INFINITY; continue; }
-        const uint8_t* kr = k + (jb + i) * pos_stride;
         float acc = 0.0f;  // one FMA chain over the head dimension
-        for (int d = 0; d < head_dim; ++d) acc = std::fma(q[d], kv_at(kv_type, kr, head_dim, d), acc);
+        for (int d = 0; d < head_dim; ++d) acc = std::fma(q[d], k_at(kv, head_dim, jb + i, d), acc);
         s[i] = acc * scale;
       }
       float bm = s[0];
@@ -62,8 +71,8 @@ void attention_block(const AttnRows& rows, int head_dim, float scale, const uint
       l = l * alpha + reduce16(psum);
       for (int d = 0; d < head_dim; ++d) o[d] = o[d] * alpha;
       for (int i = 0; i < nv; ++i) {
-        const uint8_t* vr = v + (jb + i) * pos_stride;
-        for (int d = 0; d < head_dim; ++d) o[d] = std::fma(p[i], kv_at(kv_type, vr, head_dim, d), o[d]);
+        const uint8_t* vr = kv.v + (jb + i) * kv.v_stride;
+        for (int d = 0; d < head_dim; ++d) o[d] = std::fma(p[i], kv_at(kv.type, vr, head_dim, d), o[d]);
       }
       m = m_new;
     }

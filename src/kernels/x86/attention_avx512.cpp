@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "kernels/attention.h"
+#include "kernels/exp_poly.h"
 #include "kernels/simd/vec16.h"
 
 namespace tessera::avx512 {
