@@ -162,8 +162,11 @@ def main():
               f"{statistics.median(l):.1f} ({min(l):.1f}..{max(l):.1f}) | {r['speedup_median']:.2f}x "
               f"({r['speedup_min']:.2f}..{r['speedup_max']:.2f}) |")
     (out / "compare.json").write_text(json.dumps({"machine": fp, "threads": a.threads, "rounds": a.rounds, "rows": rows}, indent=1))
-    plot(rows, out / "compare.png", title)
-    print(f"\nwrote {out / 'compare.json'} and {out / 'compare.png'}", file=sys.stderr)
+    try:  # the plot is optional: matplotlib lives in the reference venv, not in every python3
+        plot(rows, out / "compare.png", title)
+        print(f"\nwrote {out / 'compare.json'} and {out / 'compare.png'}", file=sys.stderr)
+    except ImportError:
+        print(f"\nwrote {out / 'compare.json'} (no plot: matplotlib is not installed)", file=sys.stderr)
 
 
 if __name__ == "__main__":
