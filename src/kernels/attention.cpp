@@ -30,56 +30,56 @@ size_t kv_row_bytes(DType t, int head_dim) {
 
 namespace {
 
-// I8 rows: symmetric, one scale per row; value d goes to dst[d * step].
-float quantize_i8(const float* src, int head_dim, uint8_t* dst, int step) {
-  float amax = 0.0f;
-  for (int d = 0; d < head_dim; ++d) amax = std::max(amax, std::fabs(src[d]));
-  const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
-  for (int d = 0; d < head_dim; ++d) dst[d * step] = static_cast<uint8_t>(static_cast<int8_t>(std::nearbyint(src[d] * inv)));
-  return amax / 127.0f;
+// One head's values, element d at dst + d * step elements: I8 (int8 values, one symmetric scale,
+// returned) or F32/F16/BF16. Rows use step 1, tile slots step 16: the same values either way.
+float store_values(DType t, const float* src, int head_dim, uint8_t* dst, size_t step) {
+  if (t == DType::I8) {
+    float amax = 0.0f;
+    for (int d = 0; d < head_dim; ++d) amax = std::max(amax, std::fabs(src[d]));
+    const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
+    for (int d = 0; d < head_dim; ++d) dst[d * step] = static_cast<uint8_t>(static_cast<int8_t>(std::nearbyint(src[d] * inv)));
+    return amax / 127.0f;
+  }
+  const size_t e = kv_row_bytes(t, 1) * step;
+  for (int d = 0; d < head_dim; ++d) {
+    uint8_t* p = dst + e * d;
+    if (t == DType::F32) { std::memcpy(p, &src[d], 4); continue; }
+    const uint16_t h = t == DType::F16 ? float_to_fp16(src[d]) : float_to_bf16(src[d]);
+    std::memcpy(p, &h, 2);
+  }
+  return 1.0f;
 }
 
-// One element of type t (not I8) from float, at dst.
-void store_elem(DType t, float x, uint8_t* dst) {
-  switch (t) {
-    case DType::F32: std::memcpy(dst, &x, 4); return;
-    case DType::F16: { const uint16_t h = float_to_fp16(x); std::memcpy(dst, &h, 2); return; }
-    default: { const uint16_t h = float_to_bf16(x); std::memcpy(dst, &h, 2); return; }  // BF16
+void load_values(DType t, const uint8_t* src, int head_dim, size_t step, float scale, float* dst) {
+  if (t == DType::I8) {
+    for (int d = 0; d < head_dim; ++d) dst[d] = scale * static_cast<float>(static_cast<int8_t>(src[d * step]));
+    return;
+  }
+  const size_t e = kv_row_bytes(t, 1) * step;
+  for (int d = 0; d < head_dim; ++d) {
+    const uint8_t* p = src + e * d;
+    uint16_t h;
+    if (t == DType::F32) { std::memcpy(&dst[d], p, 4); continue; }
+    std::memcpy(&h, p, 2);
+    dst[d] = t == DType::F16 ? fp16_to_float(h) : bf16_to_float(h);
   }
 }
 
-float load_elem(DType t, const uint8_t* src) {
-  float x;
-  uint16_t h;
-  switch (t) {
-    case DType::F32: std::memcpy(&x, src, 4); return x;
-    case DType::F16: std::memcpy(&h, src, 2); return fp16_to_float(h);
-    default: std::memcpy(&h, src, 2); return bf16_to_float(h);  // BF16
-  }
-}
+size_t i8_scale_at(int head_dim) { return static_cast<size_t>((head_dim + 3) / 4 * 4); }  // in a row
 
 }  // namespace
 
 void kv_store_row(DType t, const float* src, int head_dim, uint8_t* dst) {
-  if (t != DType::I8) {
-    const size_t e = kv_row_bytes(t, 1);
-    for (int d = 0; d < head_dim; ++d) store_elem(t, src[d], dst + e * d);
-    return;
-  }
-  const float scale = quantize_i8(src, head_dim, dst, 1);
-  std::memset(dst + head_dim, 0, static_cast<size_t>((head_dim + 3) / 4 * 4 - head_dim));
-  std::memcpy(dst + (head_dim + 3) / 4 * 4, &scale, 4);
+  const float scale = store_values(t, src, head_dim, dst, 1);
+  if (t != DType::I8) return;
+  std::memset(dst + head_dim, 0, i8_scale_at(head_dim) - static_cast<size_t>(head_dim));
+  std::memcpy(dst + i8_scale_at(head_dim), &scale, 4);
 }
 
 void kv_load_row(DType t, const uint8_t* src, int head_dim, float* dst) {
-  if (t != DType::I8) {
-    const size_t e = kv_row_bytes(t, 1);
-    for (int d = 0; d < head_dim; ++d) dst[d] = load_elem(t, src + e * d);
-    return;
-  }
-  float s;
-  std::memcpy(&s, src + (head_dim + 3) / 4 * 4, 4);
-  for (int d = 0; d < head_dim; ++d) dst[d] = s * static_cast<float>(static_cast<int8_t>(src[d]));
+  float scale = 1.0f;
+  if (t == DType::I8) std::memcpy(&scale, src + i8_scale_at(head_dim), 4);
+  load_values(t, src, head_dim, 1, scale, dst);
 }
 
 size_t kv_tile_bytes(DType t, int head_dim) {
@@ -88,24 +88,16 @@ size_t kv_tile_bytes(DType t, int head_dim) {
 }
 
 void kv_store_tile_slot(DType t, const float* src, int head_dim, uint8_t* tile, int slot) {
-  if (t != DType::I8) {
-    const size_t e = kv_row_bytes(t, 1);
-    for (int d = 0; d < head_dim; ++d) store_elem(t, src[d], tile + e * (static_cast<size_t>(d) * kKvTile + slot));
-    return;
-  }
-  const float scale = quantize_i8(src, head_dim, tile + slot, kKvTile);
-  std::memcpy(tile + static_cast<size_t>(head_dim) * kKvTile + 4 * slot, &scale, 4);
+  const size_t e = t == DType::I8 ? 1 : kv_row_bytes(t, 1);
+  const float scale = store_values(t, src, head_dim, tile + e * slot, kKvTile);
+  if (t == DType::I8) std::memcpy(tile + static_cast<size_t>(head_dim) * kKvTile + 4 * slot, &scale, 4);
 }
 
 void kv_load_tile_slot(DType t, const uint8_t* tile, int head_dim, int slot, float* dst) {
-  if (t != DType::I8) {
-    const size_t e = kv_row_bytes(t, 1);
-    for (int d = 0; d < head_dim; ++d) dst[d] = load_elem(t, tile + e * (static_cast<size_t>(d) * kKvTile + slot));
-    return;
-  }
-  float s;
-  std::memcpy(&s, tile + static_cast<size_t>(head_dim) * kKvTile + 4 * slot, 4);
-  for (int d = 0; d < head_dim; ++d) dst[d] = s * static_cast<float>(static_cast<int8_t>(tile[d * kKvTile + slot]));
+  const size_t e = t == DType::I8 ? 1 : kv_row_bytes(t, 1);
+  float scale = 1.0f;
+  if (t == DType::I8) std::memcpy(&scale, tile + static_cast<size_t>(head_dim) * kKvTile + 4 * slot, 4);
+  load_values(t, tile + e * slot, head_dim, kKvTile, scale, dst);
 }
 
 namespace {
