@@ -83,8 +83,8 @@ std::vector<Isa> levels() {
   std::vector<Isa> l = {Isa::Scalar};
   const Isa best = detected_isa();
   if (best == Isa::Neon) l.push_back(Isa::Neon);
-  if (best == Isa::Avx2 || best == Isa::Avx512 || best == Isa::Avx512Vnni) l.push_back(Isa::Avx2);
-  if (best == Isa::Avx512 || best == Isa::Avx512Vnni) l.push_back(Isa::Avx512);
+  if (best >= Isa::Avx2) l.push_back(Isa::Avx2);
+  if (best >= Isa::Avx512) l.push_back(Isa::Avx512);
   return l;
 }
 

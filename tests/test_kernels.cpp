@@ -23,8 +23,8 @@ using namespace tessera;
 using namespace tessera::test;
 
 namespace {
-bool has_avx512() { return detected_isa() == Isa::Avx512 || detected_isa() == Isa::Avx512Vnni; }
-bool has_vnni() { return detected_isa() == Isa::Avx512Vnni; }
+bool has_avx512() { return detected_isa() >= Isa::Avx512; }
+bool has_vnni() { return detected_isa() >= Isa::Avx512Vnni; }
 bool has_avx2() { return detected_isa() >= Isa::Avx2 && detected_isa() != Isa::Neon; }
 }  // namespace
 
@@ -96,7 +96,7 @@ TEST(Kernels, IsaCapFallsBackToScalar) {
   const Isa before = active_isa();
   set_isa_cap(Isa::Scalar);
   EXPECT_EQ(active_isa(), Isa::Scalar);
-  set_isa_cap(Isa::Avx512Vnni);
+  set_isa_cap(Isa::Amx);
   EXPECT_EQ(active_isa(), detected_isa());
   set_isa_cap(before);
 }
@@ -135,7 +135,7 @@ TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
       for (int64_t N : {1, 3, 8, 13, 17, 40}) {
         const RandomMatrix W = make_matrix(t, N, K, static_cast<uint32_t>(K + N));
         const PackedWeights P = pack_q8_panels(W.w);
-        for (int64_t M : {1, 2, 5, 9, 15}) {
+        for (int64_t M : {1, 2, 5, 9, 15, 16, 37}) {
           const std::vector<float> x = random_x(M, K, static_cast<uint32_t>(M * 3 + K));
           const int64_t nb = K / 32;
           std::vector<BlockQ8_1> xq(static_cast<size_t>(M * nb));

@@ -31,8 +31,9 @@ void add_common(CLI::App* app, CommonArgs& a) {
   app->add_option("--cache-type", a.cache_type, "KV cache element type: f16 (default), f32, bf16 or q8 (int8 + a scale per row)")
       ->check(CLI::IsMember({"f16", "f32", "bf16", "q8"}));
   app->add_flag("--q8-activations", a.q8_act, "quantize matmul inputs to 8 bits per 32 like llama.cpp's CPU backend (W4A8): text model, and a quantized mmproj's layers");
-  app->add_option("--isa", a.isa, "cap the kernel instruction set: scalar, neon, avx2, avx512 or avx512vnni")
-      ->check(CLI::IsMember({"scalar", "neon", "avx2", "avx512", "avx512vnni"}));
+  app->add_flag("--bf16-vision", a.bf16_vision, "vision encoder matmuls in bf16 on AMX tiles (inputs rounded to bf16, fp32 sums; needs AMX bf16)");
+  app->add_option("--isa", a.isa, "cap the kernel instruction set: scalar, neon, avx2, avx512, avx512vnni or amx")
+      ->check(CLI::IsMember({"scalar", "neon", "avx2", "avx512", "avx512vnni", "amx"}));
 }
 
 HfModel load_any(CommonArgs& a) {
@@ -41,6 +42,7 @@ HfModel load_any(CommonArgs& a) {
   if (a.isa == "avx2") set_isa_cap(Isa::Avx2);
   if (a.isa == "avx512") set_isa_cap(Isa::Avx512);
   if (a.isa == "avx512vnni") set_isa_cap(Isa::Avx512Vnni);
+  if (a.isa == "amx") set_isa_cap(Isa::Amx);
   if (a.model.empty()) {
     a.model = default_model_path();
     if (!std::filesystem::exists(a.model))
@@ -66,6 +68,7 @@ SessionOptions session_options(const CommonArgs& a) {
 
 std::unique_ptr<Idefics3Vision> vision_options(const CommonArgs& a, std::unique_ptr<Idefics3Vision> v) {
   if (v && a.q8_act) v->use_q8_activations();
+  if (v && a.bf16_vision) v->use_bf16_gemm();
   return v;
 }
 

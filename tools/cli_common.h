@@ -24,6 +24,7 @@ struct CommonArgs {
   std::string isa;
   std::string cache_type = "f16";
   bool q8_act = false;
+  bool bf16_vision = false;
 };
 
 void add_common(CLI::App* app, CommonArgs& a);

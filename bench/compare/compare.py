@@ -12,7 +12,7 @@ Tests (llama-bench's, plus vision):
                                   mmproj's layers on 8-bit activations (as llama.cpp does for them)
   screenshot question             the same runs, end to end (preprocess, encode, prefill, answer)
 
-  .peers/venv/bin/python bench/compare/compare.py [--rounds 5] [-t 2] [--q8] [--no-vision | --no-text]
+  .peers/venv/bin/python bench/compare/compare.py [--rounds 5] [-t 2] [--q8] [--bf16] [--no-vision | --no-text]
       [--mmproj M.gguf] [--out out/compare]
 
 Needs build/tessera (scripts/setup.sh), the llama.cpp build (bench/peers/build_llamacpp.sh) and,
@@ -49,9 +49,9 @@ def llama_text(a, p, n, d):
 
 
 # ---- vision tests: ms, lower is better --------------------------------------------------
-def tessera_image(a, image, q8=False):
+def tessera_image(a, image, q8=False, bf16=False):
     e = run([TESSERA, "run", "-m", a.text, "--mmproj", a.mmproj, "--image", image, "-p", a.question, "-n", a.n_answer,
-             "-t", a.threads, "--temp", 0] + (["--q8-activations"] if q8 else [])).stderr
+             "-t", a.threads, "--temp", 0] + (["--q8-activations"] if q8 else []) + (["--bf16-vision"] if bf16 else [])).stderr
     m = re.search(r"-> (\d+) tiles .*vision encode ([\d.]+) ms \(([\d.]+) ms/tile\) \| connector ([\d.]+) ms", e)
     tiles, enc = int(m[1]), float(m[2]) + float(m[4])
     m2 = re.search(r"\[prefill: (\d+) tokens, ([\d.]+) ms, [\d.]+ tok/s \| decode: (\d+) tokens, ([\d.]+) ms", e)
@@ -113,6 +113,7 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--no-vision", action="store_true")
+    ap.add_argument("--bf16", action="store_true", help="also run tessera's vision encoder with --bf16-vision (AMX bf16)")
     ap.add_argument("--no-text", action="store_true", help="only the vision tests")
     ap.add_argument("--q8", action="store_true", help="also run tessera with --q8-activations")
     ap.add_argument("--out", default=str(ROOT / "out/compare"))
@@ -130,6 +131,8 @@ def main():
             res[k] = ([], [])
             if a.q8:
                 res[k + " (q8 act)"] = ([], [])
+            if a.bf16:
+                res[k + " (bf16 AMX)"] = ([], [])
     for r in range(a.rounds):
         for name, p, n, d in text_tests:
             res[name][0].append(tessera_text(a, p, n, d))
@@ -143,12 +146,13 @@ def main():
             res["vision encode per 512 tile"][1].append(la["tile_ms"])
             res["screenshot question (total)"][0].append(ta["total_ms"])
             res["screenshot question (total)"][1].append(la["total_ms"])
-            if a.q8:
-                tq = tessera_image(a, a.screenshot, q8=True)
-                res["vision encode per 512 tile (q8 act)"][0].append(tq["tile_ms"])
-                res["vision encode per 512 tile (q8 act)"][1].append(la["tile_ms"])
-                res["screenshot question (total) (q8 act)"][0].append(tq["total_ms"])
-                res["screenshot question (total) (q8 act)"][1].append(la["total_ms"])
+            for tag, on, kw in ((" (q8 act)", a.q8, {"q8": True}), (" (bf16 AMX)", a.bf16, {"bf16": True})):
+                if on:
+                    tv = tessera_image(a, a.screenshot, **kw)
+                    res["vision encode per 512 tile" + tag][0].append(tv["tile_ms"])
+                    res["vision encode per 512 tile" + tag][1].append(la["tile_ms"])
+                    res["screenshot question (total)" + tag][0].append(tv["total_ms"])
+                    res["screenshot question (total)" + tag][1].append(la["total_ms"])
         print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
     rows = [summarize(k, "t/s" if k.startswith(("pp", "tg")) else "ms", v[0], v[1]) for k, v in res.items()]
     fp = json.loads(run([TESSERA, "bench", "-p", 1, "-n", 0, "-d", 0, "-r", 1, "--json"]).stdout)["machine"]

@@ -36,6 +36,7 @@
 #include "core/dtype.h"
 #include "core/fp16.h"
 #include "core/thread_pool.h"
+#include "kernels/bf16_tiles.h"
 #include "kernels/gemm_panels.h"
 #include "kernels/kernels.h"
 #include "profile/probe.h"
@@ -210,17 +211,24 @@ const Shape kPrefill[] = {{512, 576, 576},   {512, 1536, 576},  {512, 576, 1536}
 const int kThreads[] = {1, 2};
 
 // GemmPacked: gemm on weights repacked at load (gemm_panels.h), as the vision encoder runs it.
-enum class TesseraOp { Gemm, GemmPacked, Matmul };
+enum class TesseraOp { Gemm, GemmPacked, Matmul, GemmBf16 };
 
 void bm_tessera_prefill(benchmark::State& st, TesseraOp op, DType type, Shape s, int threads) {
   auto w = cached_weights(type, s.N, s.K, 1);
   const std::vector<float> x = random_floats(static_cast<size_t>(s.M * s.K), 7);
   std::vector<float> y(static_cast<size_t>(s.M * s.N));
   ThreadPool pool(threads);
-  const PackedWeights panels = op == TesseraOp::GemmPacked ? pack_gemm_panels(w->matrix(0)) : PackedWeights{};
-  const WeightMatrix wm = op == TesseraOp::GemmPacked ? panels.matrix : w->matrix(0);
+  const PackedWeights panels = op == TesseraOp::GemmPacked  ? pack_gemm_panels(w->matrix(0))
+                               : op == TesseraOp::GemmBf16 ? pack_bf16_tiles(w->matrix(0))
+                                                           : PackedWeights{};
+  const WeightMatrix wm = op == TesseraOp::GemmPacked || op == TesseraOp::GemmBf16 ? panels.matrix : w->matrix(0);
+  if (op == TesseraOp::GemmBf16 && !bf16_gemm_available()) {
+    st.SkipWithError("no AMX bf16 on this CPU (the scalar twin is not benchmarked)");
+    return;
+  }
   auto call = [&] {
-    if (op != TesseraOp::Matmul) gemm(wm, x.data(), s.M, s.K, y.data(), s.N, pool);
+    if (op == TesseraOp::GemmBf16) gemm_bf16(wm, x.data(), s.M, s.K, y.data(), s.N, pool);  // rounds x inside
+    else if (op != TesseraOp::Matmul) gemm(wm, x.data(), s.M, s.K, y.data(), s.N, pool);
     else matmul(wm, x.data(), s.M, s.K, y.data(), s.N, pool);
   };
   call();  // warm-up
@@ -431,6 +439,9 @@ void register_all() {
       for (DType ty : {DType::F32, DType::F16, DType::BF16})  // the encoder's path for each weight type
         add("prefill/tessera_gemm_" + lower(dtype_name(ty)) + "_packed" + suf,
             [=](benchmark::State& st) { bm_tessera_prefill(st, TesseraOp::GemmPacked, ty, s, t); });
+      for (DType ty : {DType::F32, DType::F16, DType::BF16})  // the opt-in bf16 GEMM on AMX
+        add("prefill/tessera_gemm_bf16_amx_" + lower(dtype_name(ty)) + suf,
+            [=](benchmark::State& st) { bm_tessera_prefill(st, TesseraOp::GemmBf16, ty, s, t); });
       for (DType ty : {DType::F32, DType::F16, DType::BF16})
         add("prefill/tessera_matmul_" + lower(dtype_name(ty)) + suf,
             [=](benchmark::State& st) { bm_tessera_prefill(st, TesseraOp::Matmul, ty, s, t); });

@@ -2,6 +2,10 @@
 
 #if defined(__x86_64__)
 #include <cpuid.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 #elif defined(__aarch64__) && defined(__linux__)
 #include <sys/auxv.h>
 #endif
@@ -44,6 +48,20 @@ const CpuFeatures& cpu_features() {
     return c;
   }();
   return f;
+}
+
+bool amx_granted() {
+  static const bool ok = [] {
+    const CpuFeatures& f = cpu_features();
+    if (!f.amx_tile || !f.os_amx) return false;
+#if defined(__x86_64__) && defined(__linux__)
+    constexpr long kReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return ok;
 }
 
 }  // namespace tessera

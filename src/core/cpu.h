@@ -13,4 +13,8 @@ struct CpuFeatures {
 
 const CpuFeatures& cpu_features();
 
+// AMX tile data needs the OS's permission (Linux: arch_prctl ARCH_REQ_XCOMP_PERM); asked once per
+// process. False where the CPU or OS has no AMX.
+bool amx_granted();
+
 }  // namespace tessera

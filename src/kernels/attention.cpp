@@ -107,6 +107,7 @@ using BlockFn = void (*)(const AttnRows&, int, float, const KvSpan&, int64_t, in
 BlockFn pick_block() {
   switch (active_isa()) {
 #if defined(TESSERA_HAVE_AVX512)
+    case Isa::Amx:
     case Isa::Avx512Vnni:
     case Isa::Avx512: return &avx512::attention_block;
     case Isa::Avx2: return &avx2::attention_block;

@@ -16,13 +16,14 @@ std::atomic<int> g_cap{-1};
 
 Isa cap_from_env() {
   const char* e = std::getenv("TESSERA_ISA");
-  if (!e || !*e) return Isa::Avx512Vnni;
+  if (!e || !*e) return Isa::Amx;
+  if (std::strcmp(e, "amx") == 0) return Isa::Amx;
   if (std::strcmp(e, "scalar") == 0) return Isa::Scalar;
   if (std::strcmp(e, "avx512vnni") == 0) return Isa::Avx512Vnni;
   if (std::strcmp(e, "avx512") == 0) return Isa::Avx512;
   if (std::strcmp(e, "avx2") == 0) return Isa::Avx2;
   if (std::strcmp(e, "neon") == 0) return Isa::Neon;
-  fail("TESSERA_ISA='%s' is not one of: scalar, neon, avx2, avx512, avx512vnni", e);
+  fail("TESSERA_ISA='%s' is not one of: scalar, neon, avx2, avx512, avx512vnni, amx", e);
 }
 
 // Decode (one token) streams each weight row once: one contiguous range per thread keeps each
@@ -41,6 +42,7 @@ const char* isa_name(Isa isa) {
     case Isa::Avx2: return "avx2";
     case Isa::Avx512: return "avx512";
     case Isa::Avx512Vnni: return "avx512vnni";
+    case Isa::Amx: return "amx";
   }
   return "unknown";
 }
@@ -50,7 +52,10 @@ Isa detected_isa() {
   static const Isa best = [] {
     const CpuFeatures& f = cpu_features();
     const bool avx2 = f.os_avx && f.avx2 && f.fma && f.f16c;
-    if (avx2 && f.os_avx512 && f.avx512f && f.avx512bw && f.avx512vl) return f.avx512vnni ? Isa::Avx512Vnni : Isa::Avx512;
+    if (avx2 && f.os_avx512 && f.avx512f && f.avx512bw && f.avx512vl) {
+      if (!f.avx512vnni) return Isa::Avx512;
+      return f.avx512bf16 && f.amx_bf16 && amx_granted() ? Isa::Amx : Isa::Avx512Vnni;
+    }
     return avx2 ? Isa::Avx2 : Isa::Scalar;
   }();
   return best;

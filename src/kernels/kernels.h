@@ -13,11 +13,12 @@
 namespace tessera {
 
 // Ordered: a cap at level L allows every level <= L that the CPU has (Neon only on ARM).
-// Avx512Vnni adds vpdpbusd for the 8-bit-activation matmul; every other kernel is the same there.
-enum class Isa : int { Scalar = 0, Neon = 1, Avx2 = 2, Avx512 = 3, Avx512Vnni = 4 };
+// Avx512Vnni adds vpdpbusd for the 8-bit-activation matmul, and Amx (AMX tiles, where the OS
+// grants them) the opt-in bf16 GEMM (bf16_tiles.h); every other kernel is the same there.
+enum class Isa : int { Scalar = 0, Neon = 1, Avx2 = 2, Avx512 = 3, Avx512Vnni = 4, Amx = 5 };
 const char* isa_name(Isa isa);
 Isa detected_isa();  // best level the CPU and OS support
-Isa active_isa();    // detected, capped by set_isa_cap() or TESSERA_ISA=scalar|neon|avx2|avx512|avx512vnni
+Isa active_isa();    // detected, capped by set_isa_cap() or TESSERA_ISA=scalar|neon|avx2|avx512|avx512vnni|amx
 void set_isa_cap(Isa cap);
 
 // A weight matrix of `rows` output features × `cols` inputs, row-major in a GGUF block type.
@@ -31,6 +32,8 @@ struct WeightMatrix {
   size_t panel_stride = 0;  // bytes between 16-row panels
   // The same weights repacked for gemm (kernels/gemm_panels.h: 32-row k-major panels in `type`), or null.
   const uint8_t* gemm_panels = nullptr;
+  // The same weights as AMX bf16 tiles for gemm_bf16 (kernels/bf16_tiles.h), or null.
+  const uint8_t* bf16_tiles = nullptr;
 };
 
 // Owner of a matrix repacked at load (q8_panels.h, gemm_panels.h): `matrix` is the WeightMatrix
@@ -115,12 +118,18 @@ TESSERA_KERNEL_DECLS
 #undef TESSERA_KERNEL_DECLS
 namespace ref {
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);
+// Scalar twin of gemm_bf16 (bf16_tiles.h): activations already rounded to bf16, kp per row.
+void gemm_bf16_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
+                    float* y, int64_t ys);
 }  // namespace ref
 namespace avx512 {
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);
 // The VNNI kernel (x86/matmul_q8_vnni.cpp); false for weight types it does not cover.
 bool matmul_q8_rows_vnni(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m,
                          int64_t xq_stride, float* y, int64_t ys);
+// The AMX bf16 tile kernel (x86/gemm_bf16_amx.cpp) for gemm_bf16 (bf16_tiles.h).
+void gemm_bf16_rows_amx(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
+                        float* y, int64_t ys);
 }  // namespace avx512
 
 }  // namespace tessera

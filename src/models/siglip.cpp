@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "kernels/attention.h"
+#include "kernels/bf16_tiles.h"
 #include "kernels/elementwise.h"
 #include "kernels/q8_panels.h"
 #include "models/gguf_source.h"
@@ -26,14 +27,16 @@ Linear linear(const TensorSource& s, const std::string& w, const std::string& b,
 }
 
 // y[n][w.rows] = x[n][xs-strided rows of w.cols] W^T: the fp32 GEMM, or, on weights that carry
-// q8 panels (use_q8_activations), 8-bit activations and matmul_q8.
+// q8 panels (use_q8_activations), 8-bit activations and matmul_q8, or on weights that carry bf16
+// tiles (use_bf16_gemm), the bf16 GEMM.
 void mm(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, ThreadPool& pool, const char* what) {
   char detail[80] = "";
   if (prof::on())
     std::snprintf(detail, sizeof detail, "%s %s %lldx%lld", what, dtype_name(w.type), static_cast<long long>(w.rows),
                   static_cast<long long>(w.cols));
-  prof::OpScope op(w.panels ? "matmul_q8" : "gemm", detail, 2.0 * n * w.rows * w.cols,
+  prof::OpScope op(w.panels ? "matmul_q8" : w.bf16_tiles ? "gemm_bf16" : "gemm", detail, 2.0 * n * w.rows * w.cols,
                    static_cast<double>(w.rows) * w.row_stride + 4.0 * n * (w.rows + w.cols));
+  if (w.bf16_tiles) return gemm_bf16(w, x, n, xs, y, w.rows, pool);
   if (!w.panels) return gemm(w, x, n, xs, y, w.rows, pool);
   thread_local std::vector<BlockQ8_1> xq;  // workers get its pointer, never the vector
   const int64_t nb = w.cols / 32;
@@ -349,6 +352,22 @@ void Idefics3Vision::connector(const float* enc, float* out, ThreadPool& pool) c
           std::memcpy(&shuffled[static_cast<size_t>(hb * g + wb) * F + static_cast<size_t>(i * s + j) * H],
                       enc + static_cast<size_t>((s * hb + i) * side + s * wb + j) * H, H * sizeof(float));
   mm(proj_, shuffled.data(), T, F, out, pool, "connector proj");
+}
+
+int Idefics3Vision::use_bf16_gemm() {
+  if (!bf16_gemm_available()) fail("bf16 vision GEMM: this CPU (or OS) gives no AMX bf16 tiles");
+  std::vector<WeightMatrix*> all = {&patch_.w, &proj_};
+  for (SiglipLayer& L : layers_)
+    for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.fc1, &L.fc2}) all.push_back(&l->w);
+  int n = 0;
+  for (WeightMatrix* w : all) {
+    if (w->bf16_tiles || w->panels || !supports_gemm_panels(w->type)) continue;
+    packed_.push_back(pack_bf16_tiles(*w));
+    packed_bytes_ += packed_.back().bytes;
+    *w = packed_.back().matrix;
+    ++n;
+  }
+  return n;
 }
 
 int Idefics3Vision::use_q8_activations() {

@@ -19,7 +19,6 @@ namespace probe_x86 {
 double fma_loop(int64_t iters);
 double vnni_loop(int64_t iters);
 double bf16_dot_loop(int64_t iters);
-bool amx_request();
 double amx_bf16_loop(int64_t iters);
 double amx_int8_loop(int64_t iters);
 double read_loop(const float* p, size_t n_floats, int passes);
@@ -82,7 +81,7 @@ std::vector<ProbeResult> run_probe(const ProbeOptions& opt) {
     if (f.avx512bf16)
       out.push_back(measure("bf16_dot_avx512", "GFLOP/s", 1e9, t, opt.repetitions, [](int) { return probe_x86::bf16_dot_loop(10'000'000); }));
   }
-  if (f.amx_tile && f.os_amx && probe_x86::amx_request()) {
+  if (amx_granted()) {
     for (int t : counts) {
       if (f.amx_bf16)
         out.push_back(measure("amx_bf16", "GFLOP/s", 1e9, t, opt.repetitions, [](int) { return probe_x86::amx_bf16_loop(2'000'000); }));

@@ -1,8 +1,6 @@
 // Peak-compute loops for the probe; compiled with AVX-512/VNNI/AMX flags, called only when
 // the CPU (and, for AMX, the OS) supports them.
 #include <immintrin.h>
-#include <sys/syscall.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
@@ -52,12 +50,6 @@ double bf16_dot_loop(int64_t iters) {
   volatile float sink = _mm512_reduce_add_ps(s);
   (void)sink;
   return static_cast<double>(iters) * 16 * 32 * 2;
-}
-
-// Linux: ask for AMX tile data once per process (arch_prctl ARCH_REQ_XCOMP_PERM).
-bool amx_request() {
-  static const bool ok = syscall(SYS_arch_prctl, 0x1023, 18) == 0;
-  return ok;
 }
 
 namespace {

@@ -27,19 +27,6 @@ inline int32_t dword_at(const int8_t* p) {
   return v;
 }
 
-// Scale (and min) vectors of block b.
-template <DType T>
-inline void block_scales(const uint8_t* scales, int64_t b, __m512& d, __m512& m) {
-  const uint8_t* s = scales + b * static_cast<int64_t>(panel_scale_bytes(T));
-  if constexpr (T == DType::Q4_K) {
-    d = _mm512_load_ps(s);
-    m = _mm512_load_ps(s + 64);
-  } else {
-    d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s)));
-    if constexpr (T == DType::Q4_1) m = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s + 32)));
-  }
-}
-
 // One block (8 weight vectors g) against NT tokens' block b: the float steps of kernels.h.
 template <DType T, int NT>
 inline void block_tokens(const __m512i g[8], __m512 d, __m512 m, const BlockQ8_1* x, int64_t xs, int64_t b,
@@ -90,7 +77,7 @@ void panel_tile(const uint8_t* panel, size_t stride, int64_t nb, const BlockQ8_1
     }
     if constexpr (T == DType::Q8_0) {
       for (int v = 0; v < 8; ++v) g[v] = _mm512_load_si512(q + 64 * v);
-      block_scales<T>(scales, b, d, m);
+      q8_block_scales<T>(scales, b, d, m);
       block_tokens<T, NT>(g, d, m, x, xs, b, acc);
     } else if constexpr (T == DType::Q4_K) {  // a block pair shares its bytes: low, then high nibbles
       __m512i p[8];
@@ -98,10 +85,10 @@ void panel_tile(const uint8_t* panel, size_t stride, int64_t nb, const BlockQ8_1
         p[v] = _mm512_load_si512(q + 64 * v);
         g[v] = _mm512_and_si512(p[v], m4);
       }
-      block_scales<T>(scales, b, d, m);
+      q8_block_scales<T>(scales, b, d, m);
       block_tokens<T, NT>(g, d, m, x, xs, b, acc);
       for (int v = 0; v < 8; ++v) g[v] = _mm512_and_si512(_mm512_srli_epi16(p[v], 4), m4);
-      block_scales<T>(scales, b + 1, d, m);
+      q8_block_scales<T>(scales, b + 1, d, m);
       block_tokens<T, NT>(g, d, m, x, xs, b + 1, acc);
     } else {
       for (int v = 0; v < 4; ++v) {
@@ -109,7 +96,7 @@ void panel_tile(const uint8_t* panel, size_t stride, int64_t nb, const BlockQ8_1
         g[v] = _mm512_and_si512(p, m4);
         g[v + 4] = _mm512_and_si512(_mm512_srli_epi16(p, 4), m4);
       }
-      block_scales<T>(scales, b, d, m);
+      q8_block_scales<T>(scales, b, d, m);
       block_tokens<T, NT>(g, d, m, x, xs, b, acc);
     }
   }

@@ -5,6 +5,7 @@
 #include <algorithm>
 
 #include "kernels/kernels.h"
+#include "kernels/q8_panels.h"
 #include "kernels/simd/deq16.h"
 
 namespace tessera::avx512 {
@@ -50,6 +51,19 @@ inline RowsAhead rows_ahead(const WeightMatrix& w, int64_t r, int64_t r1) {
 // The first rows of the range [r0, r1), which no earlier group prefetches.
 inline void prefetch_first_rows(const WeightMatrix& w, int64_t r0, int64_t r1) {
   PrefetchStream(w.data + r0 * w.row_stride, std::min(kPrefetchRows, r1 - r0) * static_cast<int64_t>(w.row_stride), 1).step();
+}
+
+// Scale (and min) vectors of block b of a q8 panel (q8_panels.h) as 16 lanes, one per row.
+template <DType T>
+inline void q8_block_scales(const uint8_t* scales, int64_t b, __m512& d, __m512& m) {
+  const uint8_t* s = scales + b * static_cast<int64_t>(panel_scale_bytes(T));
+  if constexpr (T == DType::Q4_K) {
+    d = _mm512_load_ps(s);
+    m = _mm512_load_ps(s + 64);
+  } else {
+    d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s)));
+    if constexpr (T == DType::Q4_1) m = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s + 32)));
+  }
 }
 
 }  // namespace tessera::avx512

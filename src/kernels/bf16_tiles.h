@@ -1,0 +1,40 @@
+// The opt-in bf16 GEMM for encoder workloads (vision): inputs rounded to bf16 (round to nearest
+// even), products summed in fp32 by AMX TDPBF16PS. Weights are repacked once into AMX "B"
+// tiles; activations are rounded per call. Not the engine's default numerics (gemm() keeps fp32
+// inputs): it trades each input's low 16 mantissa bits for the tile unit's rate (about 15× the
+// fp32 FMA rate on one core). Every output is one fp32 sum over k in order, whatever the batch,
+// its position in a tile or the thread count, so it is batch- and thread-invariant like gemm().
+//
+// Layout: rows in groups of 32, k in blocks of kBf16K = 32 (K padded with zeros to kp, a
+// multiple of 32; rows past the matrix are zero). Group g, block kb holds two 1 KiB tiles, rows
+// 32g..32g+15 then 32g+16..32g+31; line i of a tile holds, for each of its 16 rows n, the pair
+// W[n][32kb + 2i], W[n][32kb + 2i + 1] (the pair order TDPBF16PS reads). Tile (g, kb, h) sits at
+// byte ((g·nkb + kb)·2 + h)·1024, nkb = kp / 32.
+#pragma once
+#include "kernels/kernels.h"
+
+namespace tessera {
+
+constexpr int64_t kBf16K = 32;
+constexpr int64_t bf16_padded_k(int64_t k) { return (k + kBf16K - 1) / kBf16K * kBf16K; }
+
+// True where the CPU has AMX bf16, the OS granted it and the ISA cap allows Isa::Amx.
+bool bf16_gemm_available();
+
+// The matrix for gemm_bf16 (its view plus `bf16_tiles`), read from its gemm panels if it has them,
+// else from its rows (F32, F16 or BF16). Fails with a one-line error otherwise.
+PackedWeights pack_bf16_tiles(const WeightMatrix& w);
+
+// Activations rounded to bf16 are laid out as AMX "A" tiles, each 16 tokens × 32 k contiguous
+// (1 KiB): token t, element k at bf16_act_index(t, k, kp). Tiles past k are zero.
+constexpr int64_t bf16_act_index(int64_t t, int64_t k, int64_t kp) {
+  return ((t / 16) * (kp / kBf16K) + k / kBf16K) * 512 + (t % 16) * kBf16K + k % kBf16K;
+}
+// Tokens [t0, t1) of x (xs floats apart, k used) rounded to bf16 into y in that layout.
+void round_rows_bf16(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t k, uint16_t* y, int64_t kp);
+
+// y[t*ys + r] = sum_k bf16(W[r][k]) · bf16(x[t*xs + k]), fp32 sums; w must carry bf16 tiles. AMX
+// where bf16_gemm_available(), else the scalar twin (same bits, far slower).
+void gemm_bf16(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys, ThreadPool& pool);
+
+}  // namespace tessera

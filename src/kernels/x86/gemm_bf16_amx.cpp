@@ -1,0 +1,95 @@
+// The bf16 GEMM (bf16_tiles.h) on AMX tiles: 32 tokens × 32 rows per step, four accumulator
+// tiles fed by two activation tiles (16 tokens × 32 k) and two weight tiles (32 k × 16 rows),
+// so each tile loaded serves two TDPBF16PS. The activations are the per-call bf16 copy, already in
+// 1 KiB tiles (bf16_act_index), the weights in their tile order: every tile load is contiguous.
+// Results go straight from the accumulator tiles to y where a whole 16 × 16 fits, else through a
+// small buffer.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/bf16_tiles.h"
+#include "kernels/kernels.h"
+
+namespace tessera::avx512 {
+
+namespace {
+
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0, reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+// tmm0..3: accumulators (16 tokens × 16 rows fp32), tmm4, tmm5: activations (16 tokens × 32 bf16),
+// tmm6, tmm7: weights (16 pairs of k × 16 rows × 2 bf16); every tile 16 lines of 64 bytes.
+constexpr TileConfig tile_config() {
+  TileConfig cfg;
+  for (int t = 0; t < 8; ++t) cfg.rows[t] = 16, cfg.colsb[t] = 64;
+  return cfg;
+}
+// A static object: GCC 12's _tile_loadconfig tells the compiler it reads only 8 bytes, so the
+// stores that fill a local config could be dropped as dead.
+constexpr TileConfig kTileConfig = tile_config();
+
+// tilestored of accumulator c (the intrinsic takes the tile number as a literal).
+inline void stored(int c, void* p, int64_t stride) {
+  switch (c) {
+    case 0: _tile_stored(0, p, stride); break;
+    case 1: _tile_stored(1, p, stride); break;
+    case 2: _tile_stored(2, p, stride); break;
+    default: _tile_stored(3, p, stride); break;
+  }
+}
+
+// Accumulator tile c (16 × 16 at tokens t.., rows r..) to y, clipped to m tokens and r1 rows.
+inline void store_tile(int c, float* y, int64_t ys, int64_t t, int64_t m, int64_t r, int64_t r1) {
+  const int64_t nt = std::min<int64_t>(16, m - t), nr = std::min<int64_t>(16, r1 - r);
+  if (nt <= 0 || nr <= 0) return;
+  if (nt == 16 && nr == 16) {
+    stored(c, y + t * ys + r, ys * 4);
+    return;
+  }
+  alignas(64) float buf[256];
+  stored(c, buf, 64);
+  for (int64_t i = 0; i < nt; ++i) std::memcpy(y + (t + i) * ys + r, buf + 16 * i, static_cast<size_t>(nr) * 4);
+}
+
+}  // namespace
+
+void gemm_bf16_rows_amx(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
+                        float* y, int64_t ys) {
+  const int64_t nkb = kp / kBf16K;
+  _tile_loadconfig(&kTileConfig);
+  for (int64_t g = r0 / 32; g * 32 < r1; ++g) {
+    const uint8_t* wt = w.bf16_tiles + g * nkb * 2048;
+    const int64_t r = g * 32;
+    for (int64_t t = 0; t < m; t += 32) {
+      const uint16_t* a0 = xb + (t / 16) * nkb * 512;  // tokens t.., then t + 16..
+      const uint16_t* a1 = a0 + nkb * 512;
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      for (int64_t kb = 0; kb < nkb; ++kb) {
+        // each load just before its first use, so loads overlap the tile ops already issued
+        _tile_loadd(4, a0 + kb * 512, 64);
+        _tile_loadd(6, wt + kb * 2048, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_loadd(7, wt + kb * 2048 + 1024, 64);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_loadd(5, a1 + kb * 512, 64);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+      store_tile(0, y, ys, t, m, r, r1);
+      store_tile(1, y, ys, t, m, r + 16, r1);
+      store_tile(2, y, ys, t + 16, m, r, r1);
+      store_tile(3, y, ys, t + 16, m, r + 16, r1);
+    }
+  }
+  _tile_release();
+}
+
+}  // namespace tessera::avx512

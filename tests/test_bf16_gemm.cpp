@@ -1,0 +1,114 @@
+// The opt-in bf16 GEMM (kernels/bf16_tiles.h): the scalar twin and the AMX kernel within fp32
+// summation error of a float64 sum of the bf16-rounded inputs, the twin within the bf16 rounding
+// bound of the unrounded ones, and the same bits whatever the batch, row range or thread count.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "kernel_cases.h"
+#include "kernels/bf16_tiles.h"
+#include "kernels/gemm_panels.h"
+
+namespace tessera {
+namespace {
+
+using test::make_matrix;
+using test::random_x;
+
+TEST(Bf16Gemm, WithinBoundsOfFloat64AndInvariant) {
+  ThreadPool one(1), two(2), three(3);
+  if (!bf16_gemm_available()) std::printf("note: no AMX bf16 here: the scalar twin only\n");
+  for (DType t : {DType::F32, DType::F16, DType::BF16}) {
+    for (int64_t K : {16, 37, 64, 200, 576}) {
+      for (int64_t N : {1, 16, 17, 33, 64}) {
+        const test::RandomMatrix W = make_matrix(t, N, K, static_cast<uint32_t>(K * 7 + N));
+        const PackedWeights P = pack_bf16_tiles(W.w);
+        // packing from the gemm panels gives the same tiles as from the rows
+        const PackedWeights G = pack_gemm_panels(W.w);
+        const PackedWeights PG = pack_bf16_tiles(G.matrix);
+        ASSERT_EQ(P.bytes, PG.bytes);
+        ASSERT_EQ(std::memcmp(P.data.get(), PG.data.get(), P.bytes), 0) << dtype_name(t) << " K=" << K << " N=" << N;
+        for (int64_t M : {1, 5, 31, 33, 70}) {
+          const std::vector<float> x = random_x(M, K, static_cast<uint32_t>(M * 5 + K));
+          const int64_t kp = bf16_padded_k(K);
+          std::vector<uint16_t> xb(static_cast<size_t>((M + 15) / 16 * 16 * kp));
+          round_rows_bf16(x.data(), 0, M, K, K, xb.data(), kp);
+          std::vector<float> y_ref(static_cast<size_t>(M * N));
+          ref::gemm_bf16_rows(P.matrix, 0, N, xb.data(), M, kp, y_ref.data(), N);
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t r = 0; r < N; ++r) {
+              double rounded = 0, exact = 0, mag = 0;
+              for (int64_t k = 0; k < K; ++k) {
+                const double wr = bf16_to_float(float_to_bf16(static_cast<float>(W.exact[static_cast<size_t>(r * K + k)])));
+                const double xr = bf16_to_float(xb[static_cast<size_t>(bf16_act_index(i, k, kp))]);
+                rounded += wr * xr;
+                exact += W.exact[static_cast<size_t>(r * K + k)] * x[static_cast<size_t>(i * K + k)];
+                mag += std::fabs(wr * xr);
+              }
+              const double got = y_ref[static_cast<size_t>(i * N + r)];
+              // K fp32 additions: each rounds by at most 2^-24 of the running magnitude
+              ASSERT_NEAR(got, rounded, static_cast<double>(K) * 0x1p-24 * mag + 1e-30) << "K=" << K;
+              // each input moves by at most 2^-9 relative: products by (1 + 2^-9)^2 - 1
+              ASSERT_NEAR(got, exact, 0x1p-8 * 1.01 * mag + static_cast<double>(K) * 0x1p-24 * mag + 1e-30);
+            }
+          // the dispatcher (AMX here where granted): within the same bound of the float64 sum of
+          // the rounded inputs (TDPBF16PS sums inside a tile op in its own undocumented order, so
+          // it is not bitwise equal to the twin), and the same bits at 1, 2, 3 threads and for
+          // the last token alone
+          std::vector<float> y1(y_ref.size(), -1.0f);
+          gemm_bf16(P.matrix, x.data(), M, K, y1.data(), N, one);
+          for (int64_t i = 0; i < M; ++i)
+            for (int64_t r = 0; r < N; ++r) {
+              double rounded = 0, mag = 0;
+              for (int64_t k = 0; k < K; ++k) {
+                const double p = bf16_to_float(float_to_bf16(static_cast<float>(W.exact[static_cast<size_t>(r * K + k)]))) *
+                                 static_cast<double>(bf16_to_float(xb[static_cast<size_t>(bf16_act_index(i, k, kp))]));
+                rounded += p;
+                mag += std::fabs(p);
+              }
+              ASSERT_NEAR(y1[static_cast<size_t>(i * N + r)], rounded, static_cast<double>(K) * 0x1p-24 * mag + 1e-30)
+                  << (bf16_gemm_available() ? "amx" : "scalar") << " " << dtype_name(t) << " K=" << K << " N=" << N
+                  << " M=" << M;
+            }
+          if (!bf16_gemm_available())
+            ASSERT_EQ(std::memcmp(y1.data(), y_ref.data(), y1.size() * 4), 0) << "the scalar path is the twin";
+          for (ThreadPool* pool : {&two, &three}) {
+            std::vector<float> y(y_ref.size(), -1.0f);
+            gemm_bf16(P.matrix, x.data(), M, K, y.data(), N, *pool);
+            ASSERT_EQ(std::memcmp(y.data(), y1.data(), y.size() * 4), 0)
+                << dtype_name(t) << " K=" << K << " N=" << N << " M=" << M << " threads=" << pool->size();
+          }
+          std::vector<float> single(static_cast<size_t>(N));
+          gemm_bf16(P.matrix, x.data() + (M - 1) * K, 1, K, single.data(), N, one);
+          ASSERT_EQ(std::memcmp(single.data(), y1.data() + (M - 1) * N, static_cast<size_t>(N) * 4), 0);
+        }
+      }
+    }
+  }
+}
+
+TEST(Bf16Gemm, RowRangesAndBadInput) {
+  const test::RandomMatrix W = make_matrix(DType::F32, 70, 96, 3);
+  const PackedWeights P = pack_bf16_tiles(W.w);
+  const std::vector<float> x = random_x(40, 96, 4);
+  std::vector<uint16_t> xb(48 * 96);
+  round_rows_bf16(x.data(), 0, 40, 96, 96, xb.data(), 96);
+  std::vector<float> whole(40 * 70), parts(40 * 70, -1.0f);
+  ref::gemm_bf16_rows(P.matrix, 0, 70, xb.data(), 40, 96, whole.data(), 70);
+  ref::gemm_bf16_rows(P.matrix, 0, 32, xb.data(), 40, 96, parts.data(), 70);
+  ref::gemm_bf16_rows(P.matrix, 32, 70, xb.data(), 40, 96, parts.data(), 70);
+  EXPECT_EQ(std::memcmp(whole.data(), parts.data(), whole.size() * 4), 0);
+  // quantized weights and matrices without tiles are refused with an error, not a crash
+  const test::RandomMatrix Q = make_matrix(DType::Q8_0, 4, 64, 5);
+  EXPECT_THROW(pack_bf16_tiles(Q.w), Error);
+  ThreadPool one(1);
+  std::vector<float> y(40 * 70);
+  EXPECT_THROW(gemm_bf16(W.w, x.data(), 40, 96, y.data(), 70, one), Error);
+}
+
+}  // namespace
+}  // namespace tessera
