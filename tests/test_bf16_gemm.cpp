@@ -91,6 +91,24 @@ TEST(Bf16Gemm, WithinBoundsOfFloat64AndInvariant) {
   }
 }
 
+TEST(Bf16Gemm, SimdRoundingMatchesScalar) {
+#if defined(TESSERA_HAVE_AVX512)
+  if (!bf16_gemm_available()) GTEST_SKIP() << "no AMX bf16 here";
+  const int64_t K = 83, kp = bf16_padded_k(K), M = 17;
+  std::vector<float> x = random_x(M, K, 11);
+  // ties, NaNs, infinities, denormals and signed zeros
+  const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x7fc00001u, 0xff800001u, 0x7f800000u, 0xff800000u,
+                              0x00000001u, 0x80008000u, 0x80000000u, 0x7f7fffffu};
+  for (size_t i = 0; i < sizeof special / 4; ++i) std::memcpy(&x[i * 7], &special[i], 4);
+  std::vector<uint16_t> a(static_cast<size_t>((M + 15) / 16 * 16 * kp), 1), b(a.size(), 1);
+  round_rows_bf16(x.data(), 0, M, K, K, a.data(), kp);
+  avx512::round_rows_bf16_avx512(x.data(), 0, M, K, K, b.data(), kp);
+  EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 2), 0);
+#else
+  GTEST_SKIP() << "x86 only";
+#endif
+}
+
 TEST(Bf16Gemm, RowRangesAndBadInput) {
   const test::RandomMatrix W = make_matrix(DType::F32, 70, 96, 3);
   const PackedWeights P = pack_bf16_tiles(W.w);

@@ -69,6 +69,10 @@ TEST(CApi, SessionParams) {
   tessera_vision* v = tessera_vision_load(tessera::test::source_path("tests/fixtures/vision/tiny/mmproj.gguf").c_str());
   ASSERT_NE(v, nullptr) << tessera_last_error();
   EXPECT_EQ(tessera_vision_use_q8_activations(v), 0);  // an f32 mmproj: nothing to switch
+  EXPECT_EQ(tessera_vision_use_bf16_gemm(nullptr), -1);
+  const int switched = tessera_vision_use_bf16_gemm(v);  // 14 layers with AMX bf16, else -1 and an error
+  if (switched < 0) EXPECT_NE(std::string(tessera_last_error()).find("AMX"), std::string::npos);
+  else EXPECT_EQ(switched, 14);
   tessera_vision_free(v);
 }
 

@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "formats/gguf_writer.h"
 #include "formats/image.h"
+#include "kernels/bf16_tiles.h"
 #include "models/gguf_convert.h"
 #include "models/hf_loader.h"
 #include "models/idefics3.h"
@@ -298,6 +299,43 @@ TEST(Vision, QuantizedMmprojRunsOn8BitActivations) {
   EXPECT_GT(r_between, 0.0);   // the activations really were quantized
   EXPECT_LE(r_fp, 2e-2);       // Q8_0 weights alone
   EXPECT_LE(r_q8, 4e-2);       // plus 8-bit activations (docs/numerics.md)
+}
+
+// The opt-in bf16 GEMM on AMX (--bf16-vision): inputs rounded to bf16, so the encoder moves by
+// bf16 rounding only; bitwise the same for any thread count; a clear error without AMX bf16.
+TEST(Vision, Bf16GemmOnAmxStaysCloseToTransformers) {
+  auto v = Idefics3Vision::load_mmproj(test::source_path(kTiny + "mmproj.gguf"));
+  if (!bf16_gemm_available()) {
+    EXPECT_THROW(v->use_bf16_gemm(), Error);
+    GTEST_SKIP() << "no AMX bf16 here";
+  }
+  EXPECT_EQ(v->use_bf16_gemm(), 1 + 2 * 6 + 1);  // patch embedding, q k v o fc1 fc2 per layer, projection
+  EXPECT_EQ(v->use_bf16_gemm(), 0);              // already switched
+  const SiglipConfig& c = v->config();
+  const ImageRGB img = load_image(test::source_path(kScreens + "xterm_1280x720.png"));
+  const PreprocessedImage pre = preprocess_idefics3(img, v->preprocess_config());
+  const size_t ne = static_cast<size_t>(c.n_patches()) * c.hidden, nc = static_cast<size_t>(c.tokens_per_tile()) * c.text_hidden;
+  std::vector<float> chw(3 * static_cast<size_t>(c.image_size) * c.image_size);
+  const std::vector<int> saved = saved_tiles("xterm_1280x720");
+  tile_to_chw(pre.tiles[static_cast<size_t>(saved[0])], v->preprocess_config(), chw.data());
+  const std::vector<float> enc_want = test::load_npy(golden("xterm_1280x720", "encoder_out.npy")).f32();
+  const std::vector<float> con_want = test::load_npy(golden("xterm_1280x720", "connector_out.npy")).f32();
+  std::vector<std::vector<float>> outs;
+  std::vector<float> e(ne);
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    std::vector<float> o(nc);
+    v->encode_tile(chw.data(), e.data(), pool);
+    v->connector(e.data(), o.data(), pool);
+    outs.push_back(o);
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+  EXPECT_EQ(outs[0], outs[2]);
+  const double re = max_rel_err(e, enc_want.data(), ne), rc = max_rel_err(outs[0], con_want.data(), nc);
+  std::printf("bf16 GEMM: encoder max rel err %.2e, connector max rel err %.2e vs transformers (fp32)\n", re, rc);
+  EXPECT_GT(rc, 1e-6);  // the inputs really were rounded
+  EXPECT_LE(re, 1e-2);  // 4.4e-3 measured (docs/numerics.md)
+  EXPECT_LE(rc, 1e-2);
 }
 
 TEST(Vision, BadImagesAreClearErrors) {

@@ -19,6 +19,7 @@ Needs build/tessera (scripts/setup.sh), the llama.cpp build (bench/peers/build_l
 for the vision tests, the SmolVLM-shaped GGUF pair (tessera vlm-init, see docs/vision.md).
 """
 import argparse
+import os
 import json
 import re
 import statistics
@@ -29,7 +30,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 TESSERA = ROOT / "build/tessera"
-LLAMA_BIN = ROOT / ".peers/llama.cpp-build/bin"
+LLAMA_BIN = Path(os.environ.get("LLAMA_BIN", ROOT / ".peers/llama.cpp-build/bin"))  # NO_AMX build: see build_llamacpp.sh
 
 
 def run(cmd):

@@ -9,7 +9,9 @@
 #                                               llama-mtmd-cli (multimodal CLI, + libmtmd.so)
 #   .peers/llama.cpp-build/bin/llamacpp_logits our own program (bench/peers/llamacpp_logits.cpp)
 #
-# Env: JOBS (default 2).
+# Env: JOBS (default 2); NO_AMX=1 builds into .peers/llama.cpp-build-noamx with the AVX-512
+# (VNNI, BF16, VBMI) kernels but without ggml's AMX backend, whose matmul segfaults on the
+# 2026-12-01 AMX Xeon VM (llama-bench pp512 with repacking on; ggml-org/llama.cpp#20824).
 set -euo pipefail
 
 VERSION=0.3.36
@@ -25,7 +27,12 @@ PEERS="$ROOT/.peers"
 TARBALL="$PEERS/llama_cpp_python-$VERSION.tar.gz"
 SRCROOT="$PEERS/llama_cpp_python-$VERSION"
 SRC="$SRCROOT/vendor/llama.cpp"
-BUILD="$PEERS/llama.cpp-build"
+BUILD="$PEERS/llama.cpp-build${NO_AMX:+-noamx}"
+ISA_FLAGS=(-DGGML_NATIVE=ON)
+if [[ -n "${NO_AMX:-}" ]]; then
+    ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+               -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON)
+fi
 
 mkdir -p "$PEERS"
 
@@ -59,7 +66,7 @@ if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
     cmake -S "$SRC" -B "$BUILD" \
         -DCMAKE_BUILD_TYPE=Release \
         -DBUILD_SHARED_LIBS=ON \
-        -DGGML_NATIVE=ON \
+        "${ISA_FLAGS[@]}" \
         -DGGML_CUDA=OFF -DGGML_VULKAN=OFF -DGGML_METAL=OFF -DGGML_BLAS=OFF \
         -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
         -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \

@@ -107,13 +107,17 @@ void gemm_bf16(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, flo
   thread_local std::vector<uint16_t> xb;  // workers get its pointer, never the vector
   xb.resize(static_cast<size_t>(mp * kp));
   uint16_t* xp = xb.data();
+  [[maybe_unused]] const bool amx = bf16_gemm_available();
   pool.parallel_for(mp, 16, [&](int64_t a, int64_t b) {
     const int64_t e = std::min(b, m);
+#if defined(TESSERA_HAVE_AVX512)
+    if (amx && a < e) avx512::round_rows_bf16_avx512(x, a, e, xs, w.cols, xp, kp);
+    else
+#endif
     if (a < e) round_rows_bf16(x, a, e, xs, w.cols, xp, kp);
     for (int64_t t = std::max(a, m); t < b; ++t)
       for (int64_t k = 0; k < kp; k += kBf16K) std::fill_n(xp + bf16_act_index(t, k, kp), kBf16K, uint16_t{0});
   });
-  [[maybe_unused]] const bool amx = bf16_gemm_available();
   // whole 32-row groups per range, two ranges per thread (as gemm())
   const int64_t groups = (w.rows + 31) / 32;
   const int64_t ranges = pool.size() == 1 ? 1 : std::min<int64_t>(groups, 2 * pool.size());

@@ -130,6 +130,7 @@ bool matmul_q8_rows_vnni(const WeightMatrix& w, int64_t r0, int64_t r1, const Bl
 // The AMX bf16 tile kernel (x86/gemm_bf16_amx.cpp) for gemm_bf16 (bf16_tiles.h).
 void gemm_bf16_rows_amx(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
                         float* y, int64_t ys);
+void round_rows_bf16_avx512(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t k, uint16_t* y, int64_t kp);
 }  // namespace avx512
 
 }  // namespace tessera
