@@ -253,6 +253,16 @@ TEST(Vision, HfDirectoryAndGgufLoadersAgree) {
   for (size_t i = 0; i < top.size(); ++i) EXPECT_NEAR(logits[1][static_cast<size_t>(top_ids[i])], top[i], 1e-3);
 }
 
+// The first tile of the xterm screenshot that the golden fixtures keep, as the encoder's input.
+std::vector<float> first_golden_tile(const Idefics3Vision& v) {
+  const SiglipConfig& c = v.config();
+  const PreprocessedImage pre = preprocess_idefics3(load_image(test::source_path(kScreens + "xterm_1280x720.png")),
+                                                    v.preprocess_config());
+  std::vector<float> chw(3 * static_cast<size_t>(c.image_size) * c.image_size);
+  tile_to_chw(pre.tiles[static_cast<size_t>(saved_tiles("xterm_1280x720")[0])], v.preprocess_config(), chw.data());
+  return chw;
+}
+
 // A quantized mmproj (Q8_0 matrices, as ggml-org ships SmolVLM's) with --q8-activations: its
 // linear layers run on 8-bit activations (matmul_q8), as llama.cpp's CPU backend runs them. The
 // result stays close to transformers' (quantization error only), is bitwise the same for any
@@ -269,12 +279,8 @@ TEST(Vision, QuantizedMmprojRunsOn8BitActivations) {
   EXPECT_EQ(Idefics3Vision::load_mmproj(test::source_path(kTiny + "mmproj.gguf"))->use_q8_activations(), 0);
 
   const SiglipConfig& c = q8->config();
-  const ImageRGB img = load_image(test::source_path(kScreens + "xterm_1280x720.png"));
-  const PreprocessedImage pre = preprocess_idefics3(img, q8->preprocess_config());
   const size_t ne = static_cast<size_t>(c.n_patches()) * c.hidden, nc = static_cast<size_t>(c.tokens_per_tile()) * c.text_hidden;
-  std::vector<float> chw(3 * static_cast<size_t>(c.image_size) * c.image_size);
-  const std::vector<int> saved = saved_tiles("xterm_1280x720");
-  tile_to_chw(pre.tiles[static_cast<size_t>(saved[0])], q8->preprocess_config(), chw.data());
+  const std::vector<float> chw = first_golden_tile(*q8);
   const std::vector<float> con_want = test::load_npy(golden("xterm_1280x720", "connector_out.npy")).f32();
   std::vector<float> e_fp(ne), o_fp(nc);
   {
@@ -312,12 +318,8 @@ TEST(Vision, Bf16GemmOnAmxStaysCloseToTransformers) {
   EXPECT_EQ(v->use_bf16_gemm(), 1 + 2 * 6 + 1);  // patch embedding, q k v o fc1 fc2 per layer, projection
   EXPECT_EQ(v->use_bf16_gemm(), 0);              // already switched
   const SiglipConfig& c = v->config();
-  const ImageRGB img = load_image(test::source_path(kScreens + "xterm_1280x720.png"));
-  const PreprocessedImage pre = preprocess_idefics3(img, v->preprocess_config());
   const size_t ne = static_cast<size_t>(c.n_patches()) * c.hidden, nc = static_cast<size_t>(c.tokens_per_tile()) * c.text_hidden;
-  std::vector<float> chw(3 * static_cast<size_t>(c.image_size) * c.image_size);
-  const std::vector<int> saved = saved_tiles("xterm_1280x720");
-  tile_to_chw(pre.tiles[static_cast<size_t>(saved[0])], v->preprocess_config(), chw.data());
+  const std::vector<float> chw = first_golden_tile(*v);
   const std::vector<float> enc_want = test::load_npy(golden("xterm_1280x720", "encoder_out.npy")).f32();
   const std::vector<float> con_want = test::load_npy(golden("xterm_1280x720", "connector_out.npy")).f32();
   std::vector<std::vector<float>> outs;
