@@ -355,7 +355,7 @@ void Idefics3Vision::connector(const float* enc, float* out, ThreadPool& pool) c
 }
 
 int Idefics3Vision::use_bf16_gemm() {
-  if (!bf16_gemm_available()) fail("bf16 vision GEMM: this CPU (or OS) gives no AMX bf16 tiles");
+  if (!bf16_gemm_available()) fail("bf16 vision GEMM needs AMX bf16 tiles: this CPU or OS gives none, or --isa/TESSERA_ISA caps below amx");
   std::vector<WeightMatrix*> all = {&patch_.w, &proj_};
   for (SiglipLayer& L : layers_)
     for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.fc1, &L.fc2}) all.push_back(&l->w);
