@@ -53,13 +53,8 @@ PackedWeights pack_bf16_tiles(const WeightMatrix& w) {
   out.data = {static_cast<uint8_t*>(mem), std::free};
   std::memset(mem, 0, out.bytes);
   uint16_t* t = reinterpret_cast<uint16_t*>(mem);
-  for (int64_t r = 0; r < w.rows; ++r) {
-    const int64_t g = r / 32, h = (r % 32) / 16, n = r % 16;
-    for (int64_t k = 0; k < w.cols; ++k) {
-      const int64_t kb = k / kBf16K, i = (k % kBf16K) / 2;
-      t[((g * nkb + kb) * 2 + h) * 512 + i * 32 + n * 2 + k % 2] = float_to_bf16(weight_at(w, r, k));
-    }
-  }
+  for (int64_t r = 0; r < w.rows; ++r)
+    for (int64_t k = 0; k < w.cols; ++k) t[bf16_weight_index(r, k, nkb)] = float_to_bf16(weight_at(w, r, k));
   out.matrix = w;
   out.matrix.bf16_tiles = out.data.get();
   return out;
@@ -85,12 +80,10 @@ void gemm_bf16_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_
   const int64_t nkb = kp / kBf16K;
   const uint16_t* tiles = reinterpret_cast<const uint16_t*>(w.bf16_tiles);
   for (int64_t r = r0; r < r1; ++r) {
-    const int64_t g = r / 32, h = (r % 32) / 16, n = r % 16;
     for (int64_t t = 0; t < m; ++t) {
       float acc = 0.0f;
       for (int64_t k = 0; k < kp; ++k) {
-        const int64_t kb = k / kBf16K, i = (k % kBf16K) / 2;
-        const float wv = bf16_to_float(tiles[((g * nkb + kb) * 2 + h) * 512 + i * 32 + n * 2 + k % 2]);
+        const float wv = bf16_to_float(tiles[bf16_weight_index(r, k, nkb)]);
         acc += wv * bf16_to_float(xb[bf16_act_index(t, k, kp)]);  // the product is exact in fp32: one rounding per step
       }
       y[t * ys + r] = acc;

@@ -25,6 +25,11 @@ bool bf16_gemm_available();
 // else from its rows (F32, F16 or BF16). Fails with a one-line error otherwise.
 PackedWeights pack_bf16_tiles(const WeightMatrix& w);
 
+// Where weight (r, k) sits in the tiles (in bf16 elements), for nkb = kp / 32 blocks of k.
+constexpr int64_t bf16_weight_index(int64_t r, int64_t k, int64_t nkb) {
+  return (((r / 32) * nkb + k / kBf16K) * 2 + (r % 32) / 16) * 512 + ((k % kBf16K) / 2) * 32 + (r % 16) * 2 + k % 2;
+}
+
 // Activations rounded to bf16 are laid out as AMX "A" tiles, each 16 tokens × 32 k contiguous
 // (1 KiB): token t, element k at bf16_act_index(t, k, kp). Tiles past k are zero.
 constexpr int64_t bf16_act_index(int64_t t, int64_t k, int64_t kp) {

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "kernels/x86/amx_tile_config.h"
+
 namespace tessera::probe_x86 {
 
 // 16 independent FMA chains; returns FLOPs done.
@@ -52,27 +54,12 @@ double bf16_dot_loop(int64_t iters) {
   return static_cast<double>(iters) * 16 * 32 * 2;
 }
 
-namespace {
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-void configure() {
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) {
-    cfg.colsb[t] = 64;
-    cfg.rows[t] = 16;
-  }
-  _tile_loadconfig(&cfg);
-}
-}  // namespace
 
 // 4 accumulator tiles, A/B tiles reused; returns FLOPs (bf16) or ops (int8) done.
 template <bool Bf16>
 double amx_loop(int64_t iters) {
   alignas(64) static uint8_t buf[1024] = {};
-  configure();
+  _tile_loadconfig(&kFullTiles);
   _tile_zero(0); _tile_zero(1); _tile_zero(2); _tile_zero(3);
   _tile_loadd(4, buf, 64); _tile_loadd(5, buf, 64); _tile_loadd(6, buf, 64); _tile_loadd(7, buf, 64);
   for (int64_t it = 0; it < iters; ++it) {

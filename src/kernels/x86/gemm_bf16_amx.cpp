@@ -11,27 +11,11 @@
 
 #include "kernels/bf16_tiles.h"
 #include "kernels/kernels.h"
+#include "kernels/x86/amx_tile_config.h"
 
 namespace tessera::avx512 {
 
 namespace {
-
-struct alignas(64) TileConfig {
-  uint8_t palette = 1, start_row = 0, reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
-// tmm0..3: accumulators (16 tokens × 16 rows fp32), tmm4, tmm5: activations (16 tokens × 32 bf16),
-// tmm6, tmm7: weights (16 pairs of k × 16 rows × 2 bf16); every tile 16 lines of 64 bytes.
-constexpr TileConfig tile_config() {
-  TileConfig cfg;
-  for (int t = 0; t < 8; ++t) cfg.rows[t] = 16, cfg.colsb[t] = 64;
-  return cfg;
-}
-// A static object: GCC 12's _tile_loadconfig tells the compiler it reads only 8 bytes, so the
-// stores that fill a local config could be dropped as dead.
-constexpr TileConfig kTileConfig = tile_config();
 
 // tilestored of accumulator c (the intrinsic takes the tile number as a literal).
 inline void stored(int c, void* p, int64_t stride) {
@@ -82,7 +66,7 @@ void round_rows_bf16_avx512(const float* x, int64_t t0, int64_t t1, int64_t xs, 
 void gemm_bf16_rows_amx(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
                         float* y, int64_t ys) {
   const int64_t nkb = kp / kBf16K;
-  _tile_loadconfig(&kTileConfig);
+  _tile_loadconfig(&kFullTiles);  // tmm0..3 accumulators, tmm4, 5 activations, tmm6, 7 weights
   // Tokens in blocks whose activation tiles (about 512 KiB) stay in L2 while every row group of
   // the range passes over them; the row group's weight tiles are then reread once per block.
   const int64_t block = std::max<int64_t>(32, (512 * 1024 / (kp * 2)) / 32 * 32);
