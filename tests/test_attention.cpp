@@ -79,6 +79,20 @@ std::vector<float> run(const AttentionShape& s, const std::vector<float>& q, int
   return out;
 }
 
+// Each ISA level reaches its own block kernel (every level gives the same bits, so the bitwise
+// tests alone cannot see a level that silently runs the scalar one).
+TEST(Attention, EveryLevelUsesItsOwnKernel) {
+  const Isa before = active_isa();
+  for (int l = 0; l <= static_cast<int>(detected_isa()); ++l) {
+    const Isa level = static_cast<Isa>(l);
+    set_isa_cap(level);
+    if (active_isa() != level) continue;  // a level this CPU lacks (Neon on x86)
+    const std::string want = level >= Isa::Avx512 ? "avx512" : isa_name(level);
+    EXPECT_EQ(attention_kernel_name(), want) << "at " << isa_name(level);
+  }
+  set_isa_cap(before);
+}
+
 std::vector<Isa> levels() {
   std::vector<Isa> l = {Isa::Scalar};
   const Isa best = detected_isa();

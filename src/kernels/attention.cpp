@@ -104,22 +104,43 @@ namespace {
 
 using BlockFn = void (*)(const AttnRows&, int, float, const KvSpan&, int64_t, int64_t);
 
-BlockFn pick_block() {
+struct BlockPick {
+  BlockFn fn;
+  const char* name;
+};
+
+// Every level is listed (no default), so -Wswitch flags a level added to Isa but not here; a
+// level without its own kernel in this build falls through to the scalar one.
+BlockPick pick_block() {
   switch (active_isa()) {
-#if defined(TESSERA_HAVE_AVX512)
     case Isa::Amx:
     case Isa::Avx512Vnni:
-    case Isa::Avx512: return &avx512::attention_block;
-    case Isa::Avx2: return &avx2::attention_block;
+    case Isa::Avx512:
+#if defined(TESSERA_HAVE_AVX512)
+      return {&avx512::attention_block, "avx512"};
+#else
+      break;
 #endif
+    case Isa::Avx2:
+#if defined(TESSERA_HAVE_AVX512)
+      return {&avx2::attention_block, "avx2"};
+#else
+      break;
+#endif
+    case Isa::Neon:
 #if defined(__aarch64__)
-    case Isa::Neon: return &neon::attention_block;
+      return {&neon::attention_block, "neon"};
+#else
+      break;
 #endif
-    default: return &ref::attention_block;
+    case Isa::Scalar: break;
   }
+  return {&ref::attention_block, "scalar"};
 }
 
 }  // namespace
+
+const char* attention_kernel_name() { return pick_block().name; }
 
 void flash_attention(const AttentionShape& s, const float* q, int64_t n_q, int64_t q_stride, const KvView& kv,
                      float* out, int64_t out_stride, ThreadPool& pool) {
@@ -138,7 +159,7 @@ void flash_attention(const AttentionShape& s, const float* q, int64_t n_q, int64
   const size_t need = static_cast<size_t>(n_q * s.n_head * n_seg * part_len);
   if (parts.size() < need) parts.resize(need);
   float* P = parts.data();
-  const BlockFn block = pick_block();
+  const BlockFn block = pick_block().fn;
 
   auto row_end = [&](int64_t i) { return s.causal ? std::min(s.n_kv, s.q_pos0 + i + 1) : s.n_kv; };
   // items: (kv head g, block of rows, segment); a row is (query i, head h) with h in g's group

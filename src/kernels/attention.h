@@ -58,6 +58,10 @@ struct AttentionShape {
 };
 
 // out[i * out_stride + h * head_dim + d] for query rows i < n_q (q laid out the same way).
+// The block kernel flash_attention uses at the active ISA level: "avx512", "avx2", "neon" or
+// "scalar" (for tests: every level must reach its own kernel, not only give the same bits).
+const char* attention_kernel_name();
+
 void flash_attention(const AttentionShape& s, const float* q, int64_t n_q, int64_t q_stride, const KvView& kv,
                      float* out, int64_t out_stride, ThreadPool& pool);
 
