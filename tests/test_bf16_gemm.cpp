@@ -74,8 +74,9 @@ TEST(Bf16Gemm, WithinBoundsOfFloat64AndInvariant) {
                   << (bf16_gemm_available() ? "amx" : "scalar") << " " << dtype_name(t) << " K=" << K << " N=" << N
                   << " M=" << M;
             }
-          if (!bf16_gemm_available())
+          if (!bf16_gemm_available()) {
             ASSERT_EQ(std::memcmp(y1.data(), y_ref.data(), y1.size() * 4), 0) << "the scalar path is the twin";
+          }
           for (ThreadPool* pool : {&two, &three}) {
             std::vector<float> y(y_ref.size(), -1.0f);
             gemm_bf16(P.matrix, x.data(), M, K, y.data(), N, *pool);

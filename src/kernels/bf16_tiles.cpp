@@ -111,20 +111,11 @@ void gemm_bf16(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, flo
     for (int64_t t = std::max(a, m); t < b; ++t)
       for (int64_t k = 0; k < kp; k += kBf16K) std::fill_n(xp + bf16_act_index(t, k, kp), kBf16K, uint16_t{0});
   });
-  // whole 32-row groups per range, two ranges per thread (as gemm())
-  const int64_t groups = (w.rows + 31) / 32;
-  const int64_t ranges = pool.size() == 1 ? 1 : std::min<int64_t>(groups, 2 * pool.size());
-  const auto start = [&](int64_t i) { return std::min(w.rows, 32 * (i * (groups / ranges) + std::min(i, groups % ranges))); };
-  pool.parallel_for(ranges, 1, [&](int64_t a, int64_t b) {
-    for (int64_t i = a; i < b; ++i) {
+  parallel_row_groups(w.rows, pool, [&](int64_t r0, int64_t r1) {
 #if defined(TESSERA_HAVE_AVX512)
-      if (amx) {
-        avx512::gemm_bf16_rows_amx(w, start(i), start(i + 1), xp, m, kp, y, ys);
-        continue;
-      }
+    if (amx) return avx512::gemm_bf16_rows_amx(w, r0, r1, xp, m, kp, y, ys);
 #endif
-      ref::gemm_bf16_rows(w, start(i), start(i + 1), xp, m, kp, y, ys);
-    }
+    ref::gemm_bf16_rows(w, r0, r1, xp, m, kp, y, ys);
   });
 }
 

@@ -98,17 +98,21 @@ void matmul(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float*
 
 void gemm(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys, ThreadPool& pool) {
   auto rows = TESSERA_PICK(gemm_rows);
-  // Row ranges of whole 32-row panels: each range streams every token past its rows, so fewer,
-  // larger ranges reread x less; two per thread still let a thread slowed by a neighbour hand one
-  // over. Ranges differ by at most one panel, the larger first, so that the ones claimed last are
-  // the short ones (equal-size chunks left 576-row matrices split 320/256 between two threads).
-  const int64_t panels = (w.rows + 31) / 32;
-  const int64_t ranges = pool.size() == 1 ? 1 : std::min<int64_t>(panels, 2 * pool.size());
+  parallel_row_groups(w.rows, pool, [&](int64_t r0, int64_t r1) { rows(w, r0, r1, x, m, xs, y, ys); });
+}
+
+void parallel_row_groups(int64_t n_rows, ThreadPool& pool, const std::function<void(int64_t, int64_t)>& fn) {
+  // Each range streams every token past its rows, so fewer, larger ranges reread x less; two per
+  // thread still let a thread slowed by a neighbour hand one over. Ranges differ by at most one
+  // group, the larger first, so that the ones claimed last are the short ones (equal-size chunks
+  // left 576-row matrices split 320/256 between two threads).
+  const int64_t groups = (n_rows + 31) / 32;
+  const int64_t ranges = pool.size() == 1 ? 1 : std::min<int64_t>(groups, 2 * pool.size());
   const auto start = [&](int64_t i) {
-    return std::min(w.rows, 32 * (i * (panels / ranges) + std::min(i, panels % ranges)));
+    return std::min(n_rows, 32 * (i * (groups / ranges) + std::min(i, groups % ranges)));
   };
   pool.parallel_for(ranges, 1, [&](int64_t a, int64_t b) {
-    for (int64_t i = a; i < b; ++i) rows(w, start(i), start(i + 1), x, m, xs, y, ys);
+    for (int64_t i = a; i < b; ++i) fn(start(i), start(i + 1));
   });
 }
 

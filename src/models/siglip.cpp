@@ -144,9 +144,7 @@ void Idefics3Vision::load_weights(const TensorSource& s, bool g) {
   proj_ = s.matrix(g ? "mm.model.fc.weight" : "model.connector.modality_projection.proj.weight", c.text_hidden, in);
   // Repack the dense GEMM weights once into the kernels' panel layout (as llama.cpp's CPU_REPACK
   // does for its own kernels), then let the file's copy go: the panels take the same bytes.
-  std::vector<WeightMatrix*> dense = {&patch_.w, &proj_};
-  for (SiglipLayer& L : layers_)
-    for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.fc1, &L.fc2}) dense.push_back(&l->w);
+  const std::vector<WeightMatrix*> dense = linear_weights();
   packed_.reserve(dense.size());
   for (WeightMatrix* w : dense) {
     if (!supports_gemm_panels(w->type)) continue;
@@ -354,13 +352,17 @@ void Idefics3Vision::connector(const float* enc, float* out, ThreadPool& pool) c
   mm(proj_, shuffled.data(), T, F, out, pool, "connector proj");
 }
 
-int Idefics3Vision::use_bf16_gemm() {
-  if (!bf16_gemm_available()) fail("bf16 vision GEMM needs AMX bf16 tiles: this CPU or OS gives none, or --isa/TESSERA_ISA caps below amx");
+std::vector<WeightMatrix*> Idefics3Vision::linear_weights() {
   std::vector<WeightMatrix*> all = {&patch_.w, &proj_};
   for (SiglipLayer& L : layers_)
     for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.fc1, &L.fc2}) all.push_back(&l->w);
+  return all;
+}
+
+int Idefics3Vision::use_bf16_gemm() {
+  if (!bf16_gemm_available()) fail("bf16 vision GEMM needs AMX bf16 tiles: this CPU or OS gives none, or --isa/TESSERA_ISA caps below amx");
   int n = 0;
-  for (WeightMatrix* w : all) {
+  for (WeightMatrix* w : linear_weights()) {
     if (w->bf16_tiles || w->panels || !supports_gemm_panels(w->type)) continue;
     packed_.push_back(pack_bf16_tiles(*w));
     packed_bytes_ += packed_.back().bytes;
@@ -371,11 +373,8 @@ int Idefics3Vision::use_bf16_gemm() {
 }
 
 int Idefics3Vision::use_q8_activations() {
-  std::vector<WeightMatrix*> all = {&patch_.w, &proj_};
-  for (SiglipLayer& L : layers_)
-    for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.fc1, &L.fc2}) all.push_back(&l->w);
   int n = 0;
-  for (WeightMatrix* w : all) {
+  for (WeightMatrix* w : linear_weights()) {
     if (w->panels || !supports_q8_activations(w->type) || w->cols % q8_col_multiple(w->type) != 0) continue;
     packed_.push_back(pack_q8_panels(*w));
     packed_bytes_ += packed_.back().bytes;

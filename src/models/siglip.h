@@ -81,6 +81,8 @@ class Idefics3Vision {
  private:
   Idefics3Vision() = default;
   void load_weights(const TensorSource& src, bool gguf_names);
+  // Every linear layer's weights: the patch embedding, q k v o fc1 fc2 per layer, the projection.
+  std::vector<WeightMatrix*> linear_weights();
   std::unique_ptr<GgufFile> file_;
   std::shared_ptr<const TensorSource> source_;  // keeps the weights' file mapped
   SiglipConfig cfg_;
