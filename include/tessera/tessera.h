@@ -66,9 +66,9 @@ void tessera_vision_free(tessera_vision* vision);
 /* Runs a quantized mmproj's layers (Q8_0, Q4_*) on 8-bit activations from now on, as llama.cpp
  * does (--q8-activations); float layers are unchanged. Returns the layers switched, or -1. */
 int tessera_vision_use_q8_activations(tessera_vision* vision);
-/* Runs the float layers as the bf16 GEMM on AMX tiles from now on (--bf16-vision: inputs rounded
- * to bf16, fp32 sums). Returns the layers switched, or -1 (and an error) where the CPU or OS
- * gives no AMX bf16. */
+/* Runs the float layers as the bf16 GEMM, and the attention as the bf16 attention, on AMX tiles
+ * from now on (--bf16-vision: inputs rounded to bf16, fp32 sums). Returns the layers switched, or
+ * -1 (and an error) where the CPU or OS gives no AMX bf16. */
 int tessera_vision_use_bf16_gemm(tessera_vision* vision);
 
 /* An image in memory: interleaved 8-bit RGB (channels 3) or RGBA (4, composited onto white),

@@ -4,6 +4,8 @@
 // inputs): it trades each input's low 16 mantissa bits for the tile unit's rate (about 15× the
 // fp32 FMA rate on one core). Every output is one fp32 sum over k in order, whatever the batch,
 // its position in a tile or the thread count, so it is batch- and thread-invariant like gemm().
+// (The scalar twin sums in k order; TDPBF16PS's order inside a tile op is undocumented, so AMX
+// and the twin agree within a bound, not bitwise: docs/numerics.md.)
 //
 // Layout: rows in groups of 32, k in blocks of kBf16K = 32 (K padded with zeros to kp, a
 // multiple of 32; rows past the matrix are zero). Group g, block kb holds two 1 KiB tiles, rows
@@ -39,7 +41,7 @@ constexpr int64_t bf16_act_index(int64_t t, int64_t k, int64_t kp) {
 void round_rows_bf16(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t k, uint16_t* y, int64_t kp);
 
 // y[t*ys + r] = sum_k bf16(W[r][k]) · bf16(x[t*xs + k]), fp32 sums; w must carry bf16 tiles. AMX
-// where bf16_gemm_available(), else the scalar twin (same bits, far slower).
+// where bf16_gemm_available(), else the scalar twin (far slower).
 void gemm_bf16(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys, ThreadPool& pool);
 
 }  // namespace tessera

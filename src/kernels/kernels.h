@@ -15,7 +15,8 @@ namespace tessera {
 
 // Ordered: a cap at level L allows every level <= L that the CPU has (Neon only on ARM).
 // Avx512Vnni adds vpdpbusd for the 8-bit-activation matmul, and Amx (AMX tiles, where the OS
-// grants them) the opt-in bf16 GEMM (bf16_tiles.h); every other kernel is the same there.
+// grants them) the opt-in bf16 GEMM (bf16_tiles.h) and bf16 attention (attention_bf16.h); every
+// other kernel is the same there.
 enum class Isa : int { Scalar = 0, Neon = 1, Avx2 = 2, Avx512 = 3, Avx512Vnni = 4, Amx = 5 };
 const char* isa_name(Isa isa);
 Isa detected_isa();  // best level the CPU and OS support

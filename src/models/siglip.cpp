@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "kernels/attention.h"
+#include "kernels/attention_bf16.h"
 #include "kernels/bf16_tiles.h"
 #include "kernels/elementwise.h"
 #include "kernels/q8_panels.h"
@@ -65,9 +66,10 @@ void apply(const Linear& l, const float* x, int n, float* y, ThreadPool& pool, c
 }
 
 // Bidirectional attention of n_q query rows over all of a tile's keys/values (n_patches x
-// hidden, f32, heads side by side).
+// hidden, f32, heads side by side): flash_attention, or with bf16 (use_bf16_gemm) the bf16
+// attention on AMX tiles.
 void tile_attention(const SiglipConfig& c, const float* q, int n_q, const float* k, const float* v, float* out,
-                    ThreadPool& pool, const char* what) {
+                    bool bf16, ThreadPool& pool, const char* what) {
   const int N = c.n_patches(), H = c.hidden, hd = H / c.heads;
   AttentionShape shape;
   shape.n_head = shape.n_head_kv = c.heads;
@@ -77,7 +79,8 @@ void tile_attention(const SiglipConfig& c, const float* q, int n_q, const float*
   shape.n_kv = N;
   const KvView view{reinterpret_cast<const uint8_t*>(k), reinterpret_cast<const uint8_t*>(v), DType::F32,
                     static_cast<int64_t>(H) * 4, static_cast<int64_t>(hd) * 4};
-  prof::OpScope op("attention", what, 4.0 * n_q * N * H, 8.0 * (N + n_q) * H);
+  prof::OpScope op(bf16 ? "attention_bf16" : "attention", what, 4.0 * n_q * N * H, 8.0 * (N + n_q) * H);
+  if (bf16) return attention_bf16(shape, q, n_q, H, k, v, H, out, H, pool);
   flash_attention(shape, q, n_q, H, view, out, H, pool);
 }
 
@@ -263,7 +266,7 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     }
     ++li;
     // Bidirectional fused attention over the tile's own keys (no cache: K/V are this layer's).
-    tile_attention(c, q.data(), N, k.data(), v.data(), att.data(), pool, "bidirectional");
+    tile_attention(c, q.data(), N, k.data(), v.data(), att.data(), bf16_attention_, pool, "bidirectional");
     apply(L.o, att.data(), N, tmp.data(), pool, "o");
     norm_rows(L.ln2_w.data(), L.ln2_b.data(), tmp.data(), xn.data());
     apply(L.fc1, xn.data(), N, ff.data(), pool, "fc1", /*gelu=*/true);
@@ -320,7 +323,7 @@ void Idefics3Vision::encode_tile_gated(const float* chw, const std::vector<int>&
       std::copy(&kk[static_cast<size_t>(r) * H], &kk[static_cast<size_t>(r) * H] + H, K + at);
       std::copy(&vv[static_cast<size_t>(r) * H], &vv[static_cast<size_t>(r) * H] + H, V + at);
     }
-    tile_attention(c, q.data(), n, K, V, att.data(), pool, "gated");
+    tile_attention(c, q.data(), n, K, V, att.data(), bf16_attention_, pool, "gated");
     apply(L.o, att.data(), n, tmp.data(), pool, "o (gated)");
     norm(L.ln2_w.data(), L.ln2_b.data(), tmp.data(), xn.data());
     apply(L.fc1, xn.data(), n, ff.data(), pool, "fc1 (gated)", /*gelu=*/true);
@@ -361,6 +364,7 @@ std::vector<WeightMatrix*> Idefics3Vision::linear_weights() {
 
 int Idefics3Vision::use_bf16_gemm() {
   if (!bf16_gemm_available()) fail("bf16 vision GEMM needs AMX bf16 tiles: this CPU or OS gives none, or --isa/TESSERA_ISA caps below amx");
+  bf16_attention_ = true;
   int n = 0;
   for (WeightMatrix* w : linear_weights()) {
     if (w->bf16_tiles || w->panels || !supports_gemm_panels(w->type)) continue;

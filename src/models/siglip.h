@@ -72,9 +72,10 @@ class Idefics3Vision {
   // same across thread counts and batch sizes (so gated re-encoding keeps its guarantees).
   int use_q8_activations();
   // From now on, run every float linear layer (F32, F16, BF16 weights) as the opt-in bf16 GEMM
-  // on AMX (kernels/bf16_tiles.h): inputs rounded to bf16, fp32 sums. Repacks those weights into
+  // on AMX (kernels/bf16_tiles.h), and the attention as the bf16 attention on AMX
+  // (kernels/attention_bf16.h): inputs rounded to bf16, fp32 sums. Repacks those weights into
   // bf16 tiles once. Fails with a one-line error where the CPU or OS gives no AMX bf16. Results
-  // stay bitwise the same across thread counts and batch sizes; they differ from the fp32 GEMM by
+  // stay bitwise the same across thread counts and batch sizes; they differ from the fp32 path by
   // the bf16 rounding of the inputs (docs/numerics.md). Returns the number of layers switched.
   int use_bf16_gemm();
 
@@ -96,6 +97,7 @@ class Idefics3Vision {
   // into them.
   std::vector<PackedWeights> packed_;
   size_t packed_bytes_ = 0;
+  bool bf16_attention_ = false;  // after use_bf16_gemm()
 };
 
 }  // namespace tessera

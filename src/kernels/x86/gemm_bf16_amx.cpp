@@ -12,6 +12,7 @@
 #include "kernels/bf16_tiles.h"
 #include "kernels/kernels.h"
 #include "kernels/x86/amx_tile_config.h"
+#include "kernels/x86/bf16_round.h"
 
 namespace tessera::avx512 {
 
@@ -42,22 +43,14 @@ inline void store_tile(int c, float* y, int64_t ys, int64_t t, int64_t m, int64_
 
 }  // namespace
 
-// round_rows_bf16 sixteen lanes at a time with the same integer steps as float_to_bf16 (round
-// to nearest even by adding 0x7fff + the kept lsb; NaNs quieted), so the bits are the same.
+// round_rows_bf16 sixteen lanes at a time (bf16_round.h: the same bits as float_to_bf16).
 void round_rows_bf16_avx512(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t k, uint16_t* y, int64_t kp) {
-  const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
-  const __m512i bias = _mm512_set1_epi32(0x7fff), one = _mm512_set1_epi32(1), quiet = _mm512_set1_epi32(0x40);
   for (int64_t t = t0; t < t1; ++t)
     for (int64_t k0 = 0; k0 < kp; k0 += kBf16K) {  // one tile line: 32 contiguous values
       uint16_t* dst = y + bf16_act_index(t, k0, kp);
       for (int h = 0; h < 2; ++h) {
         const int64_t base = k0 + 16 * h;
-        const __mmask16 valid = base >= k ? 0 : base + 16 <= k ? 0xffff : static_cast<__mmask16>((1u << (k - base)) - 1);
-        const __m512i v = _mm512_maskz_loadu_epi32(valid, x + t * xs + base);
-        const __m512i lsb = _mm512_and_si512(_mm512_srli_epi32(v, 16), one);
-        __m512i r = _mm512_srli_epi32(_mm512_add_epi32(v, _mm512_add_epi32(bias, lsb)), 16);
-        const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(v, abs_mask), inf);
-        r = _mm512_mask_mov_epi32(r, nan, _mm512_or_si512(_mm512_srli_epi32(v, 16), quiet));
+        const __m512i r = round_bf16_lanes_n(x + t * xs + base, k - base);
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 16 * h), _mm512_cvtepi32_epi16(r));
       }
     }

@@ -1,0 +1,102 @@
+// The opt-in bf16 attention for encoder workloads (vision tiles), the partner of the bf16 GEMM
+// (bf16_tiles.h): Q, K and V rounded to bf16 (round to nearest even), scores and outputs summed in
+// fp32 on AMX tiles (TDPBF16PS). Bidirectional only (every query sees all n_kv keys).
+//
+// Per query row, keys in blocks of kBf16AttnKeys (from key 0; the last block shorter), with a
+// running max m, sum l and output O (online softmax):
+//   s_j = Σ_d q_d·k_jd                                  (fp32 sums of bf16 products)
+//   m'  = max(m, max over the block of s_j);  a = exp2(m·c − m'·c), c = scale·log2(e)
+//   p_j = bf16(exp2(s_j·c − m'·c))                     (exp2_bf16attn; flushed below 2^-126)
+//   l   = l·a + Σ_j p_j;  O_d = O_d·a + Σ_j p_j·v_jd     (p as rounded; a = 0 for the first block)
+//   o_d = O_d / l
+// Each query row is computed by itself, whatever the block of 32 rows it shares, the number of
+// rows asked for or the thread count, so rows are batch- and thread-invariant (bitwise). The AMX
+// tile sums are not in a documented order, so the scalar twin agrees within a bound, not
+// bitwise (docs/numerics.md).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+
+#include "core/thread_pool.h"
+#include "kernels/attention.h"
+
+namespace tessera {
+
+constexpr int64_t kBf16AttnKeys = 128;  // keys per online-softmax block
+constexpr int64_t kBf16AttnRows = 32;   // query rows per work item (two AMX tiles)
+
+// 2^t for t <= 0 as the softmax weights need it (to bf16 precision: within 4e-6 relative): t
+// clamped at -126, t = n + f with |f| <= 1/2, a degree-5 polynomial in f, times 2^n. The AMX
+// kernel evaluates the same steps sixteen lanes at a time.
+constexpr float kExp2Poly[6] = {1.0f, 0.693147182f, 0.240226507f, 0.0555041087f, 0.00961812911f, 0.00133335581f};
+inline float exp2_bf16attn(float t) {
+  t = t > -126.0f ? t : -126.0f;
+  const float n = std::nearbyint(t), f = t - n;
+  float p = kExp2Poly[5];
+  for (int i = 4; i >= 0; --i) p = std::fma(p, f, kExp2Poly[i]);
+  const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+  float two_n;
+  std::memcpy(&two_n, &bits, 4);
+  return p * two_n;
+}
+
+// Shapes of one call, padded for the tiles: queries to 32, keys to 32, head_dim to 32 for the
+// scores (hdk) and to 16 for the outputs (hdv).
+struct Bf16AttnDims {
+  int n_head = 0, n_head_kv = 0;
+  int64_t hd = 0, hdk = 0, hdv = 0;
+  int64_t n_q = 0, nqp = 0, n_kv = 0, nkp = 0;
+  float scale = 1.0f;
+};
+Bf16AttnDims bf16_attn_dims(const AttentionShape& s, int64_t n_q);
+
+// Layouts, in bf16 elements:
+//  Q: per head, rows of hdk (zero-padded): head h, query i, element d.
+constexpr int64_t bf16_attn_q_index(const Bf16AttnDims& D, int64_t h, int64_t i, int64_t d) {
+  return (h * D.nqp + i) * D.hdk + d;
+}
+//  K: AMX "B" tiles of 16 keys × 32 dims, line d/2 holding each key's pair (d, d+1).
+constexpr int64_t bf16_attn_k_index(const Bf16AttnDims& D, int64_t g, int64_t j, int64_t d) {
+  return ((g * (D.nkp / 16) + j / 16) * (D.hdk / 32) + d / 32) * 512 + ((d % 32) / 2) * 32 + (j % 16) * 2 + d % 2;
+}
+//  V: AMX "B" tiles of 32 keys × 16 dims, line j/2 holding each dim's pair of keys (j, j+1).
+constexpr int64_t bf16_attn_v_index(const Bf16AttnDims& D, int64_t g, int64_t j, int64_t d) {
+  return ((g * (D.nkp / 32) + j / 32) * (D.hdv / 16) + d / 16) * 512 + ((j % 32) / 2) * 32 + (d % 16) * 2 + j % 2;
+}
+struct Bf16AttnBuffers {
+  uint16_t* q = nullptr;  // n_head · nqp · hdk
+  uint16_t* k = nullptr;  // n_head_kv · nkp · hdk
+  uint16_t* v = nullptr;  // n_head_kv · nkp · hdv
+};
+
+// True where AMX bf16 is available (bf16_gemm_available()).
+bool attention_bf16_available();
+
+// out[i * out_stride + h * head_dim + d] for query rows i < n_q; q, k and v fp32 with heads side
+// by side (k and v rows kv_stride floats apart, n_kv of them). s.causal must be false. AMX where
+// available, else the scalar twin.
+void attention_bf16(const AttentionShape& s, const float* q, int64_t n_q, int64_t q_stride, const float* k,
+                    const float* v, int64_t kv_stride, float* out, int64_t out_stride, ThreadPool& pool);
+
+// Round and lay out query rows [i0, i1) and key/value rows [j0, j1) (j0, j1 even or n_kv) into b;
+// padding (rows past n_q/n_kv up to nqp/nkp, dims past hd) is written as zeros by whoever covers it.
+#define TESSERA_ATTN_BF16_PACK_DECL                                                                              \
+  void pack_attn_bf16(const Bf16AttnDims& D, const float* q, int64_t q_stride, const float* k, const float* v, \
+                      int64_t kv_stride, int64_t i0, int64_t i1, int64_t j0, int64_t j1, const Bf16AttnBuffers& b);
+// Query rows [i0, min(i0 + 32, n_q)) of head h (i0 a multiple of 32) from packed buffers.
+#define TESSERA_ATTN_BF16_ROWS_DECL                                                                             \
+  void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_t h, int64_t i0, float* out, \
+                           int64_t out_stride);
+namespace ref {
+TESSERA_ATTN_BF16_PACK_DECL
+TESSERA_ATTN_BF16_ROWS_DECL
+}  // namespace ref
+namespace avx512 {
+TESSERA_ATTN_BF16_PACK_DECL
+TESSERA_ATTN_BF16_ROWS_DECL
+}  // namespace avx512
+#undef TESSERA_ATTN_BF16_PACK_DECL
+#undef TESSERA_ATTN_BF16_ROWS_DECL
+
+}  // namespace tessera

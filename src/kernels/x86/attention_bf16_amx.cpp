@@ -1,0 +1,192 @@
+// The bf16 attention (attention_bf16.h) on AMX tiles, 32 query rows of one head per call, keys
+// in blocks of 128 whose scores (32 × 128 fp32) and weights stay in L1. Per block:
+//  1. scores: 32 queries × 32 keys per step in four accumulator tiles, fed by two query tiles
+//     (16 rows × 32 dims, straight from the packed rows) and two key tiles, over head_dim;
+//  2. softmax (AVX-512): the running max, the rescale factor, p = exp2(s·c − m·c) rounded to bf16
+//     (VCVTNE2PS2BF16) and its sum (VDPBF16PS against ones);
+//  3. outputs: 32 queries × 32 dims per step in four accumulator tiles, fed by two weight tiles
+//     (16 rows × 32 keys) and two value tiles; added into the running output after its rescale.
+// Each key or value tile loaded serves two TDPBF16PS, so K and V are read from L2 once per 32
+// queries.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <vector>
+
+#include "kernels/attention_bf16.h"
+#include "kernels/x86/amx_tile_config.h"
+#include "kernels/x86/bf16_round.h"
+
+namespace tessera::avx512 {
+
+namespace {
+
+inline __mmask16 first_lanes(int64_t n) {
+  return n <= 0 ? 0 : n >= 16 ? 0xffff : static_cast<__mmask16>((1u << n) - 1);
+}
+
+}  // namespace
+
+void pack_attn_bf16(const Bf16AttnDims& D, const float* q, int64_t q_stride, const float* k, const float* v,
+                    int64_t kv_stride, int64_t i0, int64_t i1, int64_t j0, int64_t j1, const Bf16AttnBuffers& b) {
+  const __m512i zero = _mm512_setzero_si512();
+  for (int64_t i = i0; i < i1; ++i)
+    for (int h = 0; h < D.n_head; ++h)
+      for (int64_t d = 0; d < D.hdk; d += 16) {
+        const __m512i r = i < D.n_q ? round_bf16_lanes_n(q + i * q_stride + h * D.hd + d, D.hd - d) : zero;
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(b.q + bf16_attn_q_index(D, h, i, d)), _mm512_cvtepi32_epi16(r));
+      }
+  // a key's 32 dims are 16 pairs, one per line of its tile: a scatter with a 64-byte stride
+  const __m512i lines = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                           _mm512_set1_epi32(16));
+  for (int64_t j = j0; j < j1; ++j)
+    for (int g = 0; g < D.n_head_kv; ++g) {
+      const float* kr = k + j * kv_stride + g * D.hd;
+      for (int64_t d = 0; d < D.hdk; d += 32) {
+        __m512i pairs = zero;
+        if (j < D.n_kv) {
+          const __m256i lo = _mm512_cvtepi32_epi16(round_bf16_lanes_n(kr + d, D.hd - d));
+          const __m256i hi = _mm512_cvtepi32_epi16(round_bf16_lanes_n(kr + d + 16, D.hd - d - 16));
+          pairs = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+        }
+        _mm512_i32scatter_epi32(b.k + bf16_attn_k_index(D, g, j, d), lines, pairs, 4);
+      }
+    }
+  // two keys' values interleave in one tile line: key j in the low half of each 32-bit pair
+  for (int64_t j = j0; j < j1; j += 2)
+    for (int g = 0; g < D.n_head_kv; ++g)
+      for (int64_t d = 0; d < D.hdv; d += 16) {
+        const __m512i a = j < D.n_kv ? round_bf16_lanes_n(v + j * kv_stride + g * D.hd + d, D.hd - d) : zero;
+        const __m512i c = j + 1 < D.n_kv ? round_bf16_lanes_n(v + (j + 1) * kv_stride + g * D.hd + d, D.hd - d) : zero;
+        _mm512_storeu_si512(b.v + bf16_attn_v_index(D, g, j, d), _mm512_or_si512(a, _mm512_slli_epi32(c, 16)));
+      }
+}
+
+namespace {
+
+// 2^t sixteen lanes at a time: exp2_bf16attn's steps (VSCALEFPS multiplies by 2^n exactly).
+inline __m512 exp2_lanes(__m512 t) {
+  t = _mm512_max_ps(t, _mm512_set1_ps(-126.0f));
+  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 f = _mm512_sub_ps(t, n);
+  __m512 p = _mm512_set1_ps(kExp2Poly[5]);
+  for (int i = 4; i >= 0; --i) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(kExp2Poly[i]));
+  return _mm512_scalef_ps(p, n);
+}
+
+}  // namespace
+
+void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_t h, int64_t i0, float* out,
+                         int64_t out_stride) {
+  constexpr int64_t R = kBf16AttnRows, KB = kBf16AttnKeys;
+  const int64_t ndk = D.hdk / 32, hdv = D.hdv, rows = std::min(R, D.n_q - i0);
+  const int64_t g = h / (D.n_head / D.n_head_kv);
+  const float c = D.scale * 1.44269504088896341f;
+  // per row: scores and weights of one key block (rows a cache line longer than they need, so
+  // they do not all map to the same L1 sets), the block's output and the running output
+  constexpr int64_t ss = KB + 16, ps = KB + 32;
+  alignas(64) float S[R * ss];
+  alignas(64) uint16_t P[R * ps];
+  thread_local std::vector<float> obuf, obuf_blk;
+  obuf.assign(static_cast<size_t>(R * hdv), 0.0f);
+  obuf_blk.resize(static_cast<size_t>(R * hdv));
+  float* O = obuf.data();
+  float* Ob = obuf_blk.data();
+  float m[R], l[R];
+  std::fill_n(m, R, -INFINITY);
+  std::fill_n(l, R, 0.0f);
+  const __m512bh ones = std::bit_cast<__m512bh>(_mm512_set1_epi16(0x3f80));
+
+  _tile_loadconfig(&kFullTiles);  // tmm0..3 accumulators, tmm4, 5 queries or weights, tmm6, 7 keys or values
+  const uint16_t* q0 = b.q + bf16_attn_q_index(D, h, i0, 0);
+  const uint16_t* q1 = b.q + bf16_attn_q_index(D, h, i0 + 16, 0);
+  for (int64_t j0 = 0; j0 < D.n_kv; j0 += KB) {
+    const int64_t kbn = std::min(KB, D.nkp - j0);  // keys in this block, a multiple of 32
+    for (int64_t jj = 0; jj < kbn; jj += 32) {
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      const uint16_t* k0 = b.k + bf16_attn_k_index(D, g, j0 + jj, 0);
+      const uint16_t* k1 = b.k + bf16_attn_k_index(D, g, j0 + jj + 16, 0);
+      for (int64_t db = 0; db < ndk; ++db) {
+        _tile_loadd(4, q0 + 32 * db, D.hdk * 2);
+        _tile_loadd(6, k0 + 512 * db, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_loadd(7, k1 + 512 * db, 64);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_loadd(5, q1 + 32 * db, D.hdk * 2);
+        _tile_dpbf16ps(2, 5, 6);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+      _tile_stored(0, S + jj, ss * 4);
+      _tile_stored(1, S + jj + 16, ss * 4);
+      _tile_stored(2, S + 16 * ss + jj, ss * 4);
+      _tile_stored(3, S + 16 * ss + jj + 16, ss * 4);
+    }
+
+    float a[R];
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* s = S + r * ss;
+      __m512 mx = _mm512_set1_ps(m[r]);
+      for (int64_t j = 0; j < kbn; j += 16) mx = _mm512_mask_max_ps(mx, first_lanes(D.n_kv - j0 - j), mx, _mm512_load_ps(s + j));
+      const float mn = _mm512_reduce_max_ps(mx), mc = mn * c;
+      a[r] = m[r] == -INFINITY ? 0.0f : exp2_bf16attn(std::fma(m[r], c, -mc));
+      m[r] = mn;
+      const __m512 vc = _mm512_set1_ps(c), vmc = _mm512_set1_ps(mc), tiny = _mm512_set1_ps(0x1p-126f);
+      __m512 sum = _mm512_setzero_ps();
+      for (int64_t j = 0; j < kbn; j += 32) {
+        __m512 e0 = exp2_lanes(_mm512_fmsub_ps(_mm512_load_ps(s + j), vc, vmc));
+        __m512 e1 = exp2_lanes(_mm512_fmsub_ps(_mm512_load_ps(s + j + 16), vc, vmc));
+        // keys past n_kv weigh nothing; values below 2^-126 are flushed (as the conversion would)
+        e0 = _mm512_maskz_mov_ps(first_lanes(D.n_kv - j0 - j) & _mm512_cmp_ps_mask(e0, tiny, _CMP_GE_OQ), e0);
+        e1 = _mm512_maskz_mov_ps(first_lanes(D.n_kv - j0 - j - 16) & _mm512_cmp_ps_mask(e1, tiny, _CMP_GE_OQ), e1);
+        const __m512bh p = _mm512_cvtne2ps_pbh(e1, e0);  // keys j..j+15 in the low half
+        sum = _mm512_dpbf16_ps(sum, p, ones);
+        _mm512_store_si512(P + r * ps + j, std::bit_cast<__m512i>(p));
+      }
+      l[r] = std::fma(l[r], a[r], _mm512_reduce_add_ps(sum));
+    }
+
+    for (int64_t dc = 0; dc < hdv; dc += 32) {
+      const bool two = dc + 16 < hdv;  // a second value tile in this step
+      _tile_zero(0);
+      _tile_zero(1);
+      _tile_zero(2);
+      _tile_zero(3);
+      for (int64_t jj = 0; jj < kbn; jj += 32) {
+        const uint16_t* v0 = b.v + bf16_attn_v_index(D, g, j0 + jj, dc);
+        _tile_loadd(4, P + jj, ps * 2);
+        _tile_loadd(6, v0, 64);
+        _tile_dpbf16ps(0, 4, 6);
+        _tile_loadd(5, P + 16 * ps + jj, ps * 2);
+        _tile_dpbf16ps(2, 5, 6);
+        if (!two) continue;
+        _tile_loadd(7, v0 + 512, 64);
+        _tile_dpbf16ps(1, 4, 7);
+        _tile_dpbf16ps(3, 5, 7);
+      }
+      _tile_stored(0, Ob + dc, hdv * 4);
+      _tile_stored(2, Ob + 16 * hdv + dc, hdv * 4);
+      if (!two) continue;
+      _tile_stored(1, Ob + dc + 16, hdv * 4);
+      _tile_stored(3, Ob + 16 * hdv + dc + 16, hdv * 4);
+    }
+    for (int64_t r = 0; r < rows; ++r) {
+      const __m512 va = _mm512_set1_ps(a[r]);
+      for (int64_t d = 0; d < hdv; d += 16)
+        _mm512_storeu_ps(O + r * hdv + d, _mm512_fmadd_ps(_mm512_loadu_ps(O + r * hdv + d), va, _mm512_loadu_ps(Ob + r * hdv + d)));
+    }
+  }
+  _tile_release();
+  for (int64_t r = 0; r < rows; ++r) {
+    const __m512 vl = _mm512_set1_ps(l[r]);
+    float* dst = out + (i0 + r) * out_stride + h * D.hd;
+    for (int64_t d = 0; d < D.hd; d += 16)
+      _mm512_mask_storeu_ps(dst + d, first_lanes(D.hd - d), _mm512_div_ps(_mm512_loadu_ps(O + r * hdv + d), vl));
+  }
+}
+
+}  // namespace tessera::avx512

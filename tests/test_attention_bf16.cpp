@@ -1,0 +1,204 @@
+// The opt-in bf16 attention (kernels/attention_bf16.h): the scalar twin and the AMX kernel within a
+// bf16 bound of a float64 softmax attention over the same bf16-rounded inputs, the SIMD packing
+// byte-equal to the scalar one, and each row the same bits whatever the rows computed with it or
+// the thread count.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "core/fp16.h"
+#include "kernel_cases.h"
+#include "kernels/attention_bf16.h"
+
+namespace tessera {
+namespace {
+
+using test::random_x;
+
+float rounded(float x) { return bf16_to_float(float_to_bf16(x)); }
+
+struct Case {
+  int n_head, n_head_kv, hd;
+  int64_t n_q, n_kv;
+  float amp;  // input amplitude: 3 makes peaked softmaxes whose running max moves between key blocks
+};
+
+// Inputs for a case: q (n_q rows), k and v (n_kv rows), heads side by side.
+struct Inputs {
+  std::vector<float> q, k, v;
+  int64_t qs, kvs;
+};
+Inputs make_inputs(const Case& c, uint32_t seed) {
+  Inputs in;
+  in.qs = static_cast<int64_t>(c.n_head) * c.hd;
+  in.kvs = static_cast<int64_t>(c.n_head_kv) * c.hd;
+  in.q = random_x(c.n_q, in.qs, seed);
+  in.k = random_x(c.n_kv, in.kvs, seed + 1);
+  in.v = random_x(c.n_kv, in.kvs, seed + 2);
+  for (float& x : in.q) x *= c.amp;
+  for (float& x : in.k) x *= c.amp;
+  return in;
+}
+
+AttentionShape shape_of(const Case& c) {
+  AttentionShape s;
+  s.n_head = c.n_head;
+  s.n_head_kv = c.n_head_kv;
+  s.head_dim = c.hd;
+  s.scale = 1.0f / std::sqrt(static_cast<float>(c.hd));
+  s.causal = false;
+  s.n_kv = c.n_kv;
+  return s;
+}
+
+// Every output within the bound of a float64 softmax attention over the bf16-rounded inputs:
+// each weight p_j moves by at most 2^-9 (its bf16 rounding) + 4e-6 (exp2's polynomial) + scale·e_s
+// relative, e_s being the score's fp32 summation error (hd · 2^-24 · Σ|q·k|), so the normalised
+// weights move by at most twice that in sum; plus n_kv fp32 additions in the output sums. All
+// times max_j |v_jd|, with a quarter more for second-order terms.
+void expect_within_bound(const Case& c, const Inputs& in, const std::vector<float>& out, const char* what) {
+  const AttentionShape s = shape_of(c);
+  const int group = c.n_head / c.n_head_kv;
+  std::vector<double> sc(static_cast<size_t>(c.n_kv));
+  for (int64_t i = 0; i < c.n_q; ++i)
+    for (int h = 0; h < c.n_head; ++h) {
+      const int g = h / group;
+      double mx = -INFINITY, es = 0;
+      for (int64_t j = 0; j < c.n_kv; ++j) {
+        double dot = 0, mag = 0;
+        for (int d = 0; d < c.hd; ++d) {
+          const double p = static_cast<double>(rounded(in.q[static_cast<size_t>(i * in.qs + h * c.hd + d)])) *
+                           rounded(in.k[static_cast<size_t>(j * in.kvs + g * c.hd + d)]);
+          dot += p;
+          mag += std::fabs(p);
+        }
+        sc[static_cast<size_t>(j)] = dot;
+        mx = std::max(mx, dot);
+        es = std::max(es, c.hd * 0x1p-24 * mag);
+      }
+      double l = 0;
+      for (int64_t j = 0; j < c.n_kv; ++j) l += std::exp(s.scale * (sc[static_cast<size_t>(j)] - mx));
+      const double rel = 2.0 * (0x1p-9 + 4e-6 + s.scale * es) + c.n_kv * 0x1p-23;
+      for (int d = 0; d < c.hd; ++d) {
+        double o = 0, vmax = 0;
+        for (int64_t j = 0; j < c.n_kv; ++j) {
+          const double v = rounded(in.v[static_cast<size_t>(j * in.kvs + g * c.hd + d)]);
+          o += std::exp(s.scale * (sc[static_cast<size_t>(j)] - mx)) / l * v;
+          vmax = std::max(vmax, std::fabs(v));
+        }
+        ASSERT_NEAR(out[static_cast<size_t>(i * in.qs + h * c.hd + d)], o, 1.25 * rel * vmax + 1e-30)
+            << what << " heads " << c.n_head << "/" << c.n_head_kv << " hd " << c.hd << " n_q " << c.n_q << " n_kv "
+            << c.n_kv << " amp " << c.amp << " row " << i << " head " << h << " d " << d;
+      }
+    }
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (int hd : {64, 16, 32, 72, 80, 128})
+    for (auto [nh, nkv] : {std::pair{2, 2}, std::pair{4, 2}})
+      for (auto [nq, nk] : {std::pair<int64_t, int64_t>{1, 1}, {31, 17}, {33, 100}, {70, 300}, {5, 129}})
+        all.push_back({nh, nkv, hd, nq, nk, hd == 64 ? 3.0f : 1.0f});
+  return all;
+}
+
+// The twin directly (ref packing and rows), whatever this machine has.
+std::vector<float> run_twin(const Case& c, const Inputs& in) {
+  const Bf16AttnDims D = bf16_attn_dims(shape_of(c), c.n_q);
+  std::vector<uint16_t> q(static_cast<size_t>(D.n_head * D.nqp * D.hdk)), k(static_cast<size_t>(D.n_head_kv * D.nkp * D.hdk)),
+      v(static_cast<size_t>(D.n_head_kv * D.nkp * D.hdv));
+  const Bf16AttnBuffers b{q.data(), k.data(), v.data()};
+  ref::pack_attn_bf16(D, in.q.data(), in.qs, in.k.data(), in.v.data(), in.kvs, 0, D.nqp, 0, D.nkp, b);
+  std::vector<float> out(in.q.size(), -1.0f);
+  for (int h = 0; h < c.n_head; ++h)
+    for (int64_t i0 = 0; i0 < c.n_q; i0 += kBf16AttnRows) ref::attention_bf16_rows(D, b, h, i0, out.data(), in.qs);
+  return out;
+}
+
+TEST(AttentionBf16, TwinWithinBoundOfFloat64) {
+  for (const Case& c : cases()) {
+    const Inputs in = make_inputs(c, static_cast<uint32_t>(c.hd * 31 + c.n_kv));
+    expect_within_bound(c, in, run_twin(c, in), "twin");
+  }
+}
+
+TEST(AttentionBf16, WithinBoundAndInvariantOverRowsAndThreads) {
+  ThreadPool one(1), two(2), three(3);
+  if (!attention_bf16_available()) std::printf("note: no AMX bf16 here: the scalar twin only\n");
+  for (const Case& c : cases()) {
+    const Inputs in = make_inputs(c, static_cast<uint32_t>(c.hd * 31 + c.n_kv));
+    const AttentionShape s = shape_of(c);
+    std::vector<float> out(in.q.size(), -1.0f);
+    attention_bf16(s, in.q.data(), c.n_q, in.qs, in.k.data(), in.v.data(), in.kvs, out.data(), in.qs, one);
+    expect_within_bound(c, in, out, attention_bf16_available() ? "amx" : "scalar");
+    if (!attention_bf16_available()) {
+      ASSERT_EQ(out, run_twin(c, in)) << "the scalar path is the twin";
+    }
+    for (ThreadPool* pool : {&two, &three}) {
+      std::vector<float> o(out.size(), -1.0f);
+      attention_bf16(s, in.q.data(), c.n_q, in.qs, in.k.data(), in.v.data(), in.kvs, o.data(), in.qs, *pool);
+      ASSERT_EQ(std::memcmp(o.data(), out.data(), o.size() * 4), 0) << "threads " << pool->size();
+    }
+    // the last row alone, and the rows from 1 on (every block of 32 shifted by one)
+    std::vector<float> o(out.size(), -1.0f);
+    const int64_t last = c.n_q - 1;
+    attention_bf16(s, in.q.data() + last * in.qs, 1, in.qs, in.k.data(), in.v.data(), in.kvs, o.data(), in.qs, two);
+    ASSERT_EQ(std::memcmp(o.data(), out.data() + last * in.qs, static_cast<size_t>(in.qs) * 4), 0);
+    if (c.n_q > 1) {
+      attention_bf16(s, in.q.data() + in.qs, c.n_q - 1, in.qs, in.k.data(), in.v.data(), in.kvs, o.data(), in.qs, two);
+      ASSERT_EQ(std::memcmp(o.data(), out.data() + in.qs, static_cast<size_t>((c.n_q - 1) * in.qs) * 4), 0);
+    }
+  }
+}
+
+TEST(AttentionBf16, SimdPackingMatchesScalar) {
+#if defined(TESSERA_HAVE_AVX512)
+  if (!attention_bf16_available()) GTEST_SKIP() << "no AMX bf16 here";
+  for (const Case& c : cases()) {
+    Inputs in = make_inputs(c, 7);
+    // ties, NaNs, infinities, denormals and signed zeros go through the same rounding
+    const uint32_t special[] = {0x3f808000u, 0x3f818000u, 0x7fc00001u, 0xff800001u, 0x7f800000u,
+                                0x00000001u, 0x80008000u, 0x80000000u, 0x7f7fffffu};
+    for (size_t i = 0; i < sizeof special / 4 && i * 5 < in.v.size(); ++i) {
+      std::memcpy(&in.v[i * 5], &special[i], 4);
+      std::memcpy(&in.k[i * 5], &special[i], 4);
+    }
+    const Bf16AttnDims D = bf16_attn_dims(shape_of(c), c.n_q);
+    const size_t nq = static_cast<size_t>(D.n_head * D.nqp * D.hdk), nk = static_cast<size_t>(D.n_head_kv * D.nkp * D.hdk),
+                 nv = static_cast<size_t>(D.n_head_kv * D.nkp * D.hdv);
+    std::vector<uint16_t> a(nq + nk + nv, 1), b(nq + nk + nv, 2);
+    const Bf16AttnBuffers ba{a.data(), a.data() + nq, a.data() + nq + nk}, bb{b.data(), b.data() + nq, b.data() + nq + nk};
+    ref::pack_attn_bf16(D, in.q.data(), in.qs, in.k.data(), in.v.data(), in.kvs, 0, D.nqp, 0, D.nkp, ba);
+    avx512::pack_attn_bf16(D, in.q.data(), in.qs, in.k.data(), in.v.data(), in.kvs, 0, D.nqp, 0, D.nkp, bb);
+    ASSERT_EQ(a, b) << "hd " << c.hd << " n_q " << c.n_q << " n_kv " << c.n_kv;
+  }
+#else
+  GTEST_SKIP() << "x86 only";
+#endif
+}
+
+TEST(AttentionBf16, BadShapesAreErrors) {
+  ThreadPool one(1);
+  const Case c{2, 2, 64, 4, 8, 1.0f};
+  const Inputs in = make_inputs(c, 3);
+  std::vector<float> out(in.q.size(), -1.0f);
+  AttentionShape s = shape_of(c);
+  s.causal = true;
+  EXPECT_THROW(attention_bf16(s, in.q.data(), 4, in.qs, in.k.data(), in.v.data(), in.kvs, out.data(), in.qs, one), Error);
+  s = shape_of(c);
+  s.n_head_kv = 3;
+  EXPECT_THROW(attention_bf16(s, in.q.data(), 4, in.qs, in.k.data(), in.v.data(), in.kvs, out.data(), in.qs, one), Error);
+  s = shape_of(c);
+  s.head_dim = 300;
+  EXPECT_THROW(attention_bf16(s, in.q.data(), 4, in.qs, in.k.data(), in.v.data(), in.kvs, out.data(), in.qs, one), Error);
+  s = shape_of(c);
+  s.n_kv = 0;  // no keys: zeros
+  attention_bf16(s, in.q.data(), 4, in.qs, in.k.data(), in.v.data(), in.kvs, out.data(), in.qs, one);
+  for (float x : out) ASSERT_EQ(x, 0.0f);
+}
+
+}  // namespace
+}  // namespace tessera
