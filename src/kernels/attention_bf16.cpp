@@ -73,8 +73,7 @@ void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_
       float lb = 0.0f;
       std::fill(ob.begin(), ob.end(), 0.0f);
       for (int64_t j = j0; j < j1; ++j) {
-        float p = exp2_bf16attn(std::fma(s[static_cast<size_t>(j)], c, -mc));
-        p = bf16_to_float(float_to_bf16(p < 0x1p-126f ? 0.0f : p));
+        const float p = bf16_to_float(float_to_bf16(exp2_bf16attn(std::fma(s[static_cast<size_t>(j)], c, -mc))));
         lb += p;
         for (int64_t d = 0; d < D.hd; ++d) ob[static_cast<size_t>(d)] += p * bf16_to_float(b.v[bf16_attn_v_index(D, g, j, d)]);
       }

@@ -6,7 +6,7 @@
 // running max m, sum l and output O (online softmax):
 //   s_j = Σ_d q_d·k_jd                                  (fp32 sums of bf16 products)
 //   m'  = max(m, max over the block of s_j);  a = exp2(m·c − m'·c), c = scale·log2(e)
-//   p_j = bf16(exp2(s_j·c − m'·c))                     (exp2_bf16attn; flushed below 2^-126)
+//   p_j = bf16(exp2(s_j·c − m'·c))                     (exp2_bf16attn: never below 2^-126)
 //   l   = l·a + Σ_j p_j;  O_d = O_d·a + Σ_j p_j·v_jd     (p as rounded; a = 0 for the first block)
 //   o_d = O_d / l
 // Each query row is computed by itself, whatever the block of 32 rows it shares, the number of
@@ -27,12 +27,14 @@ constexpr int64_t kBf16AttnKeys = 128;  // keys per online-softmax block
 constexpr int64_t kBf16AttnRows = 32;   // query rows per work item (two AMX tiles)
 
 // 2^t for t <= 0 as the softmax weights need it (to bf16 precision: within 4e-6 relative): t
-// clamped at -126, t = n + f with |f| <= 1/2, a degree-5 polynomial in f, times 2^n. The AMX
-// kernel evaluates the same steps sixteen lanes at a time.
+// clamped at -126 (so the result is never denormal), t = n + f with |f| <= 1/2 (n rounded by
+// adding and subtracting 1.5·2^23), a degree-5 polynomial in f, times 2^n. The AMX kernel
+// evaluates the same steps sixteen lanes at a time.
 constexpr float kExp2Poly[6] = {1.0f, 0.693147182f, 0.240226507f, 0.0555041087f, 0.00961812911f, 0.00133335581f};
+constexpr float kRoundToInt = 12582912.0f;  // 1.5 · 2^23
 inline float exp2_bf16attn(float t) {
   t = t > -126.0f ? t : -126.0f;
-  const float n = std::nearbyint(t), f = t - n;
+  const float n = (t + kRoundToInt) - kRoundToInt, f = t - n;
   float p = kExp2Poly[5];
   for (int i = 4; i >= 0; --i) p = std::fma(p, f, kExp2Poly[i]);
   const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;

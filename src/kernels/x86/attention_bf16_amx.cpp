@@ -68,8 +68,9 @@ namespace {
 
 // 2^t sixteen lanes at a time: exp2_bf16attn's steps (VSCALEFPS multiplies by 2^n exactly).
 inline __m512 exp2_lanes(__m512 t) {
+  const __m512 round = _mm512_set1_ps(kRoundToInt);
   t = _mm512_max_ps(t, _mm512_set1_ps(-126.0f));
-  const __m512 n = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512 n = _mm512_sub_ps(_mm512_add_ps(t, round), round);
   const __m512 f = _mm512_sub_ps(t, n);
   __m512 p = _mm512_set1_ps(kExp2Poly[5]);
   for (int i = 4; i >= 0; --i) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(kExp2Poly[i]));
@@ -94,9 +95,10 @@ void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_
   obuf_blk.resize(static_cast<size_t>(R * hdv));
   float* O = obuf.data();
   float* Ob = obuf_blk.data();
-  float m[R], l[R];
+  float m[R];
   std::fill_n(m, R, -INFINITY);
-  std::fill_n(l, R, 0.0f);
+  __m512 l[R];  // the running sums, as 16 partial sums (added up at the end)
+  std::fill_n(l, R, _mm512_setzero_ps());
   const __m512bh ones = std::bit_cast<__m512bh>(_mm512_set1_epi16(0x3f80));
 
   _tile_loadconfig(&kFullTiles);  // tmm0..3 accumulators, tmm4, 5 queries or weights, tmm6, 7 keys or values
@@ -127,27 +129,36 @@ void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_
       _tile_stored(3, S + 16 * ss + jj + 16, ss * 4);
     }
 
-    float a[R];
+    // every row's new max and rescale factor first, then the weights: the exp loops do not wait
+    // on the reductions
+    float a[R], mc[R];
     for (int64_t r = 0; r < rows; ++r) {
       const float* s = S + r * ss;
       __m512 mx = _mm512_set1_ps(m[r]);
       for (int64_t j = 0; j < kbn; j += 16) mx = _mm512_mask_max_ps(mx, first_lanes(D.n_kv - j0 - j), mx, _mm512_load_ps(s + j));
-      const float mn = _mm512_reduce_max_ps(mx), mc = mn * c;
-      a[r] = m[r] == -INFINITY ? 0.0f : exp2_bf16attn(std::fma(m[r], c, -mc));
+      const float mn = _mm512_reduce_max_ps(mx);
+      mc[r] = mn * c;
+      a[r] = m[r] == -INFINITY ? 0.0f : exp2_bf16attn(std::fma(m[r], c, -mc[r]));
       m[r] = mn;
-      const __m512 vc = _mm512_set1_ps(c), vmc = _mm512_set1_ps(mc), tiny = _mm512_set1_ps(0x1p-126f);
-      __m512 sum = _mm512_setzero_ps();
+    }
+    const __m512 vc = _mm512_set1_ps(c);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* s = S + r * ss;
+      const __m512 vmc = _mm512_set1_ps(mc[r]);
+      __m512 sum = _mm512_mul_ps(l[r], _mm512_set1_ps(a[r]));
       for (int64_t j = 0; j < kbn; j += 32) {
         __m512 e0 = exp2_lanes(_mm512_fmsub_ps(_mm512_load_ps(s + j), vc, vmc));
         __m512 e1 = exp2_lanes(_mm512_fmsub_ps(_mm512_load_ps(s + j + 16), vc, vmc));
-        // keys past n_kv weigh nothing; values below 2^-126 are flushed (as the conversion would)
-        e0 = _mm512_maskz_mov_ps(first_lanes(D.n_kv - j0 - j) & _mm512_cmp_ps_mask(e0, tiny, _CMP_GE_OQ), e0);
-        e1 = _mm512_maskz_mov_ps(first_lanes(D.n_kv - j0 - j - 16) & _mm512_cmp_ps_mask(e1, tiny, _CMP_GE_OQ), e1);
+        if (j0 + j + 32 > D.n_kv) {  // keys past n_kv weigh nothing
+          e0 = _mm512_maskz_mov_ps(first_lanes(D.n_kv - j0 - j), e0);
+          e1 = _mm512_maskz_mov_ps(first_lanes(D.n_kv - j0 - j - 16), e1);
+        }
+        // exp2 never returns a denormal (t >= -126), so this rounds exactly as float_to_bf16
         const __m512bh p = _mm512_cvtne2ps_pbh(e1, e0);  // keys j..j+15 in the low half
         sum = _mm512_dpbf16_ps(sum, p, ones);
         _mm512_store_si512(P + r * ps + j, std::bit_cast<__m512i>(p));
       }
-      l[r] = std::fma(l[r], a[r], _mm512_reduce_add_ps(sum));
+      l[r] = sum;
     }
 
     for (int64_t dc = 0; dc < hdv; dc += 32) {
@@ -182,7 +193,7 @@ void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_
   }
   _tile_release();
   for (int64_t r = 0; r < rows; ++r) {
-    const __m512 vl = _mm512_set1_ps(l[r]);
+    const __m512 vl = _mm512_set1_ps(_mm512_reduce_add_ps(l[r]));
     float* dst = out + (i0 + r) * out_stride + h * D.hd;
     for (int64_t d = 0; d < D.hd; d += 16)
       _mm512_mask_storeu_ps(dst + d, first_lanes(D.hd - d), _mm512_div_ps(_mm512_loadu_ps(O + r * hdv + d), vl));
