@@ -149,6 +149,7 @@ int cmd_bench(CommonArgs& a, const BenchArgs& b) {
     }
     rows.push_back(r);
   }
+  check_bf16_vision_applies(a, !b.mmproj.empty(), "--mmproj");
   if (!b.mmproj.empty()) {
     auto vision = vision_options(a, Idefics3Vision::load_mmproj(b.mmproj));
     const SiglipConfig& vc = vision->config();

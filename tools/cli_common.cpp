@@ -66,6 +66,10 @@ SessionOptions session_options(const CommonArgs& a) {
   return o;
 }
 
+void check_bf16_vision_applies(const CommonArgs& a, bool runs_vision, const char* what_runs_it) {
+  if (a.bf16_vision && !runs_vision) fail("--bf16-vision applies to the vision encoder: give %s", what_runs_it);
+}
+
 std::unique_ptr<Idefics3Vision> vision_options(const CommonArgs& a, std::unique_ptr<Idefics3Vision> v) {
   if (v && a.q8_act) v->use_q8_activations();
   if (v && a.bf16_vision) v->use_bf16_gemm();

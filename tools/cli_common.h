@@ -35,6 +35,8 @@ SessionOptions session_options(const CommonArgs& a);
 // The vision tower as the common flags ask for it (--q8-activations: 8-bit activations on a
 // quantized mmproj's layers); null stays null.
 std::unique_ptr<Idefics3Vision> vision_options(const CommonArgs& a, std::unique_ptr<Idefics3Vision> v);
+// --bf16-vision where this command runs no vision encoder is an error, not a silent no-op.
+void check_bf16_vision_applies(const CommonArgs& a, bool runs_vision, const char* what_runs_it);
 void add_sampling(CLI::App* app, SamplerOptions& s);
 void print_stats(const GenerateStats& st);
 // Writes text to `path` via a temporary file and a rename: never a half-written output.

@@ -42,6 +42,7 @@ void add_sustained_options(CLI::App* sub, SustainedArgs& s) {
 int cmd_sustained(CommonArgs& a, const SustainedArgs& s) {
   if (s.workload == "screen" && s.mmproj.empty()) fail("--workload screen needs --mmproj");
   ImageRGB image;
+  check_bf16_vision_applies(a, s.workload == "screen", "the screen workload");
   if (s.workload == "screen")
     image = load_image(s.image.empty() ? std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/vision/screens/desktop_1920x1080.png" : s.image,
                        ImageLimits{});

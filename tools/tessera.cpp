@@ -76,6 +76,7 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
   ImageRGB image;
   ImageLimits limits;
   limits.max_pixels = va.max_pixels;
+  check_bf16_vision_applies(a, !va.image.empty(), "--image");
   if (!va.image.empty()) image = load_image(va.image, limits);
   check_output_writable(pa.json);
   check_output_writable(pa.trace);
@@ -139,6 +140,7 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
 }
 
 int cmd_chat(CommonArgs& a, int n_predict, const std::string& system, const SamplerOptions& so) {
+  check_bf16_vision_applies(a, false, "an image to `run --image` (chat takes none)");
   auto model = load(a);
   Sampler sampler(so);
   Session session(*model, session_options(a));
@@ -190,6 +192,7 @@ int cmd_convert(const std::string& in, const std::string& out, const std::string
 }
 
 int cmd_tokenize(CommonArgs& a, const std::string& text, bool special) {
+  check_bf16_vision_applies(a, false, "an image to `run --image` (tokenize runs no model)");
   auto model = load(a);
   const auto ids = model->tokenizer().encode(text, special);
   for (size_t i = 0; i < ids.size(); ++i) std::printf("%s%d", i ? " " : "", ids[i]);
