@@ -6,21 +6,36 @@
 
 namespace tessera {
 
+namespace {
+
+// Σ f(i) for i < n in double, as eight interleaved partial sums (i mod 8) added up by a fixed
+// tree: the same bits on every machine and ISA (plain IEEE double adds in one order), and eight
+// independent add chains where one serial chain made the norms latency-bound.
+template <class F>
+double sum8(int64_t n, F f) {
+  double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8)
+    for (int j = 0; j < 8; ++j) a[j] += f(i + j);
+  for (; i < n; ++i) a[i % 8] += f(i);
+  return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
+}
+
+float rms_scale(const float* x, int64_t n, float eps) {
+  const double ss = sum8(n, [&](int64_t i) { return static_cast<double>(x[i] * x[i]); });
+  return 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
+}
+
+}  // namespace
+
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
-  double ss = 0;
-  for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(x[i] * x[i]);
-  const float scale = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
+  const float scale = rms_scale(x, n, eps);
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
 }
 
 void add_rms_norm(float* x, const float* d, const float* w, float* y, int64_t n, float eps) {
-  double ss = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] += d[i];
-    ss += static_cast<double>(x[i] * x[i]);
-  }
-  const float scale = 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * scale * w[i];
+  for (int64_t i = 0; i < n; ++i) x[i] += d[i];
+  rms_norm(x, w, y, n, eps);
 }
 
 void rope_angles(int64_t pos, int head_dim, float base, float* cs) {
@@ -63,24 +78,17 @@ void add_inplace(float* y, const float* x, int64_t n) {
 }
 
 void add_layer_norm(float* x, const float* d, const float* w, const float* b, float* y, int64_t n, float eps) {
-  double mean = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    x[i] += d[i];
-    mean += x[i];
-  }
-  layer_norm_tail(x, w, b, y, n, eps, mean);
+  for (int64_t i = 0; i < n; ++i) x[i] += d[i];
+  layer_norm(x, w, b, y, n, eps);
 }
 
 void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
-  double mean = 0;
-  for (int64_t i = 0; i < n; ++i) mean += x[i];
-  layer_norm_tail(x, w, b, y, n, eps, mean);
+  layer_norm_tail(x, w, b, y, n, eps, sum8(n, [&](int64_t i) { return static_cast<double>(x[i]); }));
 }
 
 void layer_norm_tail(const float* x, const float* w, const float* b, float* y, int64_t n, float eps, double mean) {
   mean /= static_cast<double>(n);
-  double var = 0;
-  for (int64_t i = 0; i < n; ++i) var += (x[i] - mean) * (x[i] - mean);
+  double var = sum8(n, [&](int64_t i) { return (x[i] - mean) * (x[i] - mean); });
   var /= static_cast<double>(n);
   const float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
   const float m = static_cast<float>(mean);
