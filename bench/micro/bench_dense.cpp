@@ -2,6 +2,7 @@
 // engine runs (SmolLM2/SmolVLM prefill, SigLIP-B vision tiles, one-token decode).
 //
 //   prefill/<kernel>/<M>x<N>x<K>/t:<threads>   GFLOP/s = 2MNK / s, frac_peak vs probe fp32_fma × t
+//                                              (AMX bf16 kernels: vs probe amx_bf16 × t, peak=amx_bf16)
 //   decode/<kernel>/<N>x<K>/t:<threads>        GB/s of weight bytes, frac_peak vs probe read_dram
 //
 // y[M×N] = x[M×K] · W^T with W stored N×K row-major (the engine's layout) for every library.
@@ -53,8 +54,12 @@ std::string g_probe_json;
 // the probe's all-thread compute figure can be dragged down by whatever else runs on the VM).
 // Bandwidth peak: the probe's aggregate read rate at `threads` (bandwidth does not scale with
 // cores), else the 1-thread figure. 0 when there is no probe file.
-double compute_peak(int threads) {
-  return g_probe_json.empty() ? 0 : probe_lookup(g_probe_json, "fp32_fma_avx512", 1) * threads;
+// AMX bf16 kernels (tessera's gemm_bf16, oneDNN's brg:avx512_core_amx_bf16) are measured
+// against the probe's 1-thread AMX bf16 tile rate × threads instead.
+enum class Peak { Fp32Fma, AmxBf16 };
+double compute_peak(int threads, Peak kind = Peak::Fp32Fma) {
+  if (g_probe_json.empty()) return 0;
+  return probe_lookup(g_probe_json, kind == Peak::AmxBf16 ? "amx_bf16" : "fp32_fma_avx512", 1) * threads;
 }
 double dram_peak(int threads) {
   if (g_probe_json.empty()) return 0;
@@ -179,11 +184,12 @@ struct Timer {
   double seconds() const { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 };
 
-void report_compute(benchmark::State& st, double flop_per_iter, double seconds, int threads) {
+void report_compute(benchmark::State& st, double flop_per_iter, double seconds, int threads, Peak kind = Peak::Fp32Fma) {
   const double gflops = flop_per_iter * static_cast<double>(st.iterations()) / seconds / 1e9;
   st.counters["GFLOP/s"] = gflops;
-  const double p = compute_peak(threads);
+  const double p = compute_peak(threads, kind);
   if (p > 0) st.counters["frac_peak"] = gflops / p;
+  if (kind == Peak::AmxBf16) st.counters["peak=amx_bf16"] = 1;
 }
 
 void report_decode(benchmark::State& st, double bytes_per_iter, double flop_per_iter, double seconds,
@@ -238,7 +244,7 @@ void bm_tessera_prefill(benchmark::State& st, TesseraOp op, DType type, Shape s,
     benchmark::DoNotOptimize(y.data());
     benchmark::ClobberMemory();
   }
-  report_compute(st, 2.0 * s.M * s.N * s.K, t.seconds(), threads);
+  report_compute(st, 2.0 * s.M * s.N * s.K, t.seconds(), threads, op == TesseraOp::GemmBf16 ? Peak::AmxBf16 : Peak::Fp32Fma);
 }
 
 dnnl::engine& dnnl_engine() {
@@ -295,7 +301,8 @@ void bm_dnnl_prefill(benchmark::State& st, dnnl::memory::data_type in_t, bool we
     strm.wait();
     benchmark::ClobberMemory();
   }
-  report_compute(st, 2.0 * s.M * s.N * s.K, t.seconds(), threads);
+  report_compute(st, 2.0 * s.M * s.N * s.K, t.seconds(), threads,
+                 std::string(pd.impl_info_str()).find("amx") != std::string::npos ? Peak::AmxBf16 : Peak::Fp32Fma);
 }
 
 void bm_openblas_prefill(benchmark::State& st, Shape s, int threads) {
