@@ -9,7 +9,6 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "kernels/bf16_tiles.h"
-#include "kernels/exp_poly.h"
 
 namespace tessera {
 
