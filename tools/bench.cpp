@@ -91,6 +91,7 @@ void add_bench_options(CLI::App* sub, BenchArgs& b) {
 }
 
 int cmd_bench(CommonArgs& a, const BenchArgs& b) {
+  check_bf16_vision_applies(a, !b.mmproj.empty(), "--mmproj");
   check_output_writable(b.output);
   std::string image_path = b.image;
   if (!b.mmproj.empty() && image_path.empty())
@@ -149,7 +150,6 @@ int cmd_bench(CommonArgs& a, const BenchArgs& b) {
     }
     rows.push_back(r);
   }
-  check_bf16_vision_applies(a, !b.mmproj.empty(), "--mmproj");
   if (!b.mmproj.empty()) {
     auto vision = vision_options(a, Idefics3Vision::load_mmproj(b.mmproj));
     const SiglipConfig& vc = vision->config();

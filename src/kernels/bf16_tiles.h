@@ -2,10 +2,11 @@
 // even), products summed in fp32 by AMX TDPBF16PS. Weights are repacked once into AMX "B"
 // tiles; activations are rounded per call. Not the engine's default numerics (gemm() keeps fp32
 // inputs): it trades each input's low 16 mantissa bits for the tile unit's rate (about 15× the
-// fp32 FMA rate on one core). Every output is one fp32 sum over k in order, whatever the batch,
-// its position in a tile or the thread count, so it is batch- and thread-invariant like gemm().
-// (The scalar twin sums in k order; TDPBF16PS's order inside a tile op is undocumented, so AMX
-// and the twin agree within a bound, not bitwise: docs/numerics.md.)
+// fp32 FMA rate on one core). Every output is summed over k by the same sequence of tile ops,
+// whatever the batch, its position in a tile or the thread count, so it is batch- and
+// thread-invariant like gemm(). (The scalar twin sums in k order; TDPBF16PS's order inside a
+// tile op is undocumented, so AMX and the twin agree within a bound, not bitwise:
+// docs/numerics.md.)
 //
 // Layout: rows in groups of 32, k in blocks of kBf16K = 32 (K padded with zeros to kp, a
 // multiple of 32; rows past the matrix are zero). Group g, block kb holds two 1 KiB tiles, rows
