@@ -263,6 +263,24 @@ std::vector<float> first_golden_tile(const Idefics3Vision& v) {
   return chw;
 }
 
+// The connector output of one tile encoded at 1, 2 and 3 threads (and, if asked, the last run's
+// encoder output): every path must give the same bits whatever the thread count.
+std::vector<std::vector<float>> connector_at_1_2_3_threads(const Idefics3Vision& v, const std::vector<float>& chw,
+                                                           std::vector<float>* encoded = nullptr) {
+  const SiglipConfig& c = v.config();
+  std::vector<float> e(static_cast<size_t>(c.n_patches()) * c.hidden);
+  std::vector<std::vector<float>> outs;
+  for (int threads : {1, 2, 3}) {
+    ThreadPool pool(threads);
+    std::vector<float> o(static_cast<size_t>(c.tokens_per_tile()) * c.text_hidden);
+    v.encode_tile(chw.data(), e.data(), pool);
+    v.connector(e.data(), o.data(), pool);
+    outs.push_back(o);
+  }
+  if (encoded) *encoded = e;
+  return outs;
+}
+
 // A quantized mmproj (Q8_0 matrices, as ggml-org ships SmolVLM's) with --q8-activations: its
 // linear layers run on 8-bit activations (matmul_q8), as llama.cpp's CPU backend runs them. The
 // result stays close to transformers' (quantization error only), is bitwise the same for any
@@ -288,14 +306,7 @@ TEST(Vision, QuantizedMmprojRunsOn8BitActivations) {
     fp->encode_tile(chw.data(), e_fp.data(), pool);
     fp->connector(e_fp.data(), o_fp.data(), pool);
   }
-  std::vector<std::vector<float>> outs;
-  for (int threads : {1, 2, 3}) {
-    ThreadPool pool(threads);
-    std::vector<float> e(ne), o(nc);
-    q8->encode_tile(chw.data(), e.data(), pool);
-    q8->connector(e.data(), o.data(), pool);
-    outs.push_back(o);
-  }
+  const std::vector<std::vector<float>> outs = connector_at_1_2_3_threads(*q8, chw);
   EXPECT_EQ(outs[0], outs[1]);
   EXPECT_EQ(outs[0], outs[2]);
   const double r_fp = max_rel_err(o_fp, con_want.data(), nc), r_q8 = max_rel_err(outs[0], con_want.data(), nc);
@@ -307,8 +318,9 @@ TEST(Vision, QuantizedMmprojRunsOn8BitActivations) {
   EXPECT_LE(r_q8, 4e-2);       // plus 8-bit activations (docs/numerics.md)
 }
 
-// The opt-in bf16 GEMM and attention on AMX (--bf16-vision): inputs rounded to bf16, so the encoder moves by
-// bf16 rounding only; bitwise the same for any thread count; a clear error without AMX bf16.
+// The opt-in bf16 GEMM and attention on AMX (--bf16-vision): inputs rounded to bf16, so the
+// encoder moves by bf16 rounding only; bitwise the same for any thread count; a clear error
+// without AMX bf16.
 TEST(Vision, Bf16GemmOnAmxStaysCloseToTransformers) {
   auto v = Idefics3Vision::load_mmproj(test::source_path(kTiny + "mmproj.gguf"));
   if (!bf16_gemm_available()) {
@@ -322,15 +334,8 @@ TEST(Vision, Bf16GemmOnAmxStaysCloseToTransformers) {
   const std::vector<float> chw = first_golden_tile(*v);
   const std::vector<float> enc_want = test::load_npy(golden("xterm_1280x720", "encoder_out.npy")).f32();
   const std::vector<float> con_want = test::load_npy(golden("xterm_1280x720", "connector_out.npy")).f32();
-  std::vector<std::vector<float>> outs;
-  std::vector<float> e(ne);
-  for (int threads : {1, 2, 3}) {
-    ThreadPool pool(threads);
-    std::vector<float> o(nc);
-    v->encode_tile(chw.data(), e.data(), pool);
-    v->connector(e.data(), o.data(), pool);
-    outs.push_back(o);
-  }
+  std::vector<float> e;
+  const std::vector<std::vector<float>> outs = connector_at_1_2_3_threads(*v, chw, &e);
   EXPECT_EQ(outs[0], outs[1]);
   EXPECT_EQ(outs[0], outs[2]);
   const double re = max_rel_err(e, enc_want.data(), ne), rc = max_rel_err(outs[0], con_want.data(), nc);

@@ -26,6 +26,7 @@ Bf16AttnDims bf16_attn_dims(const AttentionShape& s, int64_t n_q) {
   D.n_kv = s.n_kv;
   D.nkp = (s.n_kv + 31) / 32 * 32;
   D.scale = s.scale;
+  D.c = s.scale * 1.44269504088896341f;
   return D;
 }
 
@@ -50,7 +51,7 @@ void pack_attn_bf16(const Bf16AttnDims& D, const float* q, int64_t q_stride, con
 void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_t h, int64_t i0, float* out,
                          int64_t out_stride) {
   const int64_t g = h / (D.n_head / D.n_head_kv);
-  const float c = D.scale * 1.44269504088896341f;
+  const float c = D.c;
   thread_local std::vector<float> s, o, ob;
   s.resize(static_cast<size_t>(D.n_kv));
   o.resize(static_cast<size_t>(D.hd));

@@ -50,6 +50,7 @@ struct Bf16AttnDims {
   int64_t hd = 0, hdk = 0, hdv = 0;
   int64_t n_q = 0, nqp = 0, n_kv = 0, nkp = 0;
   float scale = 1.0f;
+  float c = 1.0f;  // scale · log2(e): a score times c is its exp2 argument
 };
 Bf16AttnDims bf16_attn_dims(const AttentionShape& s, int64_t n_q);
 

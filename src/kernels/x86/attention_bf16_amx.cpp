@@ -21,14 +21,6 @@
 
 namespace tessera::avx512 {
 
-namespace {
-
-inline __mmask16 first_lanes(int64_t n) {
-  return n <= 0 ? 0 : n >= 16 ? 0xffff : static_cast<__mmask16>((1u << n) - 1);
-}
-
-}  // namespace
-
 void pack_attn_bf16(const Bf16AttnDims& D, const float* q, int64_t q_stride, const float* k, const float* v,
                     int64_t kv_stride, int64_t i0, int64_t i1, int64_t j0, int64_t j1, const Bf16AttnBuffers& b) {
   const __m512i zero = _mm512_setzero_si512();
@@ -84,7 +76,7 @@ void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_
   constexpr int64_t R = kBf16AttnRows, KB = kBf16AttnKeys;
   const int64_t ndk = D.hdk / 32, hdv = D.hdv, rows = std::min(R, D.n_q - i0);
   const int64_t g = h / (D.n_head / D.n_head_kv);
-  const float c = D.scale * 1.44269504088896341f;
+  const float c = D.c;
   // per row: scores and weights of one key block (rows a cache line longer than they need, so
   // they do not all map to the same L1 sets), the block's output and the running output
   constexpr int64_t ss = KB + 16, ps = KB + 32;

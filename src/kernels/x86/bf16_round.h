@@ -1,10 +1,16 @@
 // fp32 → bf16 sixteen lanes at a time with the same integer steps as float_to_bf16 (core/fp16.h):
 // round to nearest even by adding 0x7fff + the kept lsb; NaNs quieted. The bf16 bits land in the
-// low half of each 32-bit lane. Built only into AVX-512 translation units.
+// low half of each 32-bit lane; and the lane mask both it and the bf16 attention use. Built only
+// into AVX-512 translation units.
 #pragma once
 #include <immintrin.h>
 
 namespace tessera::avx512 {
+
+// The first n lanes of 16 (none for n <= 0, all for n >= 16).
+inline __mmask16 first_lanes(int64_t n) {
+  return n <= 0 ? 0 : n >= 16 ? 0xffff : static_cast<__mmask16>((1u << n) - 1);
+}
 
 inline __m512i round_bf16_lanes(__m512i v) {
   const __m512i abs_mask = _mm512_set1_epi32(0x7fffffff), inf = _mm512_set1_epi32(0x7f800000);
@@ -16,8 +22,7 @@ inline __m512i round_bf16_lanes(__m512i v) {
 
 // The first n (0..16) floats at p, rounded; lanes past n are zero.
 inline __m512i round_bf16_lanes_n(const float* p, int64_t n) {
-  const __mmask16 valid = n <= 0 ? 0 : n >= 16 ? 0xffff : static_cast<__mmask16>((1u << n) - 1);
-  return round_bf16_lanes(_mm512_maskz_loadu_epi32(valid, p));
+  return round_bf16_lanes(_mm512_maskz_loadu_epi32(first_lanes(n), p));
 }
 
 }  // namespace tessera::avx512
