@@ -127,6 +127,30 @@ TEST(Bf16Gemm, RowRangesAndBadInput) {
   ThreadPool one(1);
   std::vector<float> y(40 * 70);
   EXPECT_THROW(gemm_bf16(W.w, x.data(), 40, 96, y.data(), 70, one), Error);
+  EXPECT_THROW(gemm_bf16_rounded(W.w, xb.data(), 40, y.data(), 70, one), Error);
+}
+
+// Activations rounded by their producer, one token at a time (round_row_bf16, padding tokens
+// zeroed): the same bytes as round_rows_bf16 (both dispatch levels), and gemm_bf16_rounded on them
+// the same bits as gemm_bf16 on the floats, at an odd token count and K off the tile size.
+TEST(Bf16Gemm, PreRoundedActivationsGiveTheSameBits) {
+  const int64_t M = 37, K = 83, N = 70, kp = bf16_padded_k(K);
+  const test::RandomMatrix W = make_matrix(DType::F32, N, K, 12);
+  const PackedWeights P = pack_bf16_tiles(W.w);
+  const std::vector<float> x = random_x(M, K, 13);
+  ASSERT_EQ(bf16_act_elems(M, K), 64 * kp);
+  std::vector<uint16_t> want(static_cast<size_t>(bf16_act_elems(M, K)), 0), got(want.size(), 7);
+  round_rows_bf16(x.data(), 0, M, K, K, want.data(), kp);
+  for (int64_t t = M - 1; t >= 0; --t) round_row_bf16(x.data() + t * K, t, K, got.data());
+  zero_pad_tokens_bf16(got.data(), M, K);
+  EXPECT_EQ(want, got);
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    std::vector<float> a(static_cast<size_t>(M * N)), b(a.size(), -1.0f);
+    gemm_bf16(P.matrix, x.data(), M, K, a.data(), N, pool);
+    gemm_bf16_rounded(P.matrix, got.data(), M, b.data(), N, pool);
+    EXPECT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << threads;
+  }
 }
 
 }  // namespace

@@ -343,6 +343,19 @@ TEST(Vision, Bf16GemmOnAmxStaysCloseToTransformers) {
   EXPECT_GT(rc, 1e-6);  // the inputs really were rounded
   EXPECT_LE(re, 1e-2);  // 4.2e-3 measured (docs/numerics.md)
   EXPECT_LE(rc, 1e-2);
+
+  // The full-tile encoder hands its GEMMs bf16 activations written by the ops that produce them
+  // (LayerNorm, bias+GELU; q/k/v share one rounding). The gated path rounds inside each gemm_bf16
+  // call instead: re-encoding every patch through it must give the same bits.
+  ThreadPool pool(2);
+  Idefics3Vision::TileState st;
+  std::vector<float> full(ne), gated(ne);
+  v->encode_tile(chw.data(), full.data(), pool, &st);
+  EXPECT_EQ(full, e);
+  std::vector<int> all(static_cast<size_t>(c.n_patches()));
+  for (int i = 0; i < c.n_patches(); ++i) all[static_cast<size_t>(i)] = i;
+  v->encode_tile_gated(chw.data(), all, st, gated.data(), pool);
+  EXPECT_EQ(gated, full);
 }
 
 TEST(Vision, BadImagesAreClearErrors) {

@@ -40,6 +40,7 @@
 #include "kernels/bf16_tiles.h"
 #include "kernels/gemm_panels.h"
 #include "kernels/kernels.h"
+#include "random_floats.h"
 #include "profile/probe.h"
 
 namespace {
@@ -78,14 +79,6 @@ Buf alloc(size_t bytes) {
   if (!p) std::abort();
   std::memset(p, 0, rounded);
   return Buf(p);
-}
-
-std::vector<float> random_floats(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& f : v) f = d(rng);
-  return v;
 }
 
 void put16(uint8_t* p, uint16_t v) { std::memcpy(p, &v, 2); }

@@ -93,29 +93,42 @@ void gemm_bf16_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_
 
 }  // namespace ref
 
+void round_row_bf16(const float* x, int64_t t, int64_t k, uint16_t* y) {
+#if defined(TESSERA_HAVE_AVX512)
+  // (built with the AMX kernel's flags, so only where AMX is in use)
+  if (bf16_gemm_available()) return avx512::round_rows_bf16_avx512(x, t, t + 1, 0, k, y, bf16_padded_k(k));
+#endif
+  round_rows_bf16(x, t, t + 1, 0, k, y, bf16_padded_k(k));
+}
+
+void zero_pad_tokens_bf16(uint16_t* y, int64_t m, int64_t k) {
+  const int64_t kp = bf16_padded_k(k);
+  for (int64_t t = m; t < (m + 31) / 32 * 32; ++t)
+    for (int64_t k0 = 0; k0 < kp; k0 += kBf16K) std::fill_n(y + bf16_act_index(t, k0, kp), kBf16K, uint16_t{0});
+}
+
 void gemm_bf16(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys, ThreadPool& pool) {
   if (!w.bf16_tiles) fail("gemm_bf16: the %s weights were not repacked (pack_bf16_tiles)", dtype_name(w.type));
-  const int64_t kp = bf16_padded_k(w.cols), mp = (m + 31) / 32 * 32;
   // the activations once per call, padded to whole 32-token tiles with zeros
   thread_local std::vector<uint16_t> xb;  // workers get its pointer, never the vector
-  xb.resize(static_cast<size_t>(mp * kp));
+  xb.resize(static_cast<size_t>(bf16_act_elems(m, w.cols)));
   uint16_t* xp = xb.data();
-  [[maybe_unused]] const bool amx = bf16_gemm_available();
-  pool.parallel_for(mp, 16, [&](int64_t a, int64_t b) {
-    const int64_t e = std::min(b, m);
-#if defined(TESSERA_HAVE_AVX512)
-    if (amx && a < e) avx512::round_rows_bf16_avx512(x, a, e, xs, w.cols, xp, kp);
-    else
-#endif
-    if (a < e) round_rows_bf16(x, a, e, xs, w.cols, xp, kp);
-    for (int64_t t = std::max(a, m); t < b; ++t)
-      for (int64_t k = 0; k < kp; k += kBf16K) std::fill_n(xp + bf16_act_index(t, k, kp), kBf16K, uint16_t{0});
+  pool.parallel_for(m, 16, [&](int64_t a, int64_t b) {
+    for (int64_t t = a; t < b; ++t) round_row_bf16(x + t * xs, t, w.cols, xp);
   });
+  zero_pad_tokens_bf16(xp, m, w.cols);
+  gemm_bf16_rounded(w, xp, m, y, ys, pool);
+}
+
+void gemm_bf16_rounded(const WeightMatrix& w, const uint16_t* xb, int64_t m, float* y, int64_t ys, ThreadPool& pool) {
+  if (!w.bf16_tiles) fail("gemm_bf16: the %s weights were not repacked (pack_bf16_tiles)", dtype_name(w.type));
+  const int64_t kp = bf16_padded_k(w.cols);
+  [[maybe_unused]] const bool amx = bf16_gemm_available();
   parallel_row_groups(w.rows, pool, [&](int64_t r0, int64_t r1) {
 #if defined(TESSERA_HAVE_AVX512)
-    if (amx) return avx512::gemm_bf16_rows_amx(w, r0, r1, xp, m, kp, y, ys);
+    if (amx) return avx512::gemm_bf16_rows_amx(w, r0, r1, xb, m, kp, y, ys);
 #endif
-    ref::gemm_bf16_rows(w, r0, r1, xp, m, kp, y, ys);
+    ref::gemm_bf16_rows(w, r0, r1, xb, m, kp, y, ys);
   });
 }
 

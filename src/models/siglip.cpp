@@ -30,13 +30,16 @@ Linear linear(const TensorSource& s, const std::string& w, const std::string& b,
 // y[n][w.rows] = x[n][xs-strided rows of w.cols] W^T: the fp32 GEMM, or, on weights that carry
 // q8 panels (use_q8_activations), 8-bit activations and matmul_q8, or on weights that carry bf16
 // tiles (use_bf16_gemm), the bf16 GEMM.
-void mm(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, ThreadPool& pool, const char* what) {
+// xb: x already rounded to bf16 tiles (bf16_tiles.h) for weights that carry bf16 tiles; x unused.
+void mm(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, ThreadPool& pool, const char* what,
+        const uint16_t* xb = nullptr) {
   char detail[80] = "";
   if (prof::on())
     std::snprintf(detail, sizeof detail, "%s %s %lldx%lld", what, dtype_name(w.type), static_cast<long long>(w.rows),
                   static_cast<long long>(w.cols));
   prof::OpScope op(w.panels ? "matmul_q8" : w.bf16_tiles ? "gemm_bf16" : "gemm", detail, 2.0 * n * w.rows * w.cols,
                    static_cast<double>(w.rows) * w.row_stride + 4.0 * n * (w.rows + w.cols));
+  if (xb) return gemm_bf16_rounded(w, xb, n, y, w.rows, pool);
   if (w.bf16_tiles) return gemm_bf16(w, x, n, xs, y, w.rows, pool);
   if (!w.panels) return gemm(w, x, n, xs, y, w.rows, pool);
   thread_local std::vector<BlockQ8_1> xq;  // workers get its pointer, never the vector
@@ -50,17 +53,27 @@ void mm(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, Thre
 // row over the pool in one pass, while each row is still in cache: the same bits as adding the
 // bias and then applying the GELU to whole rows, one sweep over y instead of a serial one plus a
 // parallel one.
-void apply(const Linear& l, const float* x, int n, float* y, ThreadPool& pool, const char* what, bool gelu = false) {
-  mm(l.w, x, n, l.w.cols, y, pool, what);
-  if (l.b.empty() && !gelu) return;
+//
+// With the bf16 path, xb is x already rounded (see mm), and where the next GEMM takes bf16 too,
+// out_b16 receives the result rounded into its A tiles instead of y: each row is finished in a
+// per-thread scratch row (bias, GELU, rounding in L1), so y is read once and never written back.
+void apply(const Linear& l, const float* x, int n, float* y, ThreadPool& pool, const char* what, bool gelu = false,
+           const uint16_t* xb = nullptr, uint16_t* out_b16 = nullptr) {
+  mm(l.w, x, n, l.w.cols, y, pool, what, xb);
+  if (l.b.empty() && !gelu && !out_b16) return;
   const int64_t R = l.w.rows;
   const float* b = l.b.empty() ? nullptr : l.b.data();
-  prof::OpScope op(gelu ? (b ? "bias+gelu" : "gelu") : "bias", what, (gelu ? 9.0 : 1.0) * n * R, 8.0 * n * R);
+  prof::OpScope op(gelu ? (b ? "bias+gelu" : "gelu") : "bias", what, (gelu ? 9.0 : 1.0) * n * R,
+                   (out_b16 ? 6.0 : 8.0) * n * R);
   pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
+    thread_local std::vector<float> scratch;
+    if (out_b16) scratch.resize(static_cast<size_t>(R));
     for (int64_t i = i0; i < i1; ++i) {
       float* row = y + i * R;
+      if (out_b16) row = static_cast<float*>(std::memcpy(scratch.data(), row, static_cast<size_t>(R) * sizeof(float)));
       if (b) add_inplace(row, b, R);
       if (gelu) gelu_tanh(row, R);
+      if (out_b16) round_row_bf16(row, i, R, out_b16);
     }
   });
 }
@@ -214,6 +227,7 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
   const SiglipConfig& c = cfg_;
   const int S = c.image_size, P = c.patch_size, side = S / P, N = c.n_patches(), H = c.hidden;
   thread_local std::vector<float> cols, x, xn, q, k, v, att, tmp, ff;
+  thread_local std::vector<uint16_t> xnb, ffb;  // xn and ff rounded for bf16 GEMMs (bf16_tiles.h)
   cols.resize(static_cast<size_t>(N) * 3 * P * P);
   x.resize(static_cast<size_t>(N) * H);
   xn.resize(x.size());
@@ -237,13 +251,20 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
   // Row-wise norms over the pool; `pending` is a residual still to add (fused into the norm).
   // (the buffers are thread_local: workers get raw pointers, never the vectors themselves)
   float* const xp = x.data();
-  auto norm_rows = [&](const float* w, const float* b, const float* pending, float* out) {
-    prof::OpScope op(pending ? "add+layer_norm" : "layer_norm", "", 8.0 * N * H, (pending ? 12.0 : 8.0) * N * H);
+  // With out_b16, the normed rows go (through a per-thread scratch row) straight into the next
+  // bf16 GEMMs' A tiles, and out is not written.
+  auto norm_rows = [&](const float* w, const float* b, const float* pending, float* out, uint16_t* out_b16 = nullptr) {
+    prof::OpScope op(pending ? "add+layer_norm" : "layer_norm", "", 8.0 * N * H,
+                     (pending ? 12.0 : 8.0) * N * H - (out_b16 ? 2.0 * N * H : 0.0));
     pool.parallel_for(N, 16, [&](int64_t i0, int64_t i1) {
+      thread_local std::vector<float> scratch;
+      if (out_b16) scratch.resize(static_cast<size_t>(H));
       for (int64_t i = i0; i < i1; ++i) {
         float* xi = xp + static_cast<size_t>(i) * H;
-        if (pending) add_layer_norm(xi, pending + static_cast<size_t>(i) * H, w, b, out + static_cast<size_t>(i) * H, H, c.eps);
-        else layer_norm(xi, w, b, out + static_cast<size_t>(i) * H, H, c.eps);
+        float* o = out_b16 ? scratch.data() : out + static_cast<size_t>(i) * H;
+        if (pending) add_layer_norm(xi, pending + static_cast<size_t>(i) * H, w, b, o, H, c.eps);
+        else layer_norm(xi, w, b, o, H, c.eps);
+        if (out_b16) round_row_bf16(o, i, H, out_b16);
       }
     });
   };
@@ -254,12 +275,25 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     record->v.resize(layers_.size() * NH);
     record->encoded.resize(NH);
   }
+  // bf16 activations where every consumer of a norm or GELU output is a bf16 GEMM (use_bf16_gemm
+  // repacks all of them unless a layer's weights are quantized): rounded once, by their producer.
+  // The same bits as each gemm_bf16 rounding its own copy.
+  if (bf16_attention_) {  // set by use_bf16_gemm
+    xnb.resize(static_cast<size_t>(bf16_act_elems(N, H)));
+    ffb.resize(static_cast<size_t>(bf16_act_elems(N, c.ff)));
+    zero_pad_tokens_bf16(xnb.data(), N, H);
+    zero_pad_tokens_bf16(ffb.data(), N, c.ff);
+  }
   size_t li = 0;
   for (const SiglipLayer& L : layers_) {
-    norm_rows(L.ln1_w.data(), L.ln1_b.data(), pending, xn.data());
-    apply(L.q, xn.data(), N, q.data(), pool, "q");
-    apply(L.k, xn.data(), N, k.data(), pool, "k");
-    apply(L.v, xn.data(), N, v.data(), pool, "v");
+    const bool b16 = bf16_attention_;
+    uint16_t* const qkv_b16 = b16 && L.q.w.bf16_tiles && L.k.w.bf16_tiles && L.v.w.bf16_tiles ? xnb.data() : nullptr;
+    uint16_t* const fc1_b16 = b16 && L.fc1.w.bf16_tiles ? xnb.data() : nullptr;
+    uint16_t* const fc2_b16 = b16 && L.fc2.w.bf16_tiles ? ffb.data() : nullptr;
+    norm_rows(L.ln1_w.data(), L.ln1_b.data(), pending, xn.data(), qkv_b16);
+    apply(L.q, xn.data(), N, q.data(), pool, "q", false, qkv_b16);
+    apply(L.k, xn.data(), N, k.data(), pool, "k", false, qkv_b16);
+    apply(L.v, xn.data(), N, v.data(), pool, "v", false, qkv_b16);
     if (record) {
       std::copy(k.begin(), k.begin() + static_cast<std::ptrdiff_t>(NH), record->k.begin() + static_cast<std::ptrdiff_t>(li * NH));
       std::copy(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(NH), record->v.begin() + static_cast<std::ptrdiff_t>(li * NH));
@@ -268,9 +302,9 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     // Bidirectional fused attention over the tile's own keys (no cache: K/V are this layer's).
     tile_attention(c, q.data(), N, k.data(), v.data(), att.data(), bf16_attention_, pool, "bidirectional");
     apply(L.o, att.data(), N, tmp.data(), pool, "o");
-    norm_rows(L.ln2_w.data(), L.ln2_b.data(), tmp.data(), xn.data());
-    apply(L.fc1, xn.data(), N, ff.data(), pool, "fc1", /*gelu=*/true);
-    apply(L.fc2, ff.data(), N, tmp.data(), pool, "fc2");
+    norm_rows(L.ln2_w.data(), L.ln2_b.data(), tmp.data(), xn.data(), fc1_b16);
+    apply(L.fc1, xn.data(), N, ff.data(), pool, "fc1", /*gelu=*/true, fc1_b16, fc2_b16);
+    apply(L.fc2, ff.data(), N, tmp.data(), pool, "fc2", false, fc2_b16);
     pending = tmp.data();
   }
   norm_rows(post_w_.data(), post_b_.data(), pending, encoded);
