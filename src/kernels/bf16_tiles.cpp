@@ -76,12 +76,12 @@ void round_rows_bf16(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t
 namespace ref {
 
 void gemm_bf16_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
-                    float* y, int64_t ys) {
+                    float* y, int64_t ys, const float* bias) {
   const int64_t nkb = kp / kBf16K;
   const uint16_t* tiles = reinterpret_cast<const uint16_t*>(w.bf16_tiles);
   for (int64_t r = r0; r < r1; ++r) {
     for (int64_t t = 0; t < m; ++t) {
-      float acc = 0.0f;
+      float acc = bias ? bias[r] : 0.0f;
       for (int64_t k = 0; k < kp; ++k) {
         const float wv = bf16_to_float(tiles[bf16_weight_index(r, k, nkb)]);
         acc += wv * bf16_to_float(xb[bf16_act_index(t, k, kp)]);  // the product is exact in fp32: one rounding per step
@@ -107,7 +107,8 @@ void zero_pad_tokens_bf16(uint16_t* y, int64_t m, int64_t k) {
     for (int64_t k0 = 0; k0 < kp; k0 += kBf16K) std::fill_n(y + bf16_act_index(t, k0, kp), kBf16K, uint16_t{0});
 }
 
-void gemm_bf16(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys, ThreadPool& pool) {
+void gemm_bf16(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys, ThreadPool& pool,
+               const float* bias) {
   if (!w.bf16_tiles) fail("gemm_bf16: the %s weights were not repacked (pack_bf16_tiles)", dtype_name(w.type));
   // the activations once per call, padded to whole 32-token tiles with zeros
   thread_local std::vector<uint16_t> xb;  // workers get its pointer, never the vector
@@ -117,18 +118,19 @@ void gemm_bf16(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, flo
     for (int64_t t = a; t < b; ++t) round_row_bf16(x + t * xs, t, w.cols, xp);
   });
   zero_pad_tokens_bf16(xp, m, w.cols);
-  gemm_bf16_rounded(w, xp, m, y, ys, pool);
+  gemm_bf16_rounded(w, xp, m, y, ys, pool, bias);
 }
 
-void gemm_bf16_rounded(const WeightMatrix& w, const uint16_t* xb, int64_t m, float* y, int64_t ys, ThreadPool& pool) {
+void gemm_bf16_rounded(const WeightMatrix& w, const uint16_t* xb, int64_t m, float* y, int64_t ys, ThreadPool& pool,
+                       const float* bias) {
   if (!w.bf16_tiles) fail("gemm_bf16: the %s weights were not repacked (pack_bf16_tiles)", dtype_name(w.type));
   const int64_t kp = bf16_padded_k(w.cols);
   [[maybe_unused]] const bool amx = bf16_gemm_available();
   parallel_row_groups(w.rows, pool, [&](int64_t r0, int64_t r1) {
 #if defined(TESSERA_HAVE_AVX512)
-    if (amx) return avx512::gemm_bf16_rows_amx(w, r0, r1, xb, m, kp, y, ys);
+    if (amx) return avx512::gemm_bf16_rows_amx(w, r0, r1, xb, m, kp, y, ys, bias);
 #endif
-    ref::gemm_bf16_rows(w, r0, r1, xb, m, kp, y, ys);
+    ref::gemm_bf16_rows(w, r0, r1, xb, m, kp, y, ys, bias);
   });
 }
 

@@ -41,10 +41,13 @@ constexpr int64_t bf16_act_index(int64_t t, int64_t k, int64_t kp) {
 // Tokens [t0, t1) of x (xs floats apart, k used) rounded to bf16 into y in that layout.
 void round_rows_bf16(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t k, uint16_t* y, int64_t kp);
 
-// y[t*ys + r] = sum_k bf16(W[r][k]) · bf16(x[t*xs + k]), fp32 sums; w must carry bf16 tiles. AMX
-// where bf16_gemm_available(), else the scalar twin (far slower). Rounds x into a per-call buffer,
-// then gemm_bf16_rounded.
-void gemm_bf16(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys, ThreadPool& pool);
+// y[t*ys + r] = bias[r] + sum_k bf16(W[r][k]) · bf16(x[t*xs + k]), fp32 sums; w must carry bf16
+// tiles. bias (w.rows floats, or null for none) is where each sum starts: the accumulator tiles
+// are loaded with it instead of zeroed, which spares a pass over y (so the bias is not added last,
+// as gemm() callers add it). AMX where bf16_gemm_available(), else the scalar twin (far slower).
+// Rounds x into a per-call buffer, then gemm_bf16_rounded.
+void gemm_bf16(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys, ThreadPool& pool,
+               const float* bias = nullptr);
 
 // Activations rounded once for several GEMMs, or written by the op that produces them (LayerNorm,
 // GELU) so no fp32 copy makes the round trip through memory: m tokens of k values in the A-tile
@@ -57,6 +60,7 @@ void round_row_bf16(const float* x, int64_t t, int64_t k, uint16_t* y);
 void zero_pad_tokens_bf16(uint16_t* y, int64_t m, int64_t k);
 // gemm_bf16 on activations already in that layout (k = w.cols): the same bits as gemm_bf16 on the
 // floats they were rounded from.
-void gemm_bf16_rounded(const WeightMatrix& w, const uint16_t* xb, int64_t m, float* y, int64_t ys, ThreadPool& pool);
+void gemm_bf16_rounded(const WeightMatrix& w, const uint16_t* xb, int64_t m, float* y, int64_t ys, ThreadPool& pool,
+                       const float* bias = nullptr);
 
 }  // namespace tessera

@@ -31,16 +31,17 @@ Linear linear(const TensorSource& s, const std::string& w, const std::string& b,
 // q8 panels (use_q8_activations), 8-bit activations and matmul_q8, or on weights that carry bf16
 // tiles (use_bf16_gemm), the bf16 GEMM.
 // xb: x already rounded to bf16 tiles (bf16_tiles.h) for weights that carry bf16 tiles; x unused.
+// bias: taken by the bf16 GEMM as its sums' start (only with bf16 tiles; the caller adds it else).
 void mm(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, ThreadPool& pool, const char* what,
-        const uint16_t* xb = nullptr) {
+        const uint16_t* xb = nullptr, const float* bias = nullptr) {
   char detail[80] = "";
   if (prof::on())
     std::snprintf(detail, sizeof detail, "%s %s %lldx%lld", what, dtype_name(w.type), static_cast<long long>(w.rows),
                   static_cast<long long>(w.cols));
   prof::OpScope op(w.panels ? "matmul_q8" : w.bf16_tiles ? "gemm_bf16" : "gemm", detail, 2.0 * n * w.rows * w.cols,
                    static_cast<double>(w.rows) * w.row_stride + 4.0 * n * (w.rows + w.cols));
-  if (xb) return gemm_bf16_rounded(w, xb, n, y, w.rows, pool);
-  if (w.bf16_tiles) return gemm_bf16(w, x, n, xs, y, w.rows, pool);
+  if (xb) return gemm_bf16_rounded(w, xb, n, y, w.rows, pool, bias);
+  if (w.bf16_tiles) return gemm_bf16(w, x, n, xs, y, w.rows, pool, bias);
   if (!w.panels) return gemm(w, x, n, xs, y, w.rows, pool);
   thread_local std::vector<BlockQ8_1> xq;  // workers get its pointer, never the vector
   const int64_t nb = w.cols / 32;
@@ -52,18 +53,21 @@ void mm(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, Thre
 // y[n][rows] = x[n][cols] W^T + b, then GELU-tanh if asked (fc1). The bias and the GELU go row by
 // row over the pool in one pass, while each row is still in cache: the same bits as adding the
 // bias and then applying the GELU to whole rows, one sweep over y instead of a serial one plus a
-// parallel one.
+// parallel one. The bf16 GEMM starts its sums from the bias instead (bf16_tiles.h), so with bf16
+// weights a layer without GELU or bf16 output needs no pass at all.
 //
 // With the bf16 path, xb is x already rounded (see mm), and where the next GEMM takes bf16 too,
 // out_b16 receives the result rounded into its A tiles instead of y: each row is finished in a
 // per-thread scratch row (bias, GELU, rounding in L1), so y is read once and never written back.
 void apply(const Linear& l, const float* x, int n, float* y, ThreadPool& pool, const char* what, bool gelu = false,
            const uint16_t* xb = nullptr, uint16_t* out_b16 = nullptr) {
-  mm(l.w, x, n, l.w.cols, y, pool, what, xb);
-  if (l.b.empty() && !gelu && !out_b16) return;
+  const float* const bias = l.b.empty() ? nullptr : l.b.data();
+  const bool bias_in_gemm = l.w.bf16_tiles != nullptr;
+  mm(l.w, x, n, l.w.cols, y, pool, what, xb, bias_in_gemm ? bias : nullptr);
+  const float* const b = bias_in_gemm ? nullptr : bias;
+  if (!b && !gelu && !out_b16) return;
   const int64_t R = l.w.rows;
-  const float* b = l.b.empty() ? nullptr : l.b.data();
-  prof::OpScope op(gelu ? (b ? "bias+gelu" : "gelu") : "bias", what, (gelu ? 9.0 : 1.0) * n * R,
+  prof::OpScope op(gelu ? (b ? "bias+gelu" : "gelu") : b ? "bias" : "round bf16", what, (gelu ? 9.0 : 1.0) * n * R,
                    (out_b16 ? 6.0 : 8.0) * n * R);
   pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
     thread_local std::vector<float> scratch;

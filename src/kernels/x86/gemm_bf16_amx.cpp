@@ -57,7 +57,7 @@ void round_rows_bf16_avx512(const float* x, int64_t t0, int64_t t1, int64_t xs, 
 }
 
 void gemm_bf16_rows_amx(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
-                        float* y, int64_t ys) {
+                        float* y, int64_t ys, const float* bias) {
   const int64_t nkb = kp / kBf16K;
   _tile_loadconfig(&kFullTiles);  // tmm0..3 accumulators, tmm4, 5 activations, tmm6, 7 weights
   // Tokens in blocks of 64: every row group of the range passes over a block's activation tiles
@@ -69,13 +69,30 @@ void gemm_bf16_rows_amx(const WeightMatrix& w, int64_t r0, int64_t r1, const uin
   for (int64_t g = r0 / 32; g * 32 < r1; ++g) {
     const uint8_t* wt = w.bf16_tiles + g * nkb * 2048;
     const int64_t r = g * 32;
+    // the group's 32 biases (zero past the matrix), loaded into every accumulator line by a tile
+    // load with stride 0
+    alignas(64) float bpad[32] = {};
+    const float* bg = bias;
+    if (bias && r + 32 > w.rows) {
+      std::memcpy(bpad, bias + r, static_cast<size_t>(w.rows - r) * 4);
+      bg = bpad;
+    } else if (bias) {
+      bg = bias + r;
+    }
     for (int64_t t = t0; t < std::min(m, t0 + block); t += 32) {
       const uint16_t* a0 = xb + (t / 16) * nkb * 512;  // tokens t.., then t + 16..
       const uint16_t* a1 = a0 + nkb * 512;
-      _tile_zero(0);
-      _tile_zero(1);
-      _tile_zero(2);
-      _tile_zero(3);
+      if (bg) {
+        _tile_loadd(0, bg, 0);
+        _tile_loadd(1, bg + 16, 0);
+        _tile_loadd(2, bg, 0);
+        _tile_loadd(3, bg + 16, 0);
+      } else {
+        _tile_zero(0);
+        _tile_zero(1);
+        _tile_zero(2);
+        _tile_zero(3);
+      }
       for (int64_t kb = 0; kb < nkb; ++kb) {
         // The four tiles two steps ahead into L1, line by line (bench_amx_pair, rounds run back to
         // back: 1.05-1.45× on SigLIP's shapes in both AMX phases). A tile load that misses L1
