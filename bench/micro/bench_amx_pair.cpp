@@ -82,7 +82,7 @@ double amx_loop_with_loads(int64_t iters) {
     _tile_dpbf16ps(2, 5, 6);
     _tile_dpbf16ps(3, 5, 7);
   }
-  alignas(64) static float out[256];
+  alignas(64) float out[256];  // per thread: both threads run the meter at once
   _tile_stored(0, out, 64);
   _tile_release();
   return static_cast<double>(iters) * 4 * 16 * 16 * 32 * 2;
@@ -104,7 +104,8 @@ int main(int argc, char** argv) {
     std::stringstream ss(argv[2]);
     for (std::string tok; std::getline(ss, tok, ',');) thread_list.push_back(std::atoi(tok.c_str()));
   }
-  if (rounds < 1 || thread_list.empty()) {
+  const bool bad_threads = std::any_of(thread_list.begin(), thread_list.end(), [](int t) { return t < 1 || t > 1024; });
+  if (rounds < 1 || thread_list.empty() || bad_threads) {
     std::fprintf(stderr, "bench_amx_pair: usage: bench_amx_pair [rounds >= 1] [threads, e.g. 1,2]\n");
     return 2;
   }
