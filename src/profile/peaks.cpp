@@ -23,6 +23,7 @@ Peaks load_peaks(const std::string& path, int threads) {
   p.gflops = get("fp32_fma_avx512");
   if (p.gflops <= 0) p.gflops = get("fp32_fma");
   p.int8_gops = get("int8_dot_vnni");
+  p.amx_bf16_gflops = get("amx_bf16");
   p.dram_gbs = get("read_dram");
   p.l3_gbs = get("read_l3");
   p.source = path;

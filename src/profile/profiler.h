@@ -67,10 +67,15 @@ void note_memory(const char* pool, uint64_t bytes);
 struct Peaks {
   double gflops = 0, dram_gbs = 0, l3_gbs = 0;
   double int8_gops = 0;  // the roof of 8-bit-activation ops ("matmul_q8 ..."), when the probe has it
+  double amx_bf16_gflops = 0;  // the roof of AMX bf16 ops ("gemm_bf16 ...", "attention_bf16 ..."), likewise
   int threads = 1;
   std::string source;  // where they came from
 };
 Peaks load_peaks(const std::string& probe_json_path, int threads);
+// The compute roof an op (as named in the report, "phase / kind detail") is judged against:
+// the int8 rate for matmul_q8, the AMX bf16 tile rate for gemm_bf16 and attention_bf16 (where the
+// probe measured them), else fp32 FMA.
+double compute_roof(const std::string& op, const Peaks& p);
 
 // The report of what was recorded since start(): text table and JSON.
 std::string report_text(const Peaks& peaks);

@@ -1,0 +1,46 @@
+// The profiler's roofline denominators: read from a probe file (a figure stored only for one
+// thread scales with the thread count), and each op judged against the roof of the unit it runs
+// on (int8 dot products, AMX bf16 tiles, else fp32 FMA).
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "profile/profiler.h"
+
+namespace tessera {
+namespace {
+
+TEST(Profile, EachOpIsJudgedAgainstItsUnitsRoof) {
+  const std::string path = std::filesystem::temp_directory_path() / "tessera_test_probe.json";
+  std::ofstream(path) << R"({"probe": [
+  {"name": "fp32_fma_avx512", "unit": "GFLOP/s", "threads": 1, "median": 100.0, "samples": [100.0]},
+  {"name": "fp32_fma_avx512", "unit": "GFLOP/s", "threads": 2, "median": 190.0, "samples": [190.0]},
+  {"name": "int8_dot_vnni", "unit": "GOP/s", "threads": 1, "median": 400.0, "samples": [400.0]},
+  {"name": "amx_bf16", "unit": "GFLOP/s", "threads": 1, "median": 900.0, "samples": [900.0]},
+  {"name": "read_dram", "unit": "GB/s", "threads": 2, "median": 20.0, "samples": [20.0]}
+]}
+)";
+  const prof::Peaks p = prof::load_peaks(path, 2);
+  EXPECT_DOUBLE_EQ(p.gflops, 190.0);
+  EXPECT_DOUBLE_EQ(p.int8_gops, 800.0);  // only the 1-thread figure: × threads
+  EXPECT_DOUBLE_EQ(p.amx_bf16_gflops, 1800.0);
+  EXPECT_DOUBLE_EQ(p.dram_gbs, 20.0);
+  EXPECT_DOUBLE_EQ(prof::compute_roof("vision encode / gemm_bf16 fc1 F16 3072x768", p), 1800.0);
+  EXPECT_DOUBLE_EQ(prof::compute_roof("vision encode / attention_bf16 bidirectional", p), 1800.0);
+  EXPECT_DOUBLE_EQ(prof::compute_roof("prefill / matmul_q8 q Q4_1 576x576", p), 800.0);
+  EXPECT_DOUBLE_EQ(prof::compute_roof("vision encode / gemm fc1 F16 3072x768", p), 190.0);
+  EXPECT_DOUBLE_EQ(prof::compute_roof("decode / matmul q Q4_1 576x576", p), 190.0);
+  // a probe without AMX (or no probe at all): the bf16 ops fall back to the fp32 roof
+  prof::Peaks no_amx = p;
+  no_amx.amx_bf16_gflops = 0;
+  EXPECT_DOUBLE_EQ(prof::compute_roof("vision encode / gemm_bf16 fc1 F16 3072x768", no_amx), 190.0);
+  const prof::Peaks none = prof::load_peaks(path + ".missing", 2);
+  EXPECT_EQ(none.gflops, 0.0);
+  EXPECT_EQ(none.amx_bf16_gflops, 0.0);
+  std::filesystem::remove(path);
+}
+
+}  // namespace
+}  // namespace tessera
