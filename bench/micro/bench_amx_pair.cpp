@@ -33,11 +33,8 @@
 
 #include "oneapi/dnnl/dnnl.hpp"
 
-#include "core/cpu.h"
-#include "core/fp16.h"
 #include "core/thread_pool.h"
 #include "kernels/bf16_tiles.h"
-#include "kernels/gemm_panels.h"
 #include "kernels/kernels.h"
 #include "random_floats.h"
 #include "kernels/x86/amx_tile_config.h"

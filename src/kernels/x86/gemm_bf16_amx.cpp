@@ -72,13 +72,8 @@ void gemm_bf16_rows_amx(const WeightMatrix& w, int64_t r0, int64_t r1, const uin
     // the group's 32 biases (zero past the matrix), loaded into every accumulator line by a tile
     // load with stride 0
     alignas(64) float bpad[32] = {};
-    const float* bg = bias;
-    if (bias && r + 32 > w.rows) {
-      std::memcpy(bpad, bias + r, static_cast<size_t>(w.rows - r) * 4);
-      bg = bpad;
-    } else if (bias) {
-      bg = bias + r;
-    }
+    const float* bg = bias && r + 32 <= w.rows ? bias + r : bias ? bpad : nullptr;
+    if (bg == bpad) std::memcpy(bpad, bias + r, static_cast<size_t>(w.rows - r) * 4);
     for (int64_t t = t0; t < std::min(m, t0 + block); t += 32) {
       const uint16_t* a0 = xb + (t / 16) * nkb * 512;  // tokens t.., then t + 16..
       const uint16_t* a1 = a0 + nkb * 512;
