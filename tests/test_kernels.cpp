@@ -385,4 +385,13 @@ TEST(Kernels, SoftmaxAndGeluMatchScalar) {
       EXPECT_NEAR(g1[i], g2[i], 2e-6f * std::max(1.0f, std::fabs(g1[i]))) << n;
     }
   }
+  // GELU against float64 over a dense grid (AVX-512 computes v / (1 + 2^t), docs/numerics.md)
+  std::vector<float> v(400'001);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = -20.0f + 40.0f * static_cast<float>(i) / 400'000.0f;
+  std::vector<float> g = v;
+  gelu_tanh(g.data(), static_cast<int64_t>(g.size()));
+  for (size_t i = 0; i < v.size(); ++i) {
+    const double x = v[i], u = 0.7978845608028654 * (x + 0.044715 * x * x * x), want = 0.5 * x * (1.0 + std::tanh(u));
+    ASSERT_NEAR(g[i], want, 2e-7 * std::max(1.0, std::fabs(want))) << x;
+  }
 }

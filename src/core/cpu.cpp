@@ -31,6 +31,7 @@ const CpuFeatures& cpu_features() {
     if (__get_cpuid_count(7, 0, &a, &b, &cx, &d)) {
       c.avx2 = (b >> 5) & 1;
       c.avx512f = (b >> 16) & 1;
+      c.avx512dq = (b >> 17) & 1;
       c.avx512bw = (b >> 30) & 1;
       c.avx512vl = (b >> 31) & 1;
       c.avx512vnni = (cx >> 11) & 1;

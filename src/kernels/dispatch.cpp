@@ -52,7 +52,7 @@ Isa detected_isa() {
   static const Isa best = [] {
     const CpuFeatures& f = cpu_features();
     const bool avx2 = f.os_avx && f.avx2 && f.fma && f.f16c;
-    if (avx2 && f.os_avx512 && f.avx512f && f.avx512bw && f.avx512vl) {
+    if (avx2 && f.os_avx512 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) {
       if (!f.avx512vnni) return Isa::Avx512;
       return f.avx512bf16 && f.amx_bf16 && amx_granted() ? Isa::Amx : Isa::Avx512Vnni;
     }

@@ -72,7 +72,7 @@ std::vector<ProbeResult> run_probe(const ProbeOptions& opt) {
   std::vector<ProbeResult> out;
 #if defined(TESSERA_HAVE_AVX512)
   const CpuFeatures& f = cpu_features();
-  const bool avx512 = f.os_avx512 && f.avx512f && f.avx512bw && f.avx512vl;
+  const bool avx512 = f.os_avx512 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
   if (!avx512) fail("the probe's compute loops need AVX-512 (not available on this CPU)");
   for (int t : counts) {
     out.push_back(measure("fp32_fma_avx512", "GFLOP/s", 1e9, t, opt.repetitions, [](int) { return probe_x86::fma_loop(20'000'000); }));

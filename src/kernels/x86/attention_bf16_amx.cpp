@@ -58,15 +58,15 @@ void pack_attn_bf16(const Bf16AttnDims& D, const float* q, int64_t q_stride, con
 
 namespace {
 
-// 2^t sixteen lanes at a time: exp2_bf16attn's steps (VSCALEFPS multiplies by 2^n exactly).
+// 2^t sixteen lanes at a time: exp2_bf16attn's steps. VREDUCEPS with imm 9 (round down,
+// precision exception suppressed) gives f = t - floor(t) exactly; VSCALEFPS multiplies by
+// 2^floor(t) exactly.
 inline __m512 exp2_lanes(__m512 t) {
-  const __m512 round = _mm512_set1_ps(kRoundToInt);
   t = _mm512_max_ps(t, _mm512_set1_ps(-126.0f));
-  const __m512 n = _mm512_sub_ps(_mm512_add_ps(t, round), round);
-  const __m512 f = _mm512_sub_ps(t, n);
-  __m512 p = _mm512_set1_ps(kExp2Poly[5]);
-  for (int i = 4; i >= 0; --i) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(kExp2Poly[i]));
-  return _mm512_scalef_ps(p, n);
+  const __m512 f = _mm512_reduce_ps(t, 9);
+  __m512 p = _mm512_set1_ps(kExp2Poly[4]);
+  for (int i = 3; i >= 0; --i) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(kExp2Poly[i]));
+  return _mm512_scalef_ps(p, t);
 }
 
 }  // namespace
