@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <random>
 #include <vector>
 
 #include "core/error.h"
@@ -135,6 +136,31 @@ TEST(AttentionBf16, Exp2WithinItsBound) {
   }
   EXPECT_LT(worst, 3e-6);
   std::printf("exp2_bf16attn: worst relative error %.3g\n", worst);
+}
+
+// The AMX kernel's exp2 (VREDUCEPS, VSCALEFPS) gives exp2_bf16attn's bits over its domain (t below
+// about 0: a score minus the running max), including the tiny negative t whose reduction to
+// [0, 1) would have to round, exact halves (ties go to even) and values just below integers.
+TEST(AttentionBf16, SimdExp2IsTheScalarOneBitwise) {
+  if (!attention_bf16_available()) GTEST_SKIP() << "no AMX bf16 here";
+  std::vector<float> t;
+  for (int i = 0; i <= 200'000; ++i) t.push_back(-140.0f + 141.0f * static_cast<float>(i) / 200'000.0f);
+  for (float x = -1e-30f; x > -2.0f; x *= 1.01f) t.insert(t.end(), {x, -x, std::nextafter(x, 0.0f)});
+  for (int k = -130; k <= 1; ++k) t.insert(t.end(), {k + 0.5f, static_cast<float>(k), std::nextafter(k + 0.5f, -1e9f)});
+  std::mt19937 rng(5);
+  while (t.size() < 400'000) {  // random bit patterns in the domain
+    const uint32_t bits = rng();
+    float x;
+    std::memcpy(&x, &bits, 4);
+    if (x <= 1.0f) t.push_back(x);
+  }
+  t.push_back(-INFINITY);
+  std::vector<float> e(t.size());
+  avx512::exp2_bf16attn_lanes(t.data(), e.data(), static_cast<int64_t>(t.size()));
+  for (size_t i = 0; i < t.size(); ++i) {
+    const float want = exp2_bf16attn(t[i]);
+    ASSERT_EQ(std::memcmp(&want, &e[i], 4), 0) << "t = " << t[i] << ": " << want << " vs " << e[i];
+  }
 }
 
 TEST(AttentionBf16, TwinWithinBoundOfFloat64) {

@@ -58,18 +58,27 @@ void pack_attn_bf16(const Bf16AttnDims& D, const float* q, int64_t q_stride, con
 
 namespace {
 
-// 2^t sixteen lanes at a time: exp2_bf16attn's steps. VREDUCEPS with imm 9 (round down,
-// precision exception suppressed) gives f = t - floor(t) exactly; VSCALEFPS multiplies by
-// 2^floor(t) exactly.
+// 2^t sixteen lanes at a time: exp2_bf16attn's steps. VREDUCEPS with imm 8 (round to nearest
+// even, precision exception suppressed) gives f = t - round(t), exact for |f| <= 1/2; t - f is
+// then round(t) exactly, and VSCALEFPS multiplies by 2^round(t) exactly. (Rounding down would
+// save the subtraction, since VSCALEFPS floors its exponent, but t - floor(t) has to round for
+// small negative t, and VREDUCEPS's rounding of it differed from a scalar subtraction's.)
 inline __m512 exp2_lanes(__m512 t) {
   t = _mm512_max_ps(t, _mm512_set1_ps(-126.0f));
-  const __m512 f = _mm512_reduce_ps(t, 9);
+  const __m512 f = _mm512_reduce_ps(t, 8);
   __m512 p = _mm512_set1_ps(kExp2Poly[4]);
   for (int i = 3; i >= 0; --i) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(kExp2Poly[i]));
-  return _mm512_scalef_ps(p, t);
+  return _mm512_scalef_ps(p, _mm512_sub_ps(t, f));
 }
 
 }  // namespace
+
+void exp2_bf16attn_lanes(const float* t, float* e, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = first_lanes(n - i);
+    _mm512_mask_storeu_ps(e + i, k, exp2_lanes(_mm512_maskz_loadu_ps(k, t + i)));
+  }
+}
 
 void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_t h, int64_t i0, float* out,
                          int64_t out_stride) {
@@ -87,7 +96,7 @@ void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_
   obuf_blk.resize(static_cast<size_t>(R * hdv));
   float* O = obuf.data();
   float* Ob = obuf_blk.data();
-  float m[R];
+  alignas(64) float m[R], a[R], mc[R], mn[R] = {};  // mn: rows past `rows` stay 0
   std::fill_n(m, R, -INFINITY);
   __m512 l[R];  // the running sums, as 16 partial sums (added up at the end)
   std::fill_n(l, R, _mm512_setzero_ps());
@@ -122,18 +131,31 @@ void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_
     }
 
     // every row's new max and rescale factor first, then the weights: the exp loops do not wait
-    // on the reductions
-    float a[R], mc[R];
+    // on the reductions. Each row's max is a tree over two chains (max is exact: any order gives
+    // the same bits), and the rescale factors are exp2_lanes of 16 rows at once: a row's chain
+    // holds no scalar exp2, so the out-of-order core overlaps the rows (this pass was latency-bound).
     for (int64_t r = 0; r < rows; ++r) {
       const float* s = S + r * ss;
-      __m512 mx = _mm512_set1_ps(m[r]);
-      for (int64_t j = 0; j < kbn; j += 16) mx = _mm512_mask_max_ps(mx, first_lanes(D.n_kv - j0 - j), mx, _mm512_load_ps(s + j));
-      const float mn = _mm512_reduce_max_ps(mx);
-      mc[r] = mn * c;
-      a[r] = m[r] == -INFINITY ? 0.0f : exp2_bf16attn(std::fma(m[r], c, -mc[r]));
-      m[r] = mn;
+      __m512 mx0 = _mm512_set1_ps(m[r]), mx1 = mx0;
+      for (int64_t j = 0; j < kbn; j += 32) {
+        mx0 = _mm512_mask_max_ps(mx0, first_lanes(D.n_kv - j0 - j), mx0, _mm512_load_ps(s + j));
+        mx1 = _mm512_mask_max_ps(mx1, first_lanes(D.n_kv - j0 - j - 16), mx1, _mm512_load_ps(s + j + 16));
+      }
+      mn[r] = _mm512_reduce_max_ps(_mm512_max_ps(mx0, mx1));
+    }
+    for (int64_t r = 0; r < rows; r += 16) {
+      const __m512 vm = _mm512_load_ps(m + r), vmn = _mm512_load_ps(mn + r);
+      const __m512 vmc = _mm512_mul_ps(vmn, _mm512_set1_ps(c));
+      const __mmask16 seen = _mm512_cmp_ps_mask(vm, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);  // a = 0 before any key
+      _mm512_store_ps(mc + r, vmc);
+      _mm512_store_ps(a + r, _mm512_maskz_mov_ps(seen, exp2_lanes(_mm512_fmsub_ps(vm, _mm512_set1_ps(c), vmc))));
+      _mm512_store_ps(m + r, vmn);
     }
     const __m512 vc = _mm512_set1_ps(c);
+    // the block's values (kbn keys × hdv dims, contiguous) are brought into L1 while the
+    // softmax runs, a few lines per row, for the output steps below
+    const char* vblk = reinterpret_cast<const char*>(b.v + bf16_attn_v_index(D, g, j0, 0));
+    const int64_t vlines = kbn * hdv / 32, vper = (vlines + rows - 1) / rows;
     for (int64_t r = 0; r < rows; ++r) {
       const float* s = S + r * ss;
       const __m512 vmc = _mm512_set1_ps(mc[r]);
@@ -153,6 +175,12 @@ void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_
       l[r] = sum;
     }
 
+    // and the next block's keys (contiguous too) while the output steps run
+    const int64_t knext = std::min(KB, D.nkp - j0 - KB);
+    const char* kblk = knext > 0 ? reinterpret_cast<const char*>(b.k + bf16_attn_k_index(D, g, j0 + KB, 0)) : nullptr;
+    const int64_t klines = knext > 0 ? knext * D.hdk / 32 : 0, ksteps = (hdv + 31) / 32 * (kbn / 32);
+    const int64_t kper = (klines + ksteps - 1) / ksteps;
+    int64_t kline = 0;
     for (int64_t dc = 0; dc < hdv; dc += 32) {
       const bool two = dc + 16 < hdv;  // a second value tile in this step
       _tile_zero(0);
