@@ -103,6 +103,9 @@ std::vector<Case> cases() {
     for (auto [nh, nkv] : {std::pair{2, 2}, std::pair{4, 2}})
       for (auto [nq, nk] : {std::pair<int64_t, int64_t>{1, 1}, {31, 17}, {33, 100}, {70, 300}, {5, 129}})
         all.push_back({nh, nkv, hd, nq, nk, hd == 64 ? 3.0f : 1.0f});
+  // more keys than one online-softmax block (kBf16AttnKeys): the running max moves between blocks
+  for (int hd : {64, 32}) all.push_back({2, 1, hd, 33, kBf16AttnKeys + 77, hd == 64 ? 3.0f : 1.0f});
+  all.push_back({2, 2, 80, 17, 2 * kBf16AttnKeys + 5, 1.0f});
   return all;
 }
 

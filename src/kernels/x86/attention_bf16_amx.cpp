@@ -1,5 +1,6 @@
 // The bf16 attention (attention_bf16.h) on AMX tiles, 32 query rows of one head per call, keys
-// in blocks of 128 whose scores (32 × 128 fp32) and weights stay in L1. Per block:
+// in blocks of kBf16AttnKeys (1024: a whole vision tile) whose scores (32 × 1024 fp32) and
+// weights stay in L2. Per block:
 //  1. scores: 32 queries × 32 keys per step in four accumulator tiles, fed by two query tiles
 //     (16 rows × 32 dims, straight from the packed rows) and two key tiles, over head_dim; for
 //     head_dim <= 64 the query tiles stay loaded instead, and each step is 32 queries × 16 keys;
@@ -14,6 +15,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "kernels/attention_bf16.h"
@@ -59,6 +61,11 @@ void pack_attn_bf16(const Bf16AttnDims& D, const float* q, int64_t q_stride, con
 
 namespace {
 
+template <class T>
+T* align64(T* p) {
+  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
+}
+
 // 2^t sixteen lanes at a time: exp2_bf16attn's steps. VREDUCEPS with imm 8 (round to nearest
 // even, precision exception suppressed) gives f = t - round(t), exact for |f| <= 1/2; t - f is
 // then round(t) exactly, and VSCALEFPS multiplies by 2^round(t) exactly. (Rounding down would
@@ -88,10 +95,12 @@ void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_
   const int64_t g = h / (D.n_head / D.n_head_kv);
   const float c = D.c;
   // per row: scores and weights of one key block (rows a cache line longer than they need, so
-  // they do not all map to the same L1 sets), the block's output and the running output
+  // they do not all map to the same cache sets), the block's output and the running output
   constexpr int64_t ss = KB + 16, ps = KB + 32;
-  alignas(64) float S[R * ss];
-  alignas(64) uint16_t P[R * ps];
+  thread_local std::vector<float> sbuf(R * ss + 16);  // + 16: room to align to 64 bytes
+  thread_local std::vector<uint16_t> pbuf(R * ps + 32);
+  float* const S = align64(sbuf.data());
+  uint16_t* const P = align64(pbuf.data());
   thread_local std::vector<float> obuf, obuf_blk;
   obuf.assign(static_cast<size_t>(R * hdv), 0.0f);
   obuf_blk.resize(static_cast<size_t>(R * hdv));
