@@ -132,6 +132,42 @@ TEST(Bf16Gemm, RowRangesAndBadInput) {
   EXPECT_THROW(gemm_bf16_rounded(W.w, xb.data(), 40, y.data(), 70, one), Error);
 }
 
+// Stacked matrices (q, k and v as one GEMM): the stacked call gives, for each part's rows, the
+// bits of that part packed and called alone, and so does each part's view into the stack; parts
+// other than the last must have whole row groups, and all one width and type.
+TEST(Bf16Gemm, StackedMatricesGiveEachPartsBits) {
+  const int64_t M = 37, K = 83;
+  const test::RandomMatrix A = make_matrix(DType::F16, 64, K, 31), B = make_matrix(DType::F16, 32, K, 32),
+                           C = make_matrix(DType::F16, 40, K, 33);
+  const StackedBf16Tiles S = stack_bf16_tiles({&A.w, &B.w, &C.w});
+  ASSERT_EQ(S.all.matrix.rows, 136);
+  ASSERT_EQ(S.views.size(), 3u);
+  const std::vector<float> x = random_x(M, K, 34), bias = random_x(1, 136, 35);
+  std::vector<uint16_t> xb(static_cast<size_t>(bf16_act_elems(M, K)));
+  zero_pad_tokens_bf16(xb.data(), M, K);
+  for (int64_t t = 0; t < M; ++t) round_row_bf16(x.data() + t * K, t, K, xb.data());
+  ThreadPool two(2);
+  std::vector<float> all(static_cast<size_t>(M * 136)), alone(all.size(), -1.0f), viewed(all.size(), -2.0f);
+  gemm_bf16_rounded(S.all.matrix, xb.data(), M, all.data(), 136, two, bias.data());
+  int64_t r0 = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    const test::RandomMatrix& part = i == 0 ? A : i == 1 ? B : C;
+    const PackedWeights P = pack_bf16_tiles(part.w);
+    gemm_bf16_rounded(P.matrix, xb.data(), M, alone.data() + r0, 136, two, bias.data() + r0);
+    gemm_bf16_rounded(S.views[i], xb.data(), M, viewed.data() + r0, 136, two, bias.data() + r0);
+    r0 += part.w.rows;
+  }
+  EXPECT_EQ(std::memcmp(all.data(), alone.data(), all.size() * 4), 0);
+  EXPECT_EQ(std::memcmp(all.data(), viewed.data(), all.size() * 4), 0);
+  // a middle part with a partial row group, or parts of different widths or types, are errors
+  const test::RandomMatrix D = make_matrix(DType::F16, 40, K, 36), E = make_matrix(DType::F16, 32, K + 1, 37),
+                           F = make_matrix(DType::F32, 32, K, 38);
+  EXPECT_THROW(stack_bf16_tiles({&D.w, &A.w}), Error);
+  EXPECT_THROW(stack_bf16_tiles({&A.w, &E.w}), Error);
+  EXPECT_THROW(stack_bf16_tiles({&A.w, &F.w}), Error);
+  EXPECT_THROW(stack_bf16_tiles({}), Error);
+}
+
 // A bias starts the sums (the accumulator tiles are loaded with it): within the bound of a float64
 // bias + sum over the same rounded inputs, the twin too, the same bits at 1, 2 and 3 threads, and
 // the last, partial row group (70 rows) reads no bias past the matrix.

@@ -38,25 +38,73 @@ float weight_at(const WeightMatrix& w, int64_t r, int64_t k) {
   return w.type == DType::F16 ? fp16_to_float(h) : bf16_to_float(h);
 }
 
-}  // namespace
-
-PackedWeights pack_bf16_tiles(const WeightMatrix& w) {
+void check_repackable(const WeightMatrix& w) {
   if (!supports_gemm_panels(w.type)) fail("bf16 tiles: %s weights are not repacked (F32, F16, BF16 only)", dtype_name(w.type));
   if (w.rows <= 0 || w.cols <= 0) fail("bf16 tiles: cannot repack an empty %lldx%lld matrix", static_cast<long long>(w.rows),
                                        static_cast<long long>(w.cols));
-  const int64_t kp = bf16_padded_k(w.cols), nkb = kp / kBf16K, groups = (w.rows + 31) / 32;
+}
+
+// Zeroed, 64-byte aligned tiles for `rows` rows of `cols` columns.
+PackedWeights alloc_tiles(int64_t rows, int64_t cols) {
+  const int64_t nkb = bf16_padded_k(cols) / kBf16K, groups = (rows + 31) / 32;
   PackedWeights out;
   out.bytes = static_cast<size_t>(groups * nkb) * 2048;
   void* mem = std::aligned_alloc(64, out.bytes);
-  if (!mem) fail("out of memory repacking a %lldx%lld matrix (%zu bytes)", static_cast<long long>(w.rows),
-                 static_cast<long long>(w.cols), out.bytes);
+  if (!mem) fail("out of memory repacking a %lldx%lld matrix (%zu bytes)", static_cast<long long>(rows),
+                 static_cast<long long>(cols), out.bytes);
   out.data = {static_cast<uint8_t*>(mem), std::free};
   std::memset(mem, 0, out.bytes);
-  uint16_t* t = reinterpret_cast<uint16_t*>(mem);
+  return out;
+}
+
+void fill_tiles(const WeightMatrix& w, uint16_t* t) {
+  const int64_t nkb = bf16_padded_k(w.cols) / kBf16K;
   for (int64_t r = 0; r < w.rows; ++r)
     for (int64_t k = 0; k < w.cols; ++k) t[bf16_weight_index(r, k, nkb)] = float_to_bf16(weight_at(w, r, k));
+}
+
+}  // namespace
+
+PackedWeights pack_bf16_tiles(const WeightMatrix& w) {
+  check_repackable(w);
+  PackedWeights out = alloc_tiles(w.rows, w.cols);
+  fill_tiles(w, reinterpret_cast<uint16_t*>(out.data.get()));
   out.matrix = w;
   out.matrix.bf16_tiles = out.data.get();
+  return out;
+}
+
+StackedBf16Tiles stack_bf16_tiles(const std::vector<const WeightMatrix*>& parts) {
+  if (parts.empty()) fail("bf16 tiles: nothing to stack");
+  int64_t rows = 0;
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const WeightMatrix& w = *parts[i];
+    check_repackable(w);
+    if (w.cols != parts[0]->cols || w.type != parts[0]->type)
+      fail("bf16 tiles: stacked matrices differ in width or type (%lld %s against %lld %s)", static_cast<long long>(w.cols),
+           dtype_name(w.type), static_cast<long long>(parts[0]->cols), dtype_name(parts[0]->type));
+    if (i + 1 < parts.size() && w.rows % 32 != 0)
+      fail("bf16 tiles: a stacked matrix other than the last has %lld rows, not a multiple of 32", static_cast<long long>(w.rows));
+    rows += w.rows;
+  }
+  StackedBf16Tiles out;
+  out.all = alloc_tiles(rows, parts[0]->cols);
+  const int64_t nkb = bf16_padded_k(parts[0]->cols) / kBf16K;
+  uint16_t* const base = reinterpret_cast<uint16_t*>(out.all.data.get());
+  int64_t r0 = 0;
+  for (const WeightMatrix* w : parts) {
+    uint16_t* const t = base + bf16_weight_index(r0, 0, nkb);  // r0 is a multiple of 32: a group's start
+    fill_tiles(*w, t);
+    out.views.push_back(*w);
+    out.views.back().bf16_tiles = reinterpret_cast<const uint8_t*>(t);
+    r0 += w->rows;
+  }
+  out.all.matrix = *parts[0];
+  out.all.matrix.rows = rows;
+  out.all.matrix.data = nullptr;
+  out.all.matrix.gemm_panels = nullptr;
+  out.all.matrix.panels = nullptr;
+  out.all.matrix.bf16_tiles = out.all.data.get();
   return out;
 }
 

@@ -14,6 +14,7 @@
 // W[n][32kb + 2i], W[n][32kb + 2i + 1] (the pair order TDPBF16PS reads). Tile (g, kb, h) sits at
 // byte ((g·nkb + kb)·2 + h)·1024, nkb = kp / 32.
 #pragma once
+#include <vector>
 #include "kernels/kernels.h"
 
 namespace tessera {
@@ -27,6 +28,17 @@ bool bf16_gemm_available();
 // The matrix for gemm_bf16 (its view plus `bf16_tiles`), read from its gemm panels if it has them,
 // else from its rows (F32, F16 or BF16). Fails with a one-line error otherwise.
 PackedWeights pack_bf16_tiles(const WeightMatrix& w);
+
+// Matrices of one width and type stacked into one set of tiles (rows concatenated), for GEMMs
+// that read the same input (q, k and v: one call instead of three). Every part but the last has
+// a multiple of 32 rows, so each part's tiles are exactly its own pack_bf16_tiles tiles, and
+// views[i] (part i with bf16_tiles pointing into `all`) gives the same bits as the stacked call's
+// rows for it. `all.matrix` has no rows of its own (data null): only its tiles are read.
+struct StackedBf16Tiles {
+  PackedWeights all;
+  std::vector<WeightMatrix> views;
+};
+StackedBf16Tiles stack_bf16_tiles(const std::vector<const WeightMatrix*>& parts);
 
 // Where weight (r, k) sits in the tiles (in bf16 elements), for nkb = kp / 32 blocks of k.
 constexpr int64_t bf16_weight_index(int64_t r, int64_t k, int64_t nkb) {

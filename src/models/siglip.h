@@ -33,6 +33,9 @@ struct Linear {
 struct SiglipLayer {
   std::vector<float> ln1_w, ln1_b, ln2_w, ln2_b;
   Linear q, k, v, o, fc1, fc2;
+  // With bf16 GEMMs (use_bf16_gemm): q, k and v stacked into one matrix (bf16_tiles.h), whose
+  // tiles q, k and v then view; its bias the three biases in a row. Unset otherwise.
+  Linear qkv;
 };
 
 class Idefics3Vision {
