@@ -168,6 +168,47 @@ TEST(Bf16Gemm, StackedMatricesGiveEachPartsBits) {
   EXPECT_THROW(stack_bf16_tiles({}), Error);
 }
 
+// The GELU epilogue (fc1 into fc2's activations): the same bytes as the GEMM's y, then gelu_tanh
+// over each token's row and round_row_bf16, on the tile kernel at 1 and 2 threads and on the twin,
+// with a partial last row group (70 rows: the line's padding past row 70 stays zero).
+TEST(Bf16Gemm, GeluEpilogueGivesTheSameBits) {
+  const int64_t M = 37, K = 83, N = 70;
+  const test::RandomMatrix W = make_matrix(DType::F16, N, K, 41);
+  const PackedWeights P = pack_bf16_tiles(W.w);
+  const std::vector<float> x = random_x(M, K, 42), bias = random_x(1, N, 43);
+  std::vector<uint16_t> xb(static_cast<size_t>(bf16_act_elems(M, K)));
+  zero_pad_tokens_bf16(xb.data(), M, K);
+  for (int64_t t = 0; t < M; ++t) round_row_bf16(x.data() + t * K, t, K, xb.data());
+  const size_t out_elems = static_cast<size_t>(bf16_act_elems(M, N));
+  ThreadPool one(1), two(2);
+  // the unfused reference: y, GELU per row, rounding
+  std::vector<float> y(static_cast<size_t>(M * N));
+  gemm_bf16_rounded(P.matrix, xb.data(), M, y.data(), N, one, bias.data());
+  std::vector<uint16_t> want(out_elems, 0);
+  for (int64_t t = 0; t < M; ++t) {
+    gelu_tanh(y.data() + t * N, N);
+    round_row_bf16(y.data() + t * N, t, N, want.data());
+  }
+  for (ThreadPool* pool : {&one, &two}) {
+    std::vector<uint16_t> got(out_elems, 0);
+    std::vector<float> untouched(static_cast<size_t>(M * N), -7.0f);
+    gemm_bf16_rounded(P.matrix, xb.data(), M, untouched.data(), N, *pool, bias.data(), got.data());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), out_elems * 2), 0) << pool->size() << " threads";
+    EXPECT_EQ(untouched[0], -7.0f);  // y is not written
+  }
+  // the twin's epilogue against the twin's y (the same numerics wherever it runs)
+  std::vector<float> yt(static_cast<size_t>(M * N));
+  ref::gemm_bf16_rows(P.matrix, 0, N, xb.data(), M, bf16_padded_k(K), yt.data(), N, bias.data());
+  std::vector<uint16_t> want_t(out_elems, 0), got_t(out_elems, 0);
+  for (int64_t t = 0; t < M; ++t) {
+    gelu_tanh(yt.data() + t * N, N);
+    round_rows_bf16(yt.data() + t * N, t, t + 1, 0, N, want_t.data(), bf16_padded_k(N));
+  }
+  ref::gemm_bf16_rows(P.matrix, 0, 32, xb.data(), M, bf16_padded_k(K), nullptr, 0, bias.data(), got_t.data());
+  ref::gemm_bf16_rows(P.matrix, 32, N, xb.data(), M, bf16_padded_k(K), nullptr, 0, bias.data(), got_t.data());
+  EXPECT_EQ(std::memcmp(got_t.data(), want_t.data(), out_elems * 2), 0);
+}
+
 // A bias starts the sums (the accumulator tiles are loaded with it): within the bound of a float64
 // bias + sum over the same rounded inputs, the twin too, the same bits at 1, 2 and 3 threads, and
 // the last, partial row group (70 rows) reads no bias past the matrix.

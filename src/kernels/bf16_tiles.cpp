@@ -123,18 +123,39 @@ void round_rows_bf16(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t
 
 namespace ref {
 
-void gemm_bf16_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
-                    float* y, int64_t ys, const float* bias) {
+namespace {
+
+// Output (t, r): bias[r] (or 0), then one fp32 rounding per step over k in order.
+float dot_bf16(const WeightMatrix& w, int64_t r, int64_t t, const uint16_t* xb, int64_t kp, const float* bias) {
   const int64_t nkb = kp / kBf16K;
   const uint16_t* tiles = reinterpret_cast<const uint16_t*>(w.bf16_tiles);
-  for (int64_t r = r0; r < r1; ++r) {
+  float acc = bias ? bias[r] : 0.0f;
+  for (int64_t k = 0; k < kp; ++k) {
+    const float wv = bf16_to_float(tiles[bf16_weight_index(r, k, nkb)]);
+    acc += wv * bf16_to_float(xb[bf16_act_index(t, k, kp)]);  // the product is exact in fp32: one rounding per step
+  }
+  return acc;
+}
+
+}  // namespace
+
+void gemm_bf16_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
+                    float* y, int64_t ys, const float* bias, uint16_t* gelu_b16) {
+  if (!gelu_b16) {
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t t = 0; t < m; ++t) y[t * ys + r] = dot_bf16(w, r, t, xb, kp, bias);
+    return;
+  }
+  // the GELU epilogue: each token's results of a 32-row group, then gelu_tanh and the rounding
+  const int64_t kpo = bf16_padded_k(w.rows);
+  for (int64_t r = r0; r < r1; r += 32) {
+    const int64_t nr = std::min<int64_t>(32, r1 - r);
     for (int64_t t = 0; t < m; ++t) {
-      float acc = bias ? bias[r] : 0.0f;
-      for (int64_t k = 0; k < kp; ++k) {
-        const float wv = bf16_to_float(tiles[bf16_weight_index(r, k, nkb)]);
-        acc += wv * bf16_to_float(xb[bf16_act_index(t, k, kp)]);  // the product is exact in fp32: one rounding per step
-      }
-      y[t * ys + r] = acc;
+      float row[32];
+      for (int64_t i = 0; i < nr; ++i) row[i] = dot_bf16(w, r + i, t, xb, kp, bias);
+      tessera::gelu_tanh(row, nr);  // the dispatched one, as the unfused pass calls (not ref::)
+      uint16_t* dst = gelu_b16 + bf16_act_index(t, r, kpo);
+      for (int64_t i = 0; i < 32; ++i) dst[i] = i < nr ? float_to_bf16(row[i]) : 0;
     }
   }
 }
@@ -170,15 +191,15 @@ void gemm_bf16(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, flo
 }
 
 void gemm_bf16_rounded(const WeightMatrix& w, const uint16_t* xb, int64_t m, float* y, int64_t ys, ThreadPool& pool,
-                       const float* bias) {
+                       const float* bias, uint16_t* gelu_b16) {
   if (!w.bf16_tiles) fail("gemm_bf16: the %s weights were not repacked (pack_bf16_tiles)", dtype_name(w.type));
   const int64_t kp = bf16_padded_k(w.cols);
   [[maybe_unused]] const bool amx = bf16_gemm_available();
   parallel_row_groups(w.rows, pool, [&](int64_t r0, int64_t r1) {
 #if defined(TESSERA_HAVE_AVX512)
-    if (amx) return avx512::gemm_bf16_rows_amx(w, r0, r1, xb, m, kp, y, ys, bias);
+    if (amx) return avx512::gemm_bf16_rows_amx(w, r0, r1, xb, m, kp, y, ys, bias, gelu_b16);
 #endif
-    ref::gemm_bf16_rows(w, r0, r1, xb, m, kp, y, ys, bias);
+    ref::gemm_bf16_rows(w, r0, r1, xb, m, kp, y, ys, bias, gelu_b16);
   });
 }
 

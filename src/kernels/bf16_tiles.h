@@ -72,7 +72,11 @@ void round_row_bf16(const float* x, int64_t t, int64_t k, uint16_t* y);
 void zero_pad_tokens_bf16(uint16_t* y, int64_t m, int64_t k);
 // gemm_bf16 on activations already in that layout (k = w.cols): the same bits as gemm_bf16 on the
 // floats they were rounded from.
+// With gelu_b16 (fc1 before fc2), y is not written: each 32 tokens × 32 rows of results go, while
+// still in L1, through gelu_tanh and are rounded into gelu_b16, the next GEMM's activations (k =
+// w.rows; its padding tokens are the caller's). The same bits as y, then gelu_tanh over each
+// token's row, then round_row_bf16, without y's round trip through memory.
 void gemm_bf16_rounded(const WeightMatrix& w, const uint16_t* xb, int64_t m, float* y, int64_t ys, ThreadPool& pool,
-                       const float* bias = nullptr);
+                       const float* bias = nullptr, uint16_t* gelu_b16 = nullptr);
 
 }  // namespace tessera

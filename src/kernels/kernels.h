@@ -124,9 +124,10 @@ TESSERA_KERNEL_DECLS
 namespace ref {
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);
 // Scalar twin of gemm_bf16 (bf16_tiles.h): activations already rounded to bf16, kp per row; each
-// sum starts from bias[r] (bias: w.rows floats, or null for zero).
+// sum starts from bias[r] (bias: w.rows floats, or null for zero). With gelu_b16, y is not written
+// (gemm_bf16_rounded's GELU epilogue).
 void gemm_bf16_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
-                    float* y, int64_t ys, const float* bias = nullptr);
+                    float* y, int64_t ys, const float* bias = nullptr, uint16_t* gelu_b16 = nullptr);
 }  // namespace ref
 namespace avx512 {
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);
@@ -135,7 +136,7 @@ bool matmul_q8_rows_vnni(const WeightMatrix& w, int64_t r0, int64_t r1, const Bl
                          int64_t xq_stride, float* y, int64_t ys);
 // The AMX bf16 tile kernel (x86/gemm_bf16_amx.cpp) for gemm_bf16 (bf16_tiles.h).
 void gemm_bf16_rows_amx(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
-                        float* y, int64_t ys, const float* bias = nullptr);
+                        float* y, int64_t ys, const float* bias = nullptr, uint16_t* gelu_b16 = nullptr);
 void round_rows_bf16_avx512(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t k, uint16_t* y, int64_t kp);
 }  // namespace avx512
 

@@ -32,15 +32,16 @@ Linear linear(const TensorSource& s, const std::string& w, const std::string& b,
 // tiles (use_bf16_gemm), the bf16 GEMM.
 // xb: x already rounded to bf16 tiles (bf16_tiles.h) for weights that carry bf16 tiles; x unused.
 // bias: taken by the bf16 GEMM as its sums' start (only with bf16 tiles; the caller adds it else).
+// gelu_b16 (with xb): the bf16 GEMM's GELU epilogue (gemm_bf16_rounded); y is not written.
 void mm(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, ThreadPool& pool, const char* what,
-        const uint16_t* xb = nullptr, const float* bias = nullptr) {
+        const uint16_t* xb = nullptr, const float* bias = nullptr, uint16_t* gelu_b16 = nullptr) {
   char detail[80] = "";
   if (prof::on())
     std::snprintf(detail, sizeof detail, "%s %s %lldx%lld", what, dtype_name(w.type), static_cast<long long>(w.rows),
                   static_cast<long long>(w.cols));
   prof::OpScope op(w.panels ? "matmul_q8" : w.bf16_tiles ? "gemm_bf16" : "gemm", detail, 2.0 * n * w.rows * w.cols,
                    static_cast<double>(w.rows) * w.row_stride + 4.0 * n * (w.rows + w.cols));
-  if (xb) return gemm_bf16_rounded(w, xb, n, y, w.rows, pool, bias);
+  if (xb) return gemm_bf16_rounded(w, xb, n, y, w.rows, pool, bias, gelu_b16);
   if (w.bf16_tiles) return gemm_bf16(w, x, n, xs, y, w.rows, pool, bias);
   if (!w.panels) return gemm(w, x, n, xs, y, w.rows, pool);
   thread_local std::vector<BlockQ8_1> xq;  // workers get its pointer, never the vector
@@ -59,10 +60,16 @@ void mm(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, Thre
 // With the bf16 path, xb is x already rounded (see mm), and where the next GEMM takes bf16 too,
 // out_b16 receives the result rounded into its A tiles instead of y: each row is finished in a
 // per-thread scratch row (bias, GELU, rounding in L1), so y is read once and never written back.
+// fc1 with bf16 tiles and rounded input does not even write y: its GEMM applies the GELU and
+// rounds each 32 × 32 block of results into fc2's tiles while they are in L1 (gemm_bf16_rounded's
+// epilogue; 1.23-1.30x against the GEMM plus this pass, paired; the same bits).
 void apply(const Linear& l, const float* x, int n, float* y, ThreadPool& pool, const char* what, bool gelu = false,
            const uint16_t* xb = nullptr, uint16_t* out_b16 = nullptr) {
   const float* const bias = l.b.empty() ? nullptr : l.b.data();
   const bool bias_in_gemm = l.w.bf16_tiles != nullptr;
+  // fc1 on rounded activations into fc2's: the GEMM applies the GELU and rounds as it goes, and y
+  // is never written (the same bits as the pass below)
+  if (gelu && xb && out_b16 && bias_in_gemm) return mm(l.w, x, n, l.w.cols, y, pool, what, xb, bias, out_b16);
   mm(l.w, x, n, l.w.cols, y, pool, what, xb, bias_in_gemm ? bias : nullptr);
   const float* const b = bias_in_gemm ? nullptr : bias;
   if (!b && !gelu && !out_b16) return;

@@ -41,6 +41,24 @@ inline void store_tile(int c, float* y, int64_t ys, int64_t t, int64_t m, int64_
   for (int64_t i = 0; i < nt; ++i) std::memcpy(y + (t + i) * ys + r, buf + 16 * i, static_cast<size_t>(nr) * 4);
 }
 
+// gemm_bf16_rounded's GELU epilogue for one step: the four accumulators (tokens t.., rows r..,
+// nr of them valid) through a 4 KiB buffer, gelu_tanh per token, rounded into the token's line of
+// the next GEMM's activations (zero past nr).
+inline void gelu_round_tiles(int64_t t, int64_t m, int64_t r, int64_t nr, uint16_t* out, int64_t kpo) {
+  alignas(64) float buf[32 * 32];
+  _tile_stored(0, buf, 128);
+  _tile_stored(1, buf + 16, 128);
+  _tile_stored(2, buf + 16 * 32, 128);
+  _tile_stored(3, buf + 16 * 32 + 16, 128);
+  for (int64_t i = 0; i < 32 && t + i < m; ++i) {
+    float* row = buf + 32 * i;
+    gelu_tanh(row, nr);
+    uint16_t* dst = out + bf16_act_index(t + i, r, kpo);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), _mm512_cvtepi32_epi16(round_bf16_lanes_n(row, nr)));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 16), _mm512_cvtepi32_epi16(round_bf16_lanes_n(row + 16, nr - 16)));
+  }
+}
+
 }  // namespace
 
 // round_rows_bf16 sixteen lanes at a time (bf16_round.h: the same bits as float_to_bf16).
@@ -57,8 +75,8 @@ void round_rows_bf16_avx512(const float* x, int64_t t0, int64_t t1, int64_t xs, 
 }
 
 void gemm_bf16_rows_amx(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
-                        float* y, int64_t ys, const float* bias) {
-  const int64_t nkb = kp / kBf16K;
+                        float* y, int64_t ys, const float* bias, uint16_t* gelu_b16) {
+  const int64_t nkb = kp / kBf16K, kpo = bf16_padded_k(w.rows);
   _tile_loadconfig(&kFullTiles);  // tmm0..3 accumulators, tmm4, 5 activations, tmm6, 7 weights
   // Tokens in blocks of 64: every row group of the range passes over a block's activation tiles
   // (96 KiB at K = 768), so the group's weight tiles are reread once per block. Measured on
@@ -108,6 +126,10 @@ void gemm_bf16_rows_amx(const WeightMatrix& w, int64_t r0, int64_t r1, const uin
         _tile_loadd(5, a1 + kb * 512, 64);
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
+      }
+      if (gelu_b16) {
+        gelu_round_tiles(t, m, r, std::min<int64_t>(32, r1 - r), gelu_b16, kpo);
+        continue;
       }
       store_tile(0, y, ys, t, m, r, r1);
       store_tile(1, y, ys, t, m, r + 16, r1);
