@@ -13,6 +13,7 @@
 #include "core/fp16.h"
 #include "kernel_cases.h"
 #include "kernels/attention_bf16.h"
+#include "kernels/bf16_tiles.h"
 
 namespace tessera {
 namespace {
@@ -226,6 +227,26 @@ TEST(AttentionBf16, SimdPackingMatchesScalar) {
 #else
   GTEST_SKIP() << "x86 only";
 #endif
+}
+
+// Output rounded for the o projection (out_b16): the bytes of round_row_bf16 over the fp32 output,
+// whether the AMX kernel rounds in place (head_dim 64 and 80: whole 16-value halves per head) or
+// the rows are rounded after (head_dim 72; 3 heads of 16, a width of 48; and no keys at all).
+TEST(AttentionBf16, RoundedOutputIsTheRoundedRows) {
+  ThreadPool two(2);
+  const std::vector<Case> cs = {{2, 2, 64, 45, 70, 3.0f}, {2, 1, 80, 33, 40, 1.0f}, {2, 2, 72, 20, 30, 1.0f},
+                                {3, 3, 16, 17, 9, 1.0f}, {2, 2, 64, 5, 0, 1.0f}};
+  for (const Case& c : cs) {
+    const Inputs in = make_inputs(c, 77);
+    const AttentionShape s = shape_of(c);
+    const int64_t width = static_cast<int64_t>(c.n_head) * c.hd;
+    std::vector<float> out(static_cast<size_t>(c.n_q * width)), scratch(out.size());
+    attention_bf16(s, in.q.data(), c.n_q, in.qs, in.k.data(), in.v.data(), in.kvs, out.data(), width, two);
+    std::vector<uint16_t> want(static_cast<size_t>(bf16_act_elems(c.n_q, width)), 0), got(want.size(), 0);
+    for (int64_t i = 0; i < c.n_q; ++i) round_row_bf16(out.data() + i * width, i, width, want.data());
+    attention_bf16(s, in.q.data(), c.n_q, in.qs, in.k.data(), in.v.data(), in.kvs, scratch.data(), width, two, got.data());
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 2), 0) << "head_dim " << c.hd << ", " << c.n_kv << " keys";
+  }
 }
 
 TEST(AttentionBf16, BadShapesAreErrors) {

@@ -87,8 +87,20 @@ void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_
 
 }  // namespace ref
 
+namespace {
+
+// The fp32 output rows rounded into the next GEMM's activation tiles (round_row_bf16).
+void round_out_rows(const float* out, int64_t n_q, int64_t out_stride, int64_t width, uint16_t* out_b16, ThreadPool& pool) {
+  pool.parallel_for(n_q, 16, [&](int64_t a, int64_t e) {
+    for (int64_t i = a; i < e; ++i) round_row_bf16(out + i * out_stride, i, width, out_b16);
+  });
+}
+
+}  // namespace
+
 void attention_bf16(const AttentionShape& s, const float* q, int64_t n_q, int64_t q_stride, const float* k,
-                    const float* v, int64_t kv_stride, float* out, int64_t out_stride, ThreadPool& pool) {
+                    const float* v, int64_t kv_stride, float* out, int64_t out_stride, ThreadPool& pool,
+                    uint16_t* out_b16) {
   if (s.causal) fail("bf16 attention: bidirectional only (vision tiles); causal attention runs in flash_attention");
   if (s.head_dim <= 0 || s.head_dim > 256 || s.n_head_kv <= 0 || s.n_head % s.n_head_kv != 0)
     fail("bf16 attention: unsupported shape (head_dim %d, %d heads, %d kv heads)", s.head_dim, s.n_head, s.n_head_kv);
@@ -96,6 +108,7 @@ void attention_bf16(const AttentionShape& s, const float* q, int64_t n_q, int64_
   if (n_q <= 0) return;
   if (s.n_kv <= 0) {  // no keys: zeros, as flash_attention gives
     for (int64_t i = 0; i < n_q; ++i) std::fill_n(out + i * out_stride, static_cast<int64_t>(s.n_head) * s.head_dim, 0.0f);
+    if (out_b16) round_out_rows(out, n_q, out_stride, static_cast<int64_t>(s.n_head) * s.head_dim, out_b16, pool);
     return;
   }
   const Bf16AttnDims D = bf16_attn_dims(s, n_q);
@@ -113,19 +126,23 @@ void attention_bf16(const AttentionShape& s, const float* q, int64_t n_q, int64_
 #endif
     ref::pack_attn_bf16(D, q, q_stride, k, v, kv_stride, i0, i1, j0, j1, b);
   });
-  const int64_t qblocks = D.nqp / kBf16AttnRows;
+  const int64_t qblocks = D.nqp / kBf16AttnRows, width = static_cast<int64_t>(s.n_head) * s.head_dim;
+  // the AMX kernel rounds its rows into out_b16 itself where each 16-value half of a tile line
+  // belongs to one head; otherwise the fp32 rows are rounded after
+  const bool direct_b16 = out_b16 && amx && s.head_dim % 16 == 0 && width % kBf16K == 0;
   pool.parallel_for(D.n_head * qblocks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t h = t / qblocks, i0 = (t % qblocks) * kBf16AttnRows;
 #if defined(TESSERA_HAVE_AVX512)
       if (amx) {
-        avx512::attention_bf16_rows(D, b, h, i0, out, out_stride);
+        avx512::attention_bf16_rows(D, b, h, i0, out, out_stride, direct_b16 ? out_b16 : nullptr);
         continue;
       }
 #endif
       ref::attention_bf16_rows(D, b, h, i0, out, out_stride);
     }
   });
+  if (out_b16 && !direct_b16) round_out_rows(out, n_q, out_stride, width, out_b16, pool);
 }
 
 }  // namespace tessera

@@ -83,8 +83,13 @@ bool attention_bf16_available();
 // out[i * out_stride + h * head_dim + d] for query rows i < n_q; q, k and v fp32 with heads side
 // by side (k and v rows kv_stride floats apart, n_kv of them). s.causal must be false. AMX where
 // available, else the scalar twin.
+// With out_b16, the output rows go, rounded, into out_b16 as the next bf16 GEMM's activations
+// (bf16_tiles.h layout, k = n_head · head_dim; padding tokens are the caller's) with the same bits
+// as round_row_bf16 of the fp32 rows; out is then scratch (written only where the rows cannot be
+// rounded in the kernel: no AMX, or head_dim not a multiple of 16).
 void attention_bf16(const AttentionShape& s, const float* q, int64_t n_q, int64_t q_stride, const float* k,
-                    const float* v, int64_t kv_stride, float* out, int64_t out_stride, ThreadPool& pool);
+                    const float* v, int64_t kv_stride, float* out, int64_t out_stride, ThreadPool& pool,
+                    uint16_t* out_b16 = nullptr);
 
 // Round and lay out query rows [i0, i1) and key/value rows [j0, j1) (j0, j1 even or n_kv) into b;
 // padding (rows past n_q/n_kv up to nqp/nkp, dims past hd) is written as zeros by whoever covers it.
@@ -101,7 +106,10 @@ TESSERA_ATTN_BF16_ROWS_DECL
 }  // namespace ref
 namespace avx512 {
 TESSERA_ATTN_BF16_PACK_DECL
-TESSERA_ATTN_BF16_ROWS_DECL
+// out_b16 (head_dim a multiple of 16, n_head · head_dim of 32): the rows rounded into those
+// activation tiles instead of out.
+void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_t h, int64_t i0, float* out,
+                         int64_t out_stride, uint16_t* out_b16 = nullptr);
 // The AMX kernel's 16-lane exp2 over n values (for the test that it equals exp2_bf16attn).
 void exp2_bf16attn_lanes(const float* t, float* e, int64_t n);
 }  // namespace avx512

@@ -92,8 +92,9 @@ void apply(const Linear& l, const float* x, int n, float* y, ThreadPool& pool, c
 // Bidirectional attention of n_q query rows over all of a tile's keys/values (n_patches x
 // hidden, f32, heads side by side): flash_attention, or with bf16 (use_bf16_gemm) the bf16
 // attention on AMX tiles.
+// out_b16 (bf16 only): the output rounded into the o projection's activation tiles instead.
 void tile_attention(const SiglipConfig& c, const float* q, int n_q, const float* k, const float* v, int64_t stride,
-                    float* out, bool bf16, ThreadPool& pool, const char* what) {
+                    float* out, bool bf16, ThreadPool& pool, const char* what, uint16_t* out_b16 = nullptr) {
   const int N = c.n_patches(), H = c.hidden, hd = H / c.heads;
   AttentionShape shape;
   shape.n_head = shape.n_head_kv = c.heads;
@@ -104,7 +105,7 @@ void tile_attention(const SiglipConfig& c, const float* q, int n_q, const float*
   const KvView view{reinterpret_cast<const uint8_t*>(k), reinterpret_cast<const uint8_t*>(v), DType::F32,
                     stride * 4, static_cast<int64_t>(hd) * 4};
   prof::OpScope op(bf16 ? "attention_bf16" : "attention", what, 4.0 * n_q * N * H, 8.0 * (N + n_q) * H);
-  if (bf16) return attention_bf16(shape, q, n_q, stride, k, v, stride, out, H, pool);
+  if (bf16) return attention_bf16(shape, q, n_q, stride, k, v, stride, out, H, pool, out_b16);
   flash_attention(shape, q, n_q, stride, view, out, H, pool);
 }
 
@@ -323,8 +324,11 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
       }
     ++li;
     // Bidirectional fused attention over the tile's own keys (no cache: K/V are this layer's).
-    tile_attention(c, qp, N, kp, vp, qkv_stride, att.data(), bf16_attention_, pool, "bidirectional");
-    apply(L.o, att.data(), N, tmp.data(), pool, "o");
+    // with bf16 o weights the attention writes o's input already rounded (xnb is free again: q,
+    // k and v have read it, and the next norm writes it after o)
+    uint16_t* const o_b16 = b16 && L.o.w.bf16_tiles ? xnb.data() : nullptr;
+    tile_attention(c, qp, N, kp, vp, qkv_stride, att.data(), bf16_attention_, pool, "bidirectional", o_b16);
+    apply(L.o, att.data(), N, tmp.data(), pool, "o", false, o_b16);
     norm_rows(L.ln2_w.data(), L.ln2_b.data(), tmp.data(), xn.data(), fc1_b16);
     apply(L.fc1, xn.data(), N, ff.data(), pool, "fc1", /*gelu=*/true, fc1_b16, fc2_b16);
     apply(L.fc2, ff.data(), N, tmp.data(), pool, "fc2", false, fc2_b16);

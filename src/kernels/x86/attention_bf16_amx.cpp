@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "kernels/attention_bf16.h"
+#include "kernels/bf16_tiles.h"
 #include "kernels/x86/amx_tile_config.h"
 #include "kernels/x86/bf16_round.h"
 
@@ -89,7 +90,7 @@ void exp2_bf16attn_lanes(const float* t, float* e, int64_t n) {
 }
 
 void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_t h, int64_t i0, float* out,
-                         int64_t out_stride) {
+                         int64_t out_stride, uint16_t* out_b16) {
   constexpr int64_t R = kBf16AttnRows, KB = kBf16AttnKeys;
   const int64_t ndk = D.hdk / 32, hdv = D.hdv, rows = std::min(R, D.n_q - i0);
   const int64_t g = h / (D.n_head / D.n_head_kv);
@@ -253,6 +254,15 @@ void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_
   _tile_release();
   for (int64_t r = 0; r < rows; ++r) {
     const __m512 vl = _mm512_set1_ps(_mm512_reduce_add_ps(l[r]));
+    if (out_b16) {  // rounded as round_row_bf16 rounds the fp32 row; each 16 values one head's
+      const int64_t kp = bf16_padded_k(D.n_head * D.hd);
+      for (int64_t d = 0; d < D.hd; d += 16) {
+        const __m512 o = _mm512_div_ps(_mm512_loadu_ps(O + r * hdv + d), vl);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_b16 + bf16_act_index(i0 + r, h * D.hd + d, kp)),
+                            _mm512_cvtepi32_epi16(round_bf16_lanes(_mm512_castps_si512(o))));
+      }
+      continue;
+    }
     float* dst = out + (i0 + r) * out_stride + h * D.hd;
     for (int64_t d = 0; d < D.hd; d += 16)
       _mm512_mask_storeu_ps(dst + d, first_lanes(D.hd - d), _mm512_div_ps(_mm512_loadu_ps(O + r * hdv + d), vl));
