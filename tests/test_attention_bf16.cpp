@@ -249,6 +249,44 @@ TEST(AttentionBf16, RoundedOutputIsTheRoundedRows) {
   }
 }
 
+// A q/k/v GEMM that rounds its results straight into the attention's layouts (Bf16QkvTarget):
+// the same bytes as packing its fp32 output, padding tokens zeroed (45 tokens), grouped heads,
+// at 1 and 2 threads; the attention over them gives attention_bf16's bits.
+TEST(AttentionBf16, QkvGemmWritesThePackedLayouts) {
+  if (!attention_bf16_available()) GTEST_SKIP() << "no AMX bf16 here";
+  const int64_t m = 45, K = 40, hd = 32, nh = 4, nkv = 2, rows = (nh + 2 * nkv) * hd;
+  const test::RandomMatrix W = test::make_matrix(DType::F32, rows, K, 61);
+  const PackedWeights P = pack_bf16_tiles(W.w);
+  const std::vector<float> x = random_x(m, K, 62), bias = random_x(1, rows, 63);
+  std::vector<uint16_t> xb(static_cast<size_t>(bf16_act_elems(m, K)));
+  zero_pad_tokens_bf16(xb.data(), m, K);
+  for (int64_t t = 0; t < m; ++t) round_row_bf16(x.data() + t * K, t, K, xb.data());
+  AttentionShape s;
+  s.n_head = nh, s.n_head_kv = nkv, s.head_dim = hd, s.n_kv = m, s.scale = 0.2f, s.causal = false;
+  const Bf16AttnDims D = bf16_attn_dims(s, m);
+  const size_t nq = static_cast<size_t>(D.n_head * D.nqp * D.hdk), nk = static_cast<size_t>(D.n_head_kv * D.nkp * D.hdk),
+               nv = static_cast<size_t>(D.n_head_kv * D.nkp * D.hdv);
+  ThreadPool one(1), two(2);
+  std::vector<float> y(static_cast<size_t>(m * rows));
+  gemm_bf16_rounded(P.matrix, xb.data(), m, y.data(), rows, one, bias.data());
+  std::vector<uint16_t> want(nq + nk + nv);
+  const Bf16AttnBuffers wb{want.data(), want.data() + nq, want.data() + nq + nk};
+  ref::pack_attn_bf16(D, y.data(), rows, y.data() + nh * hd, y.data() + (nh + nkv) * hd, rows, 0, D.nqp, 0, D.nkp, wb);
+  std::vector<float> want_out(static_cast<size_t>(m * nh * hd)), got_out(want_out.size());
+  attention_bf16(s, y.data(), m, rows, y.data() + nh * hd, y.data() + (nh + nkv) * hd, rows, want_out.data(), nh * hd, two);
+  for (ThreadPool* pool : {&one, &two}) {
+    std::vector<uint16_t> got(want.size(), 0xffff);  // the padding must come back zero
+    const Bf16QkvTarget target{&D, {got.data(), got.data() + nq, got.data() + nq + nk}};
+    gemm_bf16_rounded(P.matrix, xb.data(), m, nullptr, 0, *pool, bias.data(), nullptr, &target);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size() * 2), 0) << pool->size() << " threads";
+    attention_bf16_packed(D, target.bufs, got_out.data(), nh * hd, *pool);
+    EXPECT_EQ(got_out, want_out);
+  }
+  // shapes the layouts cannot take are errors
+  const Bf16QkvTarget target{&D, wb};
+  EXPECT_THROW(gemm_bf16_rounded(P.matrix, xb.data(), m - 1, nullptr, 0, one, bias.data(), nullptr, &target), Error);
+}
+
 TEST(AttentionBf16, BadShapesAreErrors) {
   ThreadPool one(1);
   const Case c{2, 2, 64, 4, 8, 1.0f};

@@ -98,38 +98,20 @@ void round_out_rows(const float* out, int64_t n_q, int64_t out_stride, int64_t w
 
 }  // namespace
 
-void attention_bf16(const AttentionShape& s, const float* q, int64_t n_q, int64_t q_stride, const float* k,
-                    const float* v, int64_t kv_stride, float* out, int64_t out_stride, ThreadPool& pool,
-                    uint16_t* out_b16) {
-  if (s.causal) fail("bf16 attention: bidirectional only (vision tiles); causal attention runs in flash_attention");
-  if (s.head_dim <= 0 || s.head_dim > 256 || s.n_head_kv <= 0 || s.n_head % s.n_head_kv != 0)
-    fail("bf16 attention: unsupported shape (head_dim %d, %d heads, %d kv heads)", s.head_dim, s.n_head, s.n_head_kv);
-  if (!(s.scale > 0.0f)) fail("bf16 attention: the score scale must be positive");
-  if (n_q <= 0) return;
-  if (s.n_kv <= 0) {  // no keys: zeros, as flash_attention gives
-    for (int64_t i = 0; i < n_q; ++i) std::fill_n(out + i * out_stride, static_cast<int64_t>(s.n_head) * s.head_dim, 0.0f);
-    if (out_b16) round_out_rows(out, n_q, out_stride, static_cast<int64_t>(s.n_head) * s.head_dim, out_b16, pool);
-    return;
-  }
-  const Bf16AttnDims D = bf16_attn_dims(s, n_q);
+Bf16AttnBuffers bf16_attn_scratch(const Bf16AttnDims& D) {
   thread_local std::vector<uint16_t> buf;  // grows to the largest call, then stays
   const int64_t nq_el = D.n_head * D.nqp * D.hdk, nk_el = D.n_head_kv * D.nkp * D.hdk;
   buf.resize(static_cast<size_t>(nq_el + nk_el + D.n_head_kv * D.nkp * D.hdv));
-  const Bf16AttnBuffers b{buf.data(), buf.data() + nq_el, buf.data() + nq_el + nk_el};
+  return {buf.data(), buf.data() + nq_el, buf.data() + nq_el + nk_el};
+}
+
+void attention_bf16_packed(const Bf16AttnDims& D, const Bf16AttnBuffers& b, float* out, int64_t out_stride,
+                           ThreadPool& pool, uint16_t* out_b16) {
   [[maybe_unused]] const bool amx = attention_bf16_available();
-  // rows in pairs (a V tile line holds two keys); padded rows are written as zeros
-  pool.parallel_for(std::max(D.nqp, D.nkp) / 2, 8, [&](int64_t a, int64_t e) {
-    const int64_t r0 = 2 * a, r1 = 2 * e;
-    const int64_t i0 = std::min(r0, D.nqp), i1 = std::min(r1, D.nqp), j0 = std::min(r0, D.nkp), j1 = std::min(r1, D.nkp);
-#if defined(TESSERA_HAVE_AVX512)
-    if (amx) return avx512::pack_attn_bf16(D, q, q_stride, k, v, kv_stride, i0, i1, j0, j1, b);
-#endif
-    ref::pack_attn_bf16(D, q, q_stride, k, v, kv_stride, i0, i1, j0, j1, b);
-  });
-  const int64_t qblocks = D.nqp / kBf16AttnRows, width = static_cast<int64_t>(s.n_head) * s.head_dim;
+  const int64_t qblocks = D.nqp / kBf16AttnRows, width = D.n_head * D.hd;
   // the AMX kernel rounds its rows into out_b16 itself where each 16-value half of a tile line
   // belongs to one head; otherwise the fp32 rows are rounded after
-  const bool direct_b16 = out_b16 && amx && s.head_dim % 16 == 0 && width % kBf16K == 0;
+  const bool direct_b16 = out_b16 && amx && D.hd % 16 == 0 && width % kBf16K == 0;
   pool.parallel_for(D.n_head * qblocks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t h = t / qblocks, i0 = (t % qblocks) * kBf16AttnRows;
@@ -142,7 +124,39 @@ void attention_bf16(const AttentionShape& s, const float* q, int64_t n_q, int64_
       ref::attention_bf16_rows(D, b, h, i0, out, out_stride);
     }
   });
-  if (out_b16 && !direct_b16) round_out_rows(out, n_q, out_stride, width, out_b16, pool);
+  if (out_b16 && !direct_b16) round_out_rows(out, D.n_q, out_stride, width, out_b16, pool);
+}
+
+void attention_bf16(const AttentionShape& s, const float* q, int64_t n_q, int64_t q_stride, const float* k,
+                    const float* v, int64_t kv_stride, float* out, int64_t out_stride, ThreadPool& pool,
+                    uint16_t* out_b16) {
+  check_bf16_attn_shape(s);
+  if (n_q <= 0) return;
+  if (s.n_kv <= 0) {  // no keys: zeros, as flash_attention gives
+    for (int64_t i = 0; i < n_q; ++i) std::fill_n(out + i * out_stride, static_cast<int64_t>(s.n_head) * s.head_dim, 0.0f);
+    if (out_b16) round_out_rows(out, n_q, out_stride, static_cast<int64_t>(s.n_head) * s.head_dim, out_b16, pool);
+    return;
+  }
+  const Bf16AttnDims D = bf16_attn_dims(s, n_q);
+  const Bf16AttnBuffers b = bf16_attn_scratch(D);
+  [[maybe_unused]] const bool amx = attention_bf16_available();
+  // rows in pairs (a V tile line holds two keys); padded rows are written as zeros
+  pool.parallel_for(std::max(D.nqp, D.nkp) / 2, 8, [&](int64_t a, int64_t e) {
+    const int64_t r0 = 2 * a, r1 = 2 * e;
+    const int64_t i0 = std::min(r0, D.nqp), i1 = std::min(r1, D.nqp), j0 = std::min(r0, D.nkp), j1 = std::min(r1, D.nkp);
+#if defined(TESSERA_HAVE_AVX512)
+    if (amx) return avx512::pack_attn_bf16(D, q, q_stride, k, v, kv_stride, i0, i1, j0, j1, b);
+#endif
+    ref::pack_attn_bf16(D, q, q_stride, k, v, kv_stride, i0, i1, j0, j1, b);
+  });
+  attention_bf16_packed(D, b, out, out_stride, pool, out_b16);
+}
+
+void check_bf16_attn_shape(const AttentionShape& s) {
+  if (s.causal) fail("bf16 attention: bidirectional only (vision tiles); causal attention runs in flash_attention");
+  if (s.head_dim <= 0 || s.head_dim > 256 || s.n_head_kv <= 0 || s.n_head % s.n_head_kv != 0)
+    fail("bf16 attention: unsupported shape (head_dim %d, %d heads, %d kv heads)", s.head_dim, s.n_head, s.n_head_kv);
+  if (!(s.scale > 0.0f)) fail("bf16 attention: the score scale must be positive");
 }
 
 }  // namespace tessera

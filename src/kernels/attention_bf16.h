@@ -91,6 +91,24 @@ void attention_bf16(const AttentionShape& s, const float* q, int64_t n_q, int64_
                     const float* v, int64_t kv_stride, float* out, int64_t out_stride, ThreadPool& pool,
                     uint16_t* out_b16 = nullptr);
 
+// The parts of attention_bf16, for a caller that writes the packed Q, K and V itself (the vision
+// encoder's q/k/v GEMM, gemm_bf16_rounded's Bf16QkvTarget): the shape checks (one-line errors),
+// this thread's buffers for D (valid until its next call), and the attention over them (n_q, n_kv
+// > 0; with all of Q, K and V written, padding included).
+void check_bf16_attn_shape(const AttentionShape& s);
+// Where a q/k/v GEMM (gemm_bf16_rounded) puts its results instead of y: its rows [0, Hq) are the
+// queries, [Hq, Hq + Hkv) the keys, [Hq + Hkv, Hq + 2·Hkv) the values (Hq = n_head · hd, Hkv =
+// n_head_kv · hd), each result rounded into b's layouts as pack_attn_bf16 would round it. Needs hd
+// a multiple of 32 (so a 32-row group is 32 dims of one head); tokens are the GEMM's m = n_q =
+// n_kv; padding tokens are zeroed by the GEMM call.
+struct Bf16QkvTarget {
+  const Bf16AttnDims* dims = nullptr;
+  Bf16AttnBuffers bufs;
+};
+Bf16AttnBuffers bf16_attn_scratch(const Bf16AttnDims& D);
+void attention_bf16_packed(const Bf16AttnDims& D, const Bf16AttnBuffers& b, float* out, int64_t out_stride,
+                           ThreadPool& pool, uint16_t* out_b16 = nullptr);
+
 // Round and lay out query rows [i0, i1) and key/value rows [j0, j1) (j0, j1 even or n_kv) into b;
 // padding (rows past n_q/n_kv up to nqp/nkp, dims past hd) is written as zeros by whoever covers it.
 #define TESSERA_ATTN_BF16_PACK_DECL                                                                              \

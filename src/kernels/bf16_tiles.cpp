@@ -1,5 +1,7 @@
 #include "kernels/bf16_tiles.h"
 
+#include "kernels/attention_bf16.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -140,7 +142,8 @@ float dot_bf16(const WeightMatrix& w, int64_t r, int64_t t, const uint16_t* xb, 
 }  // namespace
 
 void gemm_bf16_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
-                    float* y, int64_t ys, const float* bias, uint16_t* gelu_b16) {
+                    float* y, int64_t ys, const float* bias, uint16_t* gelu_b16, const Bf16QkvTarget* qkv) {
+  if (qkv) fail("gemm_bf16: results into the attention's layouts need AMX bf16");
   if (!gelu_b16) {
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t t = 0; t < m; ++t) y[t * ys + r] = dot_bf16(w, r, t, xb, kp, bias);
@@ -191,13 +194,25 @@ void gemm_bf16(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, flo
 }
 
 void gemm_bf16_rounded(const WeightMatrix& w, const uint16_t* xb, int64_t m, float* y, int64_t ys, ThreadPool& pool,
-                       const float* bias, uint16_t* gelu_b16) {
+                       const float* bias, uint16_t* gelu_b16, const Bf16QkvTarget* qkv) {
   if (!w.bf16_tiles) fail("gemm_bf16: the %s weights were not repacked (pack_bf16_tiles)", dtype_name(w.type));
   const int64_t kp = bf16_padded_k(w.cols);
   [[maybe_unused]] const bool amx = bf16_gemm_available();
+  if (qkv) {
+    const Bf16AttnDims& D = *qkv->dims;
+    if (!amx) fail("gemm_bf16: results into the attention's layouts need AMX bf16");
+    if (D.hd % 32 != 0 || D.n_q != m || D.n_kv != m || w.rows != (D.n_head + 2 * D.n_head_kv) * D.hd)
+      fail("gemm_bf16: a %lld-row q/k/v GEMM over %lld tokens does not fit the attention's shape",
+           static_cast<long long>(w.rows), static_cast<long long>(m));
+    if (m % 32 != 0) {  // the padding tokens: zeros (the GEMM writes the m real ones)
+      std::fill_n(qkv->bufs.q, D.n_head * D.nqp * D.hdk, uint16_t{0});
+      std::fill_n(qkv->bufs.k, D.n_head_kv * D.nkp * D.hdk, uint16_t{0});
+      std::fill_n(qkv->bufs.v, D.n_head_kv * D.nkp * D.hdv, uint16_t{0});
+    }
+  }
   parallel_row_groups(w.rows, pool, [&](int64_t r0, int64_t r1) {
 #if defined(TESSERA_HAVE_AVX512)
-    if (amx) return avx512::gemm_bf16_rows_amx(w, r0, r1, xb, m, kp, y, ys, bias, gelu_b16);
+    if (amx) return avx512::gemm_bf16_rows_amx(w, r0, r1, xb, m, kp, y, ys, bias, gelu_b16, qkv);
 #endif
     ref::gemm_bf16_rows(w, r0, r1, xb, m, kp, y, ys, bias, gelu_b16);
   });

@@ -76,7 +76,10 @@ void zero_pad_tokens_bf16(uint16_t* y, int64_t m, int64_t k);
 // still in L1, through gelu_tanh and are rounded into gelu_b16, the next GEMM's activations (k =
 // w.rows; its padding tokens are the caller's). The same bits as y, then gelu_tanh over each
 // token's row, then round_row_bf16, without y's round trip through memory.
+// With qkv (AMX only: without it this fails), y is not written either: the results go into the
+// bf16 attention's Q, K and V layouts (Bf16QkvTarget, attention_bf16.h), the same bits as y
+// handed to attention_bf16's packing.
 void gemm_bf16_rounded(const WeightMatrix& w, const uint16_t* xb, int64_t m, float* y, int64_t ys, ThreadPool& pool,
-                       const float* bias = nullptr, uint16_t* gelu_b16 = nullptr);
+                       const float* bias = nullptr, uint16_t* gelu_b16 = nullptr, const Bf16QkvTarget* qkv = nullptr);
 
 }  // namespace tessera

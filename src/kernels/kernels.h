@@ -23,6 +23,8 @@ Isa detected_isa();  // best level the CPU and OS support
 Isa active_isa();    // detected, capped by set_isa_cap() or TESSERA_ISA=scalar|neon|avx2|avx512|avx512vnni|amx
 void set_isa_cap(Isa cap);
 
+struct Bf16QkvTarget;  // kernels/attention_bf16.h
+
 // A weight matrix of `rows` output features × `cols` inputs, row-major in a GGUF block type.
 struct WeightMatrix {
   DType type = DType::F32;
@@ -127,7 +129,8 @@ void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);
 // sum starts from bias[r] (bias: w.rows floats, or null for zero). With gelu_b16, y is not written
 // (gemm_bf16_rounded's GELU epilogue).
 void gemm_bf16_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
-                    float* y, int64_t ys, const float* bias = nullptr, uint16_t* gelu_b16 = nullptr);
+                    float* y, int64_t ys, const float* bias = nullptr, uint16_t* gelu_b16 = nullptr,
+                    const Bf16QkvTarget* qkv = nullptr);
 }  // namespace ref
 namespace avx512 {
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);
@@ -136,7 +139,8 @@ bool matmul_q8_rows_vnni(const WeightMatrix& w, int64_t r0, int64_t r1, const Bl
                          int64_t xq_stride, float* y, int64_t ys);
 // The AMX bf16 tile kernel (x86/gemm_bf16_amx.cpp) for gemm_bf16 (bf16_tiles.h).
 void gemm_bf16_rows_amx(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
-                        float* y, int64_t ys, const float* bias = nullptr, uint16_t* gelu_b16 = nullptr);
+                        float* y, int64_t ys, const float* bias = nullptr, uint16_t* gelu_b16 = nullptr,
+                        const Bf16QkvTarget* qkv = nullptr);
 void round_rows_bf16_avx512(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t k, uint16_t* y, int64_t kp);
 }  // namespace avx512
 

@@ -32,16 +32,17 @@ Linear linear(const TensorSource& s, const std::string& w, const std::string& b,
 // tiles (use_bf16_gemm), the bf16 GEMM.
 // xb: x already rounded to bf16 tiles (bf16_tiles.h) for weights that carry bf16 tiles; x unused.
 // bias: taken by the bf16 GEMM as its sums' start (only with bf16 tiles; the caller adds it else).
-// gelu_b16 (with xb): the bf16 GEMM's GELU epilogue (gemm_bf16_rounded); y is not written.
+// gelu_b16, qkv (with xb): the bf16 GEMM's epilogues (gemm_bf16_rounded); y is not written.
 void mm(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, ThreadPool& pool, const char* what,
-        const uint16_t* xb = nullptr, const float* bias = nullptr, uint16_t* gelu_b16 = nullptr) {
+        const uint16_t* xb = nullptr, const float* bias = nullptr, uint16_t* gelu_b16 = nullptr,
+        const Bf16QkvTarget* qkv = nullptr) {
   char detail[80] = "";
   if (prof::on())
     std::snprintf(detail, sizeof detail, "%s %s %lldx%lld", what, dtype_name(w.type), static_cast<long long>(w.rows),
                   static_cast<long long>(w.cols));
   prof::OpScope op(w.panels ? "matmul_q8" : w.bf16_tiles ? "gemm_bf16" : "gemm", detail, 2.0 * n * w.rows * w.cols,
                    static_cast<double>(w.rows) * w.row_stride + 4.0 * n * (w.rows + w.cols));
-  if (xb) return gemm_bf16_rounded(w, xb, n, y, w.rows, pool, bias, gelu_b16);
+  if (xb) return gemm_bf16_rounded(w, xb, n, y, w.rows, pool, bias, gelu_b16, qkv);
   if (w.bf16_tiles) return gemm_bf16(w, x, n, xs, y, w.rows, pool, bias);
   if (!w.panels) return gemm(w, x, n, xs, y, w.rows, pool);
   thread_local std::vector<BlockQ8_1> xq;  // workers get its pointer, never the vector
@@ -93,15 +94,20 @@ void apply(const Linear& l, const float* x, int n, float* y, ThreadPool& pool, c
 // hidden, f32, heads side by side): flash_attention, or with bf16 (use_bf16_gemm) the bf16
 // attention on AMX tiles.
 // out_b16 (bf16 only): the output rounded into the o projection's activation tiles instead.
+AttentionShape tile_attention_shape(const SiglipConfig& c) {
+  AttentionShape shape;
+  shape.n_head = shape.n_head_kv = c.heads;
+  shape.head_dim = c.hidden / c.heads;
+  shape.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  shape.causal = false;
+  shape.n_kv = c.n_patches();
+  return shape;
+}
+
 void tile_attention(const SiglipConfig& c, const float* q, int n_q, const float* k, const float* v, int64_t stride,
                     float* out, bool bf16, ThreadPool& pool, const char* what, uint16_t* out_b16 = nullptr) {
   const int N = c.n_patches(), H = c.hidden, hd = H / c.heads;
-  AttentionShape shape;
-  shape.n_head = shape.n_head_kv = c.heads;
-  shape.head_dim = hd;
-  shape.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  shape.causal = false;
-  shape.n_kv = N;
+  const AttentionShape shape = tile_attention_shape(c);
   const KvView view{reinterpret_cast<const uint8_t*>(k), reinterpret_cast<const uint8_t*>(v), DType::F32,
                     stride * 4, static_cast<int64_t>(hd) * 4};
   prof::OpScope op(bf16 ? "attention_bf16" : "attention", what, 4.0 * n_q * N * H, 8.0 * (N + n_q) * H);
@@ -294,6 +300,8 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     zero_pad_tokens_bf16(ffb.data(), N, c.ff);
   }
   size_t li = 0;
+  const AttentionShape attn_shape = tile_attention_shape(c);
+  if (bf16_attention_) check_bf16_attn_shape(attn_shape);
   for (const SiglipLayer& L : layers_) {
     const bool b16 = bf16_attention_;
     uint16_t* const qkv_b16 = b16 && L.q.w.bf16_tiles && L.k.w.bf16_tiles && L.v.w.bf16_tiles ? xnb.data() : nullptr;
@@ -303,6 +311,27 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     // q, k and v side by side in one row of qkv (one GEMM over the stacked matrix), or each in
     // its own buffer
     const bool stacked = qkv_b16 && L.qkv.w.bf16_tiles;
+    // with bf16 o weights the attention writes o's input already rounded (xnb is free again: q,
+    // k and v have read it, and the next norm writes it after o)
+    uint16_t* const o_b16 = b16 && L.o.w.bf16_tiles ? xnb.data() : nullptr;
+    if (stacked && !record && attn_shape.head_dim % 32 == 0) {
+      // the GEMM rounds q, k and v straight into the attention's tile layouts: no fp32 q/k/v,
+      // no packing pass (the same bits as packing them)
+      const Bf16AttnDims D = bf16_attn_dims(attn_shape, N);
+      const Bf16QkvTarget target{&D, bf16_attn_scratch(D)};
+      mm(L.qkv.w, xn.data(), N, H, nullptr, pool, "qkv", qkv_b16, L.qkv.b.empty() ? nullptr : L.qkv.b.data(), nullptr, &target);
+      ++li;
+      {
+        prof::OpScope op("attention_bf16", "bidirectional", 4.0 * N * N * H, 8.0 * 2 * N * H);
+        attention_bf16_packed(D, target.bufs, att.data(), H, pool, o_b16);
+      }
+      apply(L.o, att.data(), N, tmp.data(), pool, "o", false, o_b16);
+      norm_rows(L.ln2_w.data(), L.ln2_b.data(), tmp.data(), xn.data(), fc1_b16);
+      apply(L.fc1, xn.data(), N, ff.data(), pool, "fc1", /*gelu=*/true, fc1_b16, fc2_b16);
+      apply(L.fc2, ff.data(), N, tmp.data(), pool, "fc2", false, fc2_b16);
+      pending = tmp.data();
+      continue;
+    }
     const float *qp, *kp, *vp;
     int64_t qkv_stride = H;
     if (stacked) {
@@ -324,9 +353,6 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
       }
     ++li;
     // Bidirectional fused attention over the tile's own keys (no cache: K/V are this layer's).
-    // with bf16 o weights the attention writes o's input already rounded (xnb is free again: q,
-    // k and v have read it, and the next norm writes it after o)
-    uint16_t* const o_b16 = b16 && L.o.w.bf16_tiles ? xnb.data() : nullptr;
     tile_attention(c, qp, N, kp, vp, qkv_stride, att.data(), bf16_attention_, pool, "bidirectional", o_b16);
     apply(L.o, att.data(), N, tmp.data(), pool, "o", false, o_b16);
     norm_rows(L.ln2_w.data(), L.ln2_b.data(), tmp.data(), xn.data(), fc1_b16);

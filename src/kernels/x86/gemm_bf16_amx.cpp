@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "kernels/attention_bf16.h"
 #include "kernels/bf16_tiles.h"
 #include "kernels/kernels.h"
 #include "kernels/x86/amx_tile_config.h"
@@ -59,6 +60,43 @@ inline void gelu_round_tiles(int64_t t, int64_t m, int64_t r, int64_t nr, uint16
   }
 }
 
+// The q/k/v epilogue (Bf16QkvTarget) for one step: tokens t.. (m in all), rows r.. (32 dims of one
+// head of q, k or v), rounded into the attention's layouts exactly as pack_attn_bf16 does.
+inline void qkv_round_tiles(int64_t t, int64_t m, int64_t r, const Bf16QkvTarget& T) {
+  const Bf16AttnDims& D = *T.dims;
+  alignas(64) float buf[32 * 32];
+  _tile_stored(0, buf, 128);
+  _tile_stored(1, buf + 16, 128);
+  _tile_stored(2, buf + 16 * 32, 128);
+  _tile_stored(3, buf + 16 * 32 + 16, 128);
+  const int64_t nt = std::min<int64_t>(32, m - t), hq = D.n_head * D.hd, hkv = D.n_head_kv * D.hd;
+  auto half = [&](int64_t i, int h) { return _mm512_cvtepi32_epi16(round_bf16_lanes(_mm512_castps_si512(_mm512_load_ps(buf + 32 * i + 16 * h)))); };
+  if (r < hq) {  // a query row holds its head's dims contiguously
+    const int64_t h = r / D.hd, d0 = r % D.hd;
+    for (int64_t i = 0; i < nt; ++i) {
+      uint16_t* dst = T.bufs.q + bf16_attn_q_index(D, h, t + i, d0);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), half(i, 0));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + 16), half(i, 1));
+    }
+  } else if (r < hq + hkv) {  // a key's 16 dim pairs go one per line of its tile: a scatter
+    const int64_t g = (r - hq) / D.hd, d0 = (r - hq) % D.hd;
+    const __m512i lines = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                             _mm512_set1_epi32(16));
+    for (int64_t i = 0; i < nt; ++i) {
+      const __m512i pairs = _mm512_inserti64x4(_mm512_castsi256_si512(half(i, 0)), half(i, 1), 1);
+      _mm512_i32scatter_epi32(T.bufs.k + bf16_attn_k_index(D, g, t + i, d0), lines, pairs, 4);
+    }
+  } else {  // two keys' values interleave in one tile line
+    const int64_t g = (r - hq - hkv) / D.hd, d0 = (r - hq - hkv) % D.hd;
+    for (int64_t i = 0; i < nt; i += 2)
+      for (int h = 0; h < 2; ++h) {
+        const __m512i a = _mm512_cvtepu16_epi32(half(i, h));
+        const __m512i c = i + 1 < nt ? _mm512_cvtepu16_epi32(half(i + 1, h)) : _mm512_setzero_si512();
+        _mm512_storeu_si512(T.bufs.v + bf16_attn_v_index(D, g, t + i, d0 + 16 * h), _mm512_or_si512(a, _mm512_slli_epi32(c, 16)));
+      }
+  }
+}
+
 }  // namespace
 
 // round_rows_bf16 sixteen lanes at a time (bf16_round.h: the same bits as float_to_bf16).
@@ -75,7 +113,7 @@ void round_rows_bf16_avx512(const float* x, int64_t t0, int64_t t1, int64_t xs, 
 }
 
 void gemm_bf16_rows_amx(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
-                        float* y, int64_t ys, const float* bias, uint16_t* gelu_b16) {
+                        float* y, int64_t ys, const float* bias, uint16_t* gelu_b16, const Bf16QkvTarget* qkv) {
   const int64_t nkb = kp / kBf16K, kpo = bf16_padded_k(w.rows);
   _tile_loadconfig(&kFullTiles);  // tmm0..3 accumulators, tmm4, 5 activations, tmm6, 7 weights
   // Tokens in blocks of 64: every row group of the range passes over a block's activation tiles
@@ -129,6 +167,10 @@ void gemm_bf16_rows_amx(const WeightMatrix& w, int64_t r0, int64_t r1, const uin
       }
       if (gelu_b16) {
         gelu_round_tiles(t, m, r, std::min<int64_t>(32, r1 - r), gelu_b16, kpo);
+        continue;
+      }
+      if (qkv) {
+        qkv_round_tiles(t, m, r, *qkv);
         continue;
       }
       store_tile(0, y, ys, t, m, r, r1);
