@@ -320,40 +320,32 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
       const Bf16AttnDims D = bf16_attn_dims(attn_shape, N);
       const Bf16QkvTarget target{&D, bf16_attn_scratch(D)};
       mm(L.qkv.w, xn.data(), N, H, nullptr, pool, "qkv", qkv_b16, L.qkv.b.empty() ? nullptr : L.qkv.b.data(), nullptr, &target);
-      ++li;
-      {
-        prof::OpScope op("attention_bf16", "bidirectional", 4.0 * N * N * H, 8.0 * 2 * N * H);
-        attention_bf16_packed(D, target.bufs, att.data(), H, pool, o_b16);
-      }
-      apply(L.o, att.data(), N, tmp.data(), pool, "o", false, o_b16);
-      norm_rows(L.ln2_w.data(), L.ln2_b.data(), tmp.data(), xn.data(), fc1_b16);
-      apply(L.fc1, xn.data(), N, ff.data(), pool, "fc1", /*gelu=*/true, fc1_b16, fc2_b16);
-      apply(L.fc2, ff.data(), N, tmp.data(), pool, "fc2", false, fc2_b16);
-      pending = tmp.data();
-      continue;
-    }
-    const float *qp, *kp, *vp;
-    int64_t qkv_stride = H;
-    if (stacked) {
-      qkv.resize(3 * x.size());
-      apply(L.qkv, xn.data(), N, qkv.data(), pool, "qkv", false, qkv_b16);
-      qp = qkv.data(), kp = qp + H, vp = qp + 2 * H, qkv_stride = 3 * H;
+      prof::OpScope op("attention_bf16", "bidirectional", 4.0 * N * N * H, 8.0 * 2 * N * H);
+      attention_bf16_packed(D, target.bufs, att.data(), H, pool, o_b16);
     } else {
-      q.resize(x.size()), k.resize(x.size()), v.resize(x.size());
-      qp = q.data(), kp = k.data(), vp = v.data();
-      apply(L.q, xn.data(), N, q.data(), pool, "q", false, qkv_b16);
-      apply(L.k, xn.data(), N, k.data(), pool, "k", false, qkv_b16);
-      apply(L.v, xn.data(), N, v.data(), pool, "v", false, qkv_b16);
-    }
-    if (record)
-      for (int i = 0; i < N; ++i) {
-        const size_t at = li * NH + static_cast<size_t>(i) * H;
-        std::copy_n(kp + i * qkv_stride, H, record->k.begin() + static_cast<std::ptrdiff_t>(at));
-        std::copy_n(vp + i * qkv_stride, H, record->v.begin() + static_cast<std::ptrdiff_t>(at));
+      const float *qp, *kp, *vp;
+      int64_t qkv_stride = H;
+      if (stacked) {
+        qkv.resize(3 * x.size());
+        apply(L.qkv, xn.data(), N, qkv.data(), pool, "qkv", false, qkv_b16);
+        qp = qkv.data(), kp = qp + H, vp = qp + 2 * H, qkv_stride = 3 * H;
+      } else {
+        q.resize(x.size()), k.resize(x.size()), v.resize(x.size());
+        qp = q.data(), kp = k.data(), vp = v.data();
+        apply(L.q, xn.data(), N, q.data(), pool, "q", false, qkv_b16);
+        apply(L.k, xn.data(), N, k.data(), pool, "k", false, qkv_b16);
+        apply(L.v, xn.data(), N, v.data(), pool, "v", false, qkv_b16);
       }
+      if (record)
+        for (int i = 0; i < N; ++i) {
+          const size_t at = li * NH + static_cast<size_t>(i) * H;
+          std::copy_n(kp + i * qkv_stride, H, record->k.begin() + static_cast<std::ptrdiff_t>(at));
+          std::copy_n(vp + i * qkv_stride, H, record->v.begin() + static_cast<std::ptrdiff_t>(at));
+        }
+      // Bidirectional fused attention over the tile's own keys (no cache: K/V are this layer's).
+      tile_attention(c, qp, N, kp, vp, qkv_stride, att.data(), bf16_attention_, pool, "bidirectional", o_b16);
+    }
     ++li;
-    // Bidirectional fused attention over the tile's own keys (no cache: K/V are this layer's).
-    tile_attention(c, qp, N, kp, vp, qkv_stride, att.data(), bf16_attention_, pool, "bidirectional", o_b16);
     apply(L.o, att.data(), N, tmp.data(), pool, "o", false, o_b16);
     norm_rows(L.ln2_w.data(), L.ln2_b.data(), tmp.data(), xn.data(), fc1_b16);
     apply(L.fc1, xn.data(), N, ff.data(), pool, "fc1", /*gelu=*/true, fc1_b16, fc2_b16);
