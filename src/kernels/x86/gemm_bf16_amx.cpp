@@ -3,7 +3,8 @@
 // so each tile loaded serves two TDPBF16PS. The activations are the per-call bf16 copy, already in
 // 1 KiB tiles (bf16_act_index), the weights in their tile order: every tile load is contiguous.
 // Results go straight from the accumulator tiles to y where a whole 16 × 16 fits, else through a
-// small buffer.
+// small buffer; or, with an epilogue, through a 4 KiB buffer per 32 × 32 step into the next op's
+// bf16 layout (GELU into fc2's activations, or q/k/v into the attention's), y never written.
 #include <immintrin.h>
 
 #include <algorithm>
