@@ -96,6 +96,10 @@ void attention_bf16(const AttentionShape& s, const float* q, int64_t n_q, int64_
 // this thread's buffers for D (valid until its next call), and the attention over them (n_q, n_kv
 // > 0; with all of Q, K and V written, padding included).
 void check_bf16_attn_shape(const AttentionShape& s);
+Bf16AttnBuffers bf16_attn_scratch(const Bf16AttnDims& D);
+void attention_bf16_packed(const Bf16AttnDims& D, const Bf16AttnBuffers& b, float* out, int64_t out_stride,
+                           ThreadPool& pool, uint16_t* out_b16 = nullptr);
+
 // Where a q/k/v GEMM (gemm_bf16_rounded) puts its results instead of y: its rows [0, Hq) are the
 // queries, [Hq, Hq + Hkv) the keys, [Hq + Hkv, Hq + 2·Hkv) the values (Hq = n_head · hd, Hkv =
 // n_head_kv · hd), each result rounded into b's layouts as pack_attn_bf16 would round it. Needs hd
@@ -105,9 +109,6 @@ struct Bf16QkvTarget {
   const Bf16AttnDims* dims = nullptr;
   Bf16AttnBuffers bufs;
 };
-Bf16AttnBuffers bf16_attn_scratch(const Bf16AttnDims& D);
-void attention_bf16_packed(const Bf16AttnDims& D, const Bf16AttnBuffers& b, float* out, int64_t out_stride,
-                           ThreadPool& pool, uint16_t* out_b16 = nullptr);
 
 // Round and lay out query rows [i0, i1) and key/value rows [j0, j1) (j0, j1 even or n_kv) into b;
 // padding (rows past n_q/n_kv up to nqp/nkp, dims past hd) is written as zeros by whoever covers it.

@@ -1,7 +1,5 @@
 #include "kernels/bf16_tiles.h"
 
-#include "kernels/attention_bf16.h"
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "kernels/attention_bf16.h"
 #include "kernels/gemm_panels.h"
 
 namespace tessera {
@@ -142,8 +141,7 @@ float dot_bf16(const WeightMatrix& w, int64_t r, int64_t t, const uint16_t* xb, 
 }  // namespace
 
 void gemm_bf16_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
-                    float* y, int64_t ys, const float* bias, uint16_t* gelu_b16, const Bf16QkvTarget* qkv) {
-  if (qkv) fail("gemm_bf16: results into the attention's layouts need AMX bf16");
+                    float* y, int64_t ys, const float* bias, uint16_t* gelu_b16) {
   if (!gelu_b16) {
     for (int64_t r = r0; r < r1; ++r)
       for (int64_t t = 0; t < m; ++t) y[t * ys + r] = dot_bf16(w, r, t, xb, kp, bias);

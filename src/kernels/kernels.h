@@ -129,8 +129,7 @@ void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);
 // sum starts from bias[r] (bias: w.rows floats, or null for zero). With gelu_b16, y is not written
 // (gemm_bf16_rounded's GELU epilogue).
 void gemm_bf16_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
-                    float* y, int64_t ys, const float* bias = nullptr, uint16_t* gelu_b16 = nullptr,
-                    const Bf16QkvTarget* qkv = nullptr);
+                    float* y, int64_t ys, const float* bias = nullptr, uint16_t* gelu_b16 = nullptr);
 }  // namespace ref
 namespace avx512 {
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);

@@ -192,10 +192,6 @@ void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_
       _mm512_store_ps(m + r, vmn);
     }
     const __m512 vc = _mm512_set1_ps(c);
-    // the block's values (kbn keys × hdv dims, contiguous) are brought into L1 while the
-    // softmax runs, a few lines per row, for the output steps below
-    const char* vblk = reinterpret_cast<const char*>(b.v + bf16_attn_v_index(D, g, j0, 0));
-    const int64_t vlines = kbn * hdv / 32, vper = (vlines + rows - 1) / rows;
     for (int64_t r = 0; r < rows; ++r) {
       const float* s = S + r * ss;
       const __m512 vmc = _mm512_set1_ps(mc[r]);
@@ -215,12 +211,6 @@ void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_
       l[r] = sum;
     }
 
-    // and the next block's keys (contiguous too) while the output steps run
-    const int64_t knext = std::min(KB, D.nkp - j0 - KB);
-    const char* kblk = knext > 0 ? reinterpret_cast<const char*>(b.k + bf16_attn_k_index(D, g, j0 + KB, 0)) : nullptr;
-    const int64_t klines = knext > 0 ? knext * D.hdk / 32 : 0, ksteps = (hdv + 31) / 32 * (kbn / 32);
-    const int64_t kper = (klines + ksteps - 1) / ksteps;
-    int64_t kline = 0;
     for (int64_t dc = 0; dc < hdv; dc += 32) {
       const bool two = dc + 16 < hdv;  // a second value tile in this step
       _tile_zero(0);

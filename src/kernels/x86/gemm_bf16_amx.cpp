@@ -43,15 +43,19 @@ inline void store_tile(int c, float* y, int64_t ys, int64_t t, int64_t m, int64_
   for (int64_t i = 0; i < nt; ++i) std::memcpy(y + (t + i) * ys + r, buf + 16 * i, static_cast<size_t>(nr) * 4);
 }
 
-// gemm_bf16_rounded's GELU epilogue for one step: the four accumulators (tokens t.., rows r..,
-// nr of them valid) through a 4 KiB buffer, gelu_tanh per token, rounded into the token's line of
-// the next GEMM's activations (zero past nr).
-inline void gelu_round_tiles(int64_t t, int64_t m, int64_t r, int64_t nr, uint16_t* out, int64_t kpo) {
-  alignas(64) float buf[32 * 32];
+// The four accumulators of one step as 32 tokens × 32 rows, token-major, for the epilogues.
+inline void store_step(float* buf) {
   _tile_stored(0, buf, 128);
   _tile_stored(1, buf + 16, 128);
   _tile_stored(2, buf + 16 * 32, 128);
   _tile_stored(3, buf + 16 * 32 + 16, 128);
+}
+
+// gemm_bf16_rounded's GELU epilogue for one step (tokens t.., rows r.., nr of them valid):
+// gelu_tanh per token, rounded into the token's line of the next GEMM's activations (zero past nr).
+inline void gelu_round_tiles(int64_t t, int64_t m, int64_t r, int64_t nr, uint16_t* out, int64_t kpo) {
+  alignas(64) float buf[32 * 32];
+  store_step(buf);
   for (int64_t i = 0; i < 32 && t + i < m; ++i) {
     float* row = buf + 32 * i;
     gelu_tanh(row, nr);
@@ -66,10 +70,7 @@ inline void gelu_round_tiles(int64_t t, int64_t m, int64_t r, int64_t nr, uint16
 inline void qkv_round_tiles(int64_t t, int64_t m, int64_t r, const Bf16QkvTarget& T) {
   const Bf16AttnDims& D = *T.dims;
   alignas(64) float buf[32 * 32];
-  _tile_stored(0, buf, 128);
-  _tile_stored(1, buf + 16, 128);
-  _tile_stored(2, buf + 16 * 32, 128);
-  _tile_stored(3, buf + 16 * 32 + 16, 128);
+  store_step(buf);
   const int64_t nt = std::min<int64_t>(32, m - t), hq = D.n_head * D.hd, hkv = D.n_head_kv * D.hd;
   auto half = [&](int64_t i, int h) { return _mm512_cvtepi32_epi16(round_bf16_lanes(_mm512_castps_si512(_mm512_load_ps(buf + 32 * i + 16 * h)))); };
   if (r < hq) {  // a query row holds its head's dims contiguously
