@@ -287,6 +287,54 @@ TEST(AttentionBf16, QkvGemmWritesThePackedLayouts) {
   EXPECT_THROW(gemm_bf16_rounded(P.matrix, xb.data(), m - 1, nullptr, 0, one, bias.data(), nullptr, &target), Error);
 }
 
+// Keys and values kept packed (a recorded vision tile state): packing every key with
+// pack_attn_bf16_keys gives pack_attn_bf16's bytes; replacing a scattered subset of keys (in any
+// order) and attending over the packed buffers gives attention_bf16's bits over the fp32 keys
+// and values with the same rows replaced, for any number of queries and threads. A key out of
+// range is an error.
+TEST(AttentionBf16, KeptKeysTakeChangedRows) {
+  ThreadPool one(1), two(2);
+  const std::vector<Case> cs = {{2, 2, 64, 45, 70, 3.0f}, {4, 2, 32, 33, 100, 1.0f}, {2, 1, 72, 5, 129, 1.0f},
+                                {2, 2, 64, 3, kBf16AttnKeys + 77, 3.0f}};
+  for (const Case& c : cs) {
+    Inputs in = make_inputs(c, 91);
+    const AttentionShape s = shape_of(c);
+    const Bf16AttnDims D = bf16_attn_dims(s, c.n_q);
+    const size_t nq = static_cast<size_t>(D.n_head * D.nqp * D.hdk), nk = static_cast<size_t>(bf16_attn_k_elems(D)),
+                 nv = static_cast<size_t>(bf16_attn_v_elems(D));
+    EXPECT_EQ(nk, static_cast<size_t>(D.n_head_kv * D.nkp * D.hdk));
+    std::vector<uint16_t> want(nq + nk + nv, 0);
+    ref::pack_attn_bf16(D, in.q.data(), in.qs, in.k.data(), in.v.data(), in.kvs, 0, D.nqp, 0, D.nkp,
+                        {want.data(), want.data() + nq, want.data() + nq + nk});
+    std::vector<int> all(static_cast<size_t>(c.n_kv));
+    for (int j = 0; j < c.n_kv; ++j) all[static_cast<size_t>(j)] = j;
+    std::vector<uint16_t> k16(nk, 0), v16(nv, 0);
+    pack_attn_bf16_keys(D, in.k.data(), in.v.data(), in.kvs, all.data(), c.n_kv, k16.data(), v16.data());
+    ASSERT_EQ(std::memcmp(k16.data(), want.data() + nq, nk * 2), 0) << "hd " << c.hd;
+    ASSERT_EQ(std::memcmp(v16.data(), want.data() + nq + nk, nv * 2), 0) << "hd " << c.hd;
+    // new values for every third key, from the last down (odd and even keys: both halves of a V pair)
+    std::vector<int> changed;
+    for (int j = static_cast<int>(c.n_kv) - 1; j >= 0; j -= 3) changed.push_back(j);
+    const int64_t n = static_cast<int64_t>(changed.size());
+    const std::vector<float> nk_rows = random_x(n, in.kvs, 92), nv_rows = random_x(n, in.kvs, 93);
+    for (int64_t r = 0; r < n; ++r)
+      for (int64_t e = 0; e < in.kvs; ++e) {
+        in.k[static_cast<size_t>(changed[static_cast<size_t>(r)] * in.kvs + e)] = nk_rows[static_cast<size_t>(r * in.kvs + e)];
+        in.v[static_cast<size_t>(changed[static_cast<size_t>(r)] * in.kvs + e)] = nv_rows[static_cast<size_t>(r * in.kvs + e)];
+      }
+    pack_attn_bf16_keys(D, nk_rows.data(), nv_rows.data(), in.kvs, changed.data(), n, k16.data(), v16.data());
+    std::vector<float> want_out(in.q.size(), -1.0f);
+    attention_bf16(s, in.q.data(), c.n_q, in.qs, in.k.data(), in.v.data(), in.kvs, want_out.data(), in.qs, two);
+    for (ThreadPool* pool : {&one, &two}) {
+      std::vector<float> out(in.q.size(), -2.0f);
+      attention_bf16_over(s, in.q.data(), c.n_q, in.qs, k16.data(), v16.data(), out.data(), in.qs, *pool);
+      ASSERT_EQ(std::memcmp(out.data(), want_out.data(), out.size() * 4), 0) << "hd " << c.hd << ", " << pool->size() << " threads";
+    }
+    const int bad[] = {0, static_cast<int>(c.n_kv)};
+    EXPECT_THROW(pack_attn_bf16_keys(D, nk_rows.data(), nv_rows.data(), in.kvs, bad, 2, k16.data(), v16.data()), Error);
+  }
+}
+
 TEST(AttentionBf16, BadShapesAreErrors) {
   ThreadPool one(1);
   const Case c{2, 2, 64, 4, 8, 1.0f};

@@ -356,6 +356,24 @@ TEST(Vision, Bf16GemmOnAmxStaysCloseToTransformers) {
   for (int i = 0; i < c.n_patches(); ++i) all[static_cast<size_t>(i)] = i;
   v->encode_tile_gated(chw.data(), all, st, gated.data(), pool);
   EXPECT_EQ(gated, full);
+  // With head_dim a multiple of 32 every layer's q/k/v GEMM writes the attention's packed K/V,
+  // and the state keeps those (bf16, half the bytes of fp32 K/V). A scattered subset of patches
+  // re-encoded over them, on the same tile, gives the full encoding's bits again; and so does a
+  // new tile with every patch marked changed (the new tile's own full encoding).
+  ASSERT_EQ(c.hidden / c.heads % 32, 0) << "the tiny tower is meant to take the fused route";
+  EXPECT_TRUE(st.k.empty());
+  EXPECT_EQ(st.k16.size(), static_cast<size_t>(c.layers) * ne);  // bf16 elements: half the bytes
+  std::vector<int> some;
+  for (int i = c.n_patches() - 1; i >= 0; i -= 7) some.push_back(i);
+  v->encode_tile_gated(chw.data(), some, st, gated.data(), pool);
+  EXPECT_EQ(gated, full);
+  std::vector<float> chw2(chw);
+  for (size_t i = 0; i < chw2.size(); i += 3) chw2[i] = -chw2[i];
+  std::vector<float> full2(ne);
+  v->encode_tile(chw2.data(), full2.data(), pool);
+  v->encode_tile_gated(chw2.data(), all, st, gated.data(), pool);
+  EXPECT_EQ(gated, full2);
+  EXPECT_NE(full2, full);
 }
 
 TEST(Vision, BadImagesAreClearErrors) {

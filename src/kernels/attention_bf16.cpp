@@ -152,6 +152,39 @@ void attention_bf16(const AttentionShape& s, const float* q, int64_t n_q, int64_
   attention_bf16_packed(D, b, out, out_stride, pool, out_b16);
 }
 
+int64_t bf16_attn_k_elems(const Bf16AttnDims& D) { return D.n_head_kv * D.nkp * D.hdk; }
+int64_t bf16_attn_v_elems(const Bf16AttnDims& D) { return D.n_head_kv * D.nkp * D.hdv; }
+
+void pack_attn_bf16_keys(const Bf16AttnDims& D, const float* k, const float* v, int64_t kv_stride, const int* keys,
+                         int64_t n, uint16_t* k16, uint16_t* v16) {
+  for (int64_t r = 0; r < n; ++r) {
+    const int64_t j = keys[r];
+    if (j < 0 || j >= D.n_kv) fail("bf16 attention: key %lld out of range (%lld keys)", static_cast<long long>(j),
+                                   static_cast<long long>(D.n_kv));
+    for (int g = 0; g < D.n_head_kv; ++g)
+      for (int64_t d = 0; d < D.hd; ++d) {  // padding dims stay the zeros the full pack wrote
+        k16[bf16_attn_k_index(D, g, j, d)] = float_to_bf16(k[r * kv_stride + g * D.hd + d]);
+        v16[bf16_attn_v_index(D, g, j, d)] = float_to_bf16(v[r * kv_stride + g * D.hd + d]);
+      }
+  }
+}
+
+void attention_bf16_over(const AttentionShape& s, const float* q, int64_t n_q, int64_t q_stride, uint16_t* k16,
+                         uint16_t* v16, float* out, int64_t out_stride, ThreadPool& pool) {
+  check_bf16_attn_shape(s);
+  if (n_q <= 0 || s.n_kv <= 0) fail("bf16 attention over packed keys: needs queries and keys");
+  const Bf16AttnDims D = bf16_attn_dims(s, n_q);
+  const Bf16AttnBuffers b{bf16_attn_scratch(D).q, k16, v16};
+  [[maybe_unused]] const bool amx = attention_bf16_available();
+  pool.parallel_for(D.nqp / 2, 8, [&](int64_t a, int64_t e) {  // the queries only (j0 = j1: no keys)
+#if defined(TESSERA_HAVE_AVX512)
+    if (amx) return avx512::pack_attn_bf16(D, q, q_stride, nullptr, nullptr, 0, 2 * a, 2 * e, 0, 0, b);
+#endif
+    ref::pack_attn_bf16(D, q, q_stride, nullptr, nullptr, 0, 2 * a, 2 * e, 0, 0, b);
+  });
+  attention_bf16_packed(D, b, out, out_stride, pool);
+}
+
 void check_bf16_attn_shape(const AttentionShape& s) {
   if (s.causal) fail("bf16 attention: bidirectional only (vision tiles); causal attention runs in flash_attention");
   if (s.head_dim <= 0 || s.head_dim > 256 || s.n_head_kv <= 0 || s.n_head % s.n_head_kv != 0)

@@ -100,6 +100,18 @@ Bf16AttnBuffers bf16_attn_scratch(const Bf16AttnDims& D);
 void attention_bf16_packed(const Bf16AttnDims& D, const Bf16AttnBuffers& b, float* out, int64_t out_stride,
                            ThreadPool& pool, uint16_t* out_b16 = nullptr);
 
+// Keys and values kept packed between calls (a vision tile's recorded state, re-encoded later for a
+// few changed patches): the element counts of D's K and V layouts, a scatter of n fp32 key/value
+// rows into them (row r becomes key keys[r], rounded as pack_attn_bf16 rounds), and the attention
+// of n_q fp32 query rows over them (Q packed here; the same bits, row for row, as attention_bf16
+// over the fp32 keys and values the packed ones were rounded from).
+int64_t bf16_attn_k_elems(const Bf16AttnDims& D);
+int64_t bf16_attn_v_elems(const Bf16AttnDims& D);
+void pack_attn_bf16_keys(const Bf16AttnDims& D, const float* k, const float* v, int64_t kv_stride, const int* keys,
+                         int64_t n, uint16_t* k16, uint16_t* v16);
+void attention_bf16_over(const AttentionShape& s, const float* q, int64_t n_q, int64_t q_stride, uint16_t* k16,
+                         uint16_t* v16, float* out, int64_t out_stride, ThreadPool& pool);
+
 // Where a q/k/v GEMM (gemm_bf16_rounded) puts its results instead of y: its rows [0, Hq) are the
 // queries, [Hq, Hq + Hkv) the keys, [Hq + Hkv, Hq + 2·Hkv) the values (Hq = n_head · hd, Hkv =
 // n_head_kv · hd), each result rounded into b's layouts as pack_attn_bf16 would round it. Needs hd

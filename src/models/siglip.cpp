@@ -115,6 +115,12 @@ void tile_attention(const SiglipConfig& c, const float* q, int n_q, const float*
   flash_attention(shape, q, n_q, stride, view, out, H, pool);
 }
 
+// Whether a layer's q/k/v GEMM rounds its results straight into the bf16 attention's layouts
+// (Bf16QkvTarget): one stacked bf16 matrix (use_bf16_gemm), rounded input, head_dim of 32s.
+bool fused_qkv(const SiglipLayer& L, const AttentionShape& s) {
+  return L.qkv.w.bf16_tiles && L.q.w.bf16_tiles && L.k.w.bf16_tiles && L.v.w.bf16_tiles && s.head_dim % 32 == 0;
+}
+
 void check_config(const SiglipConfig& c, const std::string& file) {
   auto bad = [&](const char* what) { fail("%s: vision config: %s", file.c_str(), what); };
   if (c.patch_size < 1 || c.patch_size > 64) bad("patch size out of range");
@@ -285,9 +291,24 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
   };
   const float* pending = nullptr;  // the previous layer's MLP output, added in the next norm
   const size_t NH = static_cast<size_t>(N) * H;
+  const AttentionShape attn_shape = tile_attention_shape(c);
+  if (bf16_attention_) check_bf16_attn_shape(attn_shape);
+  const Bf16AttnDims D = bf16_attn_dims(attn_shape, N);
+  // a recorded state keeps the bf16 attention's packed K/V where every layer writes them from its
+  // q/k/v GEMM (fused_qkv), else fp32 K/V
+  bool packed_state = record != nullptr && bf16_attention_;
+  for (const SiglipLayer& L : layers_) packed_state = packed_state && fused_qkv(L, attn_shape);
+  const size_t nk = static_cast<size_t>(bf16_attn_k_elems(D)), nv = static_cast<size_t>(bf16_attn_v_elems(D));
   if (record) {
-    record->k.resize(layers_.size() * NH);
-    record->v.resize(layers_.size() * NH);
+    record->k = record->v = {};
+    record->k16 = record->v16 = {};
+    if (packed_state) {
+      record->k16.resize(layers_.size() * nk);
+      record->v16.resize(layers_.size() * nv);
+    } else {
+      record->k.resize(layers_.size() * NH);
+      record->v.resize(layers_.size() * NH);
+    }
     record->encoded.resize(NH);
   }
   // bf16 activations where every consumer of a norm or GELU output is a bf16 GEMM (use_bf16_gemm
@@ -300,8 +321,6 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     zero_pad_tokens_bf16(ffb.data(), N, c.ff);
   }
   size_t li = 0;
-  const AttentionShape attn_shape = tile_attention_shape(c);
-  if (bf16_attention_) check_bf16_attn_shape(attn_shape);
   for (const SiglipLayer& L : layers_) {
     const bool b16 = bf16_attention_;
     uint16_t* const qkv_b16 = b16 && L.q.w.bf16_tiles && L.k.w.bf16_tiles && L.v.w.bf16_tiles ? xnb.data() : nullptr;
@@ -314,11 +333,12 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     // with bf16 o weights the attention writes o's input already rounded (xnb is free again: q,
     // k and v have read it, and the next norm writes it after o)
     uint16_t* const o_b16 = b16 && L.o.w.bf16_tiles ? xnb.data() : nullptr;
-    if (stacked && !record && attn_shape.head_dim % 32 == 0) {
+    if (b16 && fused_qkv(L, attn_shape) && (!record || packed_state)) {
       // the GEMM rounds q, k and v straight into the attention's tile layouts: no fp32 q/k/v,
-      // no packing pass (the same bits as packing them)
-      const Bf16AttnDims D = bf16_attn_dims(attn_shape, N);
-      const Bf16QkvTarget target{&D, bf16_attn_scratch(D)};
+      // no packing pass (the same bits as packing them); a recorded state is where K/V go
+      Bf16AttnBuffers bufs = bf16_attn_scratch(D);
+      if (record) bufs.k = record->k16.data() + li * nk, bufs.v = record->v16.data() + li * nv;
+      const Bf16QkvTarget target{&D, bufs};
       mm(L.qkv.w, xn.data(), N, H, nullptr, pool, "qkv", qkv_b16, L.qkv.b.empty() ? nullptr : L.qkv.b.data(), nullptr, &target);
       prof::OpScope op("attention_bf16", "bidirectional", 4.0 * N * N * H, 8.0 * 2 * N * H);
       attention_bf16_packed(D, target.bufs, att.data(), H, pool, o_b16);
@@ -361,7 +381,13 @@ void Idefics3Vision::encode_tile_gated(const float* chw, const std::vector<int>&
   const SiglipConfig& c = cfg_;
   const int S = c.image_size, P = c.patch_size, side = S / P, N = c.n_patches(), H = c.hidden;
   const size_t NH = static_cast<size_t>(N) * H;
-  if (st.encoded.size() != NH || st.k.size() != layers_.size() * NH) fail("gated encoding needs a state recorded from this tower");
+  const AttentionShape attn_shape = tile_attention_shape(c);
+  const Bf16AttnDims D = bf16_attn_dims(attn_shape, N);
+  const size_t nk = static_cast<size_t>(bf16_attn_k_elems(D)), nv = static_cast<size_t>(bf16_attn_v_elems(D));
+  const bool packed = !st.k16.empty();  // K/V as the bf16 attention holds them (encode_tile)
+  const bool fits = packed ? bf16_attention_ && st.k16.size() == layers_.size() * nk && st.v16.size() == layers_.size() * nv
+                           : st.k.size() == layers_.size() * NH && st.v.size() == layers_.size() * NH;
+  if (st.encoded.size() != NH || !fits) fail("gated encoding needs a state recorded from this tower");
   const int n = static_cast<int>(changed.size());
   for (int i : changed)
     if (i < 0 || i >= N) fail("gated encoding: patch %d out of range", i);
@@ -395,14 +421,23 @@ void Idefics3Vision::encode_tile_gated(const float* chw, const std::vector<int>&
     apply(L.q, xn.data(), n, q.data(), pool, "q (gated)");
     apply(L.k, xn.data(), n, kk.data(), pool, "k (gated)");
     apply(L.v, xn.data(), n, vv.data(), pool, "v (gated)");
-    float* K = st.k.data() + li * NH;
-    float* V = st.v.data() + li * NH;
-    for (int r = 0; r < n; ++r) {  // the changed tokens' keys and values replace their old ones
-      const size_t at = static_cast<size_t>(changed[static_cast<size_t>(r)]) * H;
-      std::copy(&kk[static_cast<size_t>(r) * H], &kk[static_cast<size_t>(r) * H] + H, K + at);
-      std::copy(&vv[static_cast<size_t>(r) * H], &vv[static_cast<size_t>(r) * H] + H, V + at);
+    // the changed tokens' keys and values replace their old ones
+    if (packed) {
+      uint16_t* K = st.k16.data() + li * nk;
+      uint16_t* V = st.v16.data() + li * nv;
+      pack_attn_bf16_keys(D, kk.data(), vv.data(), H, changed.data(), n, K, V);
+      prof::OpScope op("attention_bf16", "gated", 4.0 * n * N * H, 4.0 * (N + n) * H);
+      attention_bf16_over(attn_shape, q.data(), n, H, K, V, att.data(), H, pool);
+    } else {
+      float* K = st.k.data() + li * NH;
+      float* V = st.v.data() + li * NH;
+      for (int r = 0; r < n; ++r) {
+        const size_t at = static_cast<size_t>(changed[static_cast<size_t>(r)]) * H;
+        std::copy(&kk[static_cast<size_t>(r) * H], &kk[static_cast<size_t>(r) * H] + H, K + at);
+        std::copy(&vv[static_cast<size_t>(r) * H], &vv[static_cast<size_t>(r) * H] + H, V + at);
+      }
+      tile_attention(c, q.data(), n, K, V, H, att.data(), bf16_attention_, pool, "gated");
     }
-    tile_attention(c, q.data(), n, K, V, H, att.data(), bf16_attention_, pool, "gated");
     apply(L.o, att.data(), n, tmp.data(), pool, "o (gated)");
     norm(L.ln2_w.data(), L.ln2_b.data(), tmp.data(), xn.data());
     apply(L.fc1, xn.data(), n, ff.data(), pool, "fc1 (gated)", /*gelu=*/true);

@@ -42,7 +42,7 @@ struct WatchOptions {
   double approx_kv = -1;               // < 0: off; else fraction of tokens recomputed in kept tiles
   bool approx_gate = false;            // token gating inside the encoder for partly changed tiles
   double gate_max_fraction = 0.5;      // above this fraction of changed patches: a full encode
-  int gate_positions = 3;              // tile positions whose per-layer K/V are kept (~78 MB each)
+  int gate_positions = 3;              // tile positions whose per-layer K/V are kept (~78 MB each; ~41 MB as bf16 with --bf16-vision)
 };
 
 struct FrameResult {
