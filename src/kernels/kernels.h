@@ -38,6 +38,9 @@ struct WeightMatrix {
   const uint8_t* gemm_panels = nullptr;
   // The same weights as AMX bf16 tiles for gemm_bf16 (kernels/bf16_tiles.h), or null.
   const uint8_t* bf16_tiles = nullptr;
+  // The same weights in 8-row groups for the AVX-512 fp32-activation matmul (kernels/decode_panels.h),
+  // or null; other kernels read `data`.
+  const uint8_t* row_panels = nullptr;
 };
 
 // Owner of a matrix repacked at load (q8_panels.h, gemm_panels.h): `matrix` is the WeightMatrix

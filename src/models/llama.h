@@ -45,6 +45,9 @@ class LlamaModel {
   size_t weight_bytes() const;
 
   void embed(int32_t token, float* out) const;  // checks the id range
+  // A hint that [p, p + n) of the weights has been copied elsewhere (repacked): a file-backed
+  // model drops those pages from memory; they stay readable (faulted back in from the file).
+  size_t release_pages(const uint8_t* p, size_t n) const { return source_ ? source_->release(p, n) : 0; }
 
  private:
   LlamaModel() = default;

@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "kernels/attention.h"
+#include "kernels/decode_panels.h"
 #include "kernels/elementwise.h"
 #include "profile/profiler.h"
 
@@ -43,20 +44,30 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
   gate_.resize(B * c.n_ff);
   up_.resize(B * c.n_ff);
   logits_.resize(static_cast<size_t>(kLogitRows) * c.n_vocab);
-  if (q8_act_) {
-    xq_.resize(B * static_cast<size_t>(std::max(c.n_embd, c.n_ff)) / 32 + 1);
-    // Repack once, here, into the layout the 8-bit kernels read (as llama.cpp's CPU_REPACK).
-    const auto pack = [&](const WeightMatrix& w) {
+  if (q8_act_) xq_.resize(B * static_cast<size_t>(std::max(c.n_embd, c.n_ff)) / 32 + 1);
+  // Repack once, here, into the layout the kernels read (as llama.cpp's CPU_REPACK): q8 panels
+  // for the 8-bit kernels; with fp32 activations on AVX-512, decode panels (one linear stream per
+  // thread for the decode kernel; the same bits). Decode panels replace the GGUF bytes, whose
+  // pages are then dropped (only the token embeddings read them again, a row per token).
+  const bool decode_panels = !q8_act_ && active_isa() >= Isa::Avx512;
+  const auto pack = [&](const WeightMatrix& w) {
+    if (packed_.count(w.data)) return;
+    if (q8_act_) {
       if (!supports_q8_activations(w.type) || w.cols % q8_col_multiple(w.type) != 0) return;
-      if (packed_.count(w.data)) return;
       PackedWeights pw = pack_q8_panels(w);
       packed_bytes_ += pw.bytes;
       packed_.emplace(w.data, std::move(pw));
-    };
-    for (const LlamaLayer& L : model.layers())
-      for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*w);
-    pack(model.output());
-  }
+    } else if (decode_panels) {
+      if (!supports_decode_panels(w.type) || w.rows % kDecodeGroupRows != 0 || w.cols % 32 != 0) return;
+      PackedWeights pw = pack_decode_panels(w);
+      packed_bytes_ += pw.bytes;
+      packed_.emplace(w.data, std::move(pw));
+      model.release_pages(w.data, static_cast<size_t>(w.rows) * w.row_stride);
+    }
+  };
+  for (const LlamaLayer& L : model.layers())
+    for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*w);
+  pack(model.output());
 }
 
 void Session::linear(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, int64_t ys,
@@ -66,11 +77,11 @@ void Session::linear(const WeightMatrix& w, const float* x, int n, int64_t xs, f
     std::snprintf(detail, sizeof detail, "%s %s %lldx%lld", what, dtype_name(w.type), static_cast<long long>(w.rows),
                   static_cast<long long>(w.cols));
   const double wbytes = static_cast<double>(w.rows) * static_cast<double>(w.row_stride);
-  const auto it = q8_act_ ? packed_.find(w.data) : packed_.end();
-  prof::OpScope op(it == packed_.end() ? "matmul" : "matmul_q8", detail, 2.0 * n * w.rows * w.cols,
+  const auto it = packed_.find(w.data);
+  prof::OpScope op(q8_act_ && it != packed_.end() ? "matmul_q8" : "matmul", detail, 2.0 * n * w.rows * w.cols,
                    wbytes + 4.0 * n * (w.cols + w.rows));
-  if (it == packed_.end()) {
-    matmul(w, x, n, xs, y, ys, pool_);
+  if (!q8_act_ || it == packed_.end()) {
+    matmul(it == packed_.end() ? w : it->second.matrix, x, n, xs, y, ys, pool_);
     return;
   }
   const int64_t nb = w.cols / 32;

@@ -153,44 +153,61 @@ inline void block_consts(const uint8_t* row, int64_t b0, int n, float* d, float*
   }
 }
 
+// deq32c's arithmetic for Q4_0, Q4_1 and Q8_0, given the block's quant bytes q wherever they are
+// stored (a GGUF row, or decode panels: kernels/decode_panels.h).
+template <DType t>
+inline void deq32q(const uint8_t* q, float dc, float mc, V16& w0, V16& w1) {
+  static_assert(t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0);
+  const V16 d = set16(dc);
+  if constexpr (t == DType::Q8_0) {
+    w0 = mul16(d, i8x16(reinterpret_cast<const int8_t*>(q)));
+    w1 = mul16(d, i8x16(reinterpret_cast<const int8_t*>(q + 16)));
+  } else {
+#if defined(__AVX512F__)
+    // the block's 16 possible weights, fma(d, j, m) (Q4_0: d·(j−8)), computed once and looked up
+    // per nibble; each entry is exactly the value fma16/mul16 gives below
+    const V16 tab = t == DType::Q4_0 ? mul16(d, sub16(iota16(), set16(8.0f))) : fma16(d, iota16(), set16(mc));
+    w0 = lookup_nibbles16(q, false, tab);
+    w1 = lookup_nibbles16(q, true, tab);
+#else
+    if constexpr (t == DType::Q4_0) {
+      const V16 eight = set16(8.0f);
+      w0 = mul16(d, sub16(nibbles16(q, false), eight));
+      w1 = mul16(d, sub16(nibbles16(q, true), eight));
+    } else {
+      w0 = fma16(d, nibbles16(q, false), set16(mc));
+      w1 = fma16(d, nibbles16(q, true), set16(mc));
+    }
+#endif
+  }
+}
+
 // deq32 with the block's constants given (from block_consts): the same values, bit for bit.
 template <DType t>
 inline void deq32c(const uint8_t* row, int64_t b, float dc, float mc, V16& w0, V16& w1) {
+  if constexpr (t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0) {
+    constexpr int64_t bs = scale_block_bytes(t);  // d (and m) first, then the quants
+    return deq32q<t>(row + b * bs + (t == DType::Q4_1 ? 4 : 2), dc, mc, w0, w1);
+  }
   const V16 d = set16(dc);
 #if defined(__AVX512F__)
-  // 4-bit types: the block's 16 possible weights, fma(d, j, m) (Q4_0: d·(j−8)), computed once
-  // and looked up per nibble; each entry is exactly the value fma16/mul16 gives below.
-  if constexpr (t != DType::Q8_0) {
-    const V16 tab = t == DType::Q4_0 ? mul16(d, sub16(iota16(), set16(8.0f))) : fma16(d, iota16(), set16(mc));
+  // Q4_K and A4G64: the block's 16 possible weights, fma(d, j, m), looked up per nibble (as deq32q)
+  {
+    const V16 tab = fma16(d, iota16(), set16(mc));
     if constexpr (t == DType::Q4_K) {
       const int j = static_cast<int>(b % 8);
       const uint8_t* q = row + (b / 8) * kQ4KBytes + 16 + 32 * (j / 2);
       w0 = lookup_nibbles16(q, j % 2, tab);
       w1 = lookup_nibbles16(q + 16, j % 2, tab);
-    } else {
-      const uint8_t* q = t == DType::Q4_0   ? row + b * 18 + 2
-                         : t == DType::Q4_1 ? row + b * 20 + 4
-                                            : row + (b / 2) * kA4G64Bytes + 4 + 16 * (b % 2);
+    } else {  // A4G64
+      const uint8_t* q = row + (b / 2) * kA4G64Bytes + 4 + 16 * (b % 2);
       w0 = lookup_nibbles16(q, false, tab);
       w1 = lookup_nibbles16(q, true, tab);
     }
     return;
   }
 #endif
-  if constexpr (t == DType::Q8_0) {
-    const uint8_t* p = row + b * 34;
-    w0 = mul16(d, i8x16(reinterpret_cast<const int8_t*>(p + 2)));
-    w1 = mul16(d, i8x16(reinterpret_cast<const int8_t*>(p + 18)));
-  } else if constexpr (t == DType::Q4_0) {
-    const uint8_t* p = row + b * 18;
-    const V16 eight = set16(8.0f);
-    w0 = mul16(d, sub16(nibbles16(p + 2, false), eight));
-    w1 = mul16(d, sub16(nibbles16(p + 2, true), eight));
-  } else if constexpr (t == DType::Q4_1) {
-    const uint8_t* p = row + b * 20;
-    w0 = fma16(d, nibbles16(p + 4, false), set16(mc));
-    w1 = fma16(d, nibbles16(p + 4, true), set16(mc));
-  } else if constexpr (t == DType::A4G64) {
+  if constexpr (t == DType::A4G64) {
     const uint8_t* q = row + (b / 2) * kA4G64Bytes + 4 + 16 * (b % 2);
     w0 = fma16(d, nibbles16(q, false), set16(mc));
     w1 = fma16(d, nibbles16(q, true), set16(mc));

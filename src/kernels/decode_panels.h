@@ -1,0 +1,37 @@
+// Weights repacked at load for the AVX-512 fp32-activation decode kernel (matrix × vector), which
+// dequantizes 8 rows at a time. In GGUF order those 8 rows are 8 short streams read block by
+// block across each other, an order the hardware prefetchers do not follow; repacked, a group's
+// blocks come in the order the kernel reads them, one linear stream per thread, with the same
+// bytes (no dequantization at load, so results stay bitwise the same).
+//
+// Types: Q4_0, Q4_1, Q8_0 (a block of 32 weights: fp16 d, Q4_1 also fp16 m, then 16 or 32 bytes of
+// quants). Rows must be a multiple of 8. Group g (rows 8g .. 8g+7) takes the bytes of its rows,
+// nb·8 blocks, at g·nb·8·block_bytes, in chunks of up to 16 blocks (b0 = 0, 16, ..; n blocks):
+//   chunk at b0·8·block_bytes:  d[i][j] fp16 for row i < 8, block j < n (i·n + j), then for
+//                               Q4_1 m[i][j] likewise; then the quants block by block, row by row
+//                               (block j, row i at (j·8 + i)·quant_bytes).
+// A chunk's scales are two or four masked vector loads; its quants a linear run of 128 or 256
+// bytes per block, aligned to 16.
+#pragma once
+#include <cstdint>
+
+#include "kernels/kernels.h"
+
+namespace tessera {
+
+constexpr int kDecodeGroupRows = 8;
+constexpr int kDecodeChunkBlocks = 16;
+
+constexpr bool supports_decode_panels(DType t) { return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0; }
+constexpr int64_t decode_scale_bytes(DType t) { return t == DType::Q4_1 ? 4 : 2; }   // per block
+constexpr int64_t decode_quant_bytes(DType t) { return t == DType::Q8_0 ? 32 : 16; }  // per block
+
+// The matrix for matmul with `row_panels` set (its GGUF view plus the panels). Fails with a one-line
+// error for other types or shapes.
+PackedWeights pack_decode_panels(const WeightMatrix& w);
+
+// Row r rebuilt in GGUF block order from the panels (row_bytes(type, cols) bytes into out): for
+// the kernels that read whole rows (prefill) without touching the original bytes.
+void decode_panel_row(const WeightMatrix& w, int64_t r, uint8_t* out);
+
+}  // namespace tessera

@@ -1,0 +1,63 @@
+// Decode panels (kernels/decode_panels.h): the same weights in 8-row groups for the AVX-512
+// fp32-activation matmul. Rows rebuilt from the panels are the GGUF bytes; matmul over the
+// panels gives the bits of matmul over the rows, for one token (the panel kernel) and several
+// (prefill, which rebuilds rows), at 1 and 2 threads, whatever the ISA level; other types and
+// shapes are one-line errors.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <vector>
+
+#include "core/error.h"
+#include "kernel_cases.h"
+#include "kernels/decode_panels.h"
+#include "kernels/kernels.h"
+
+namespace tessera {
+namespace {
+
+TEST(DecodePanels, SameBytesAndSameBits) {
+  ThreadPool one(1), two(2);
+  // columns: one block, a chunk of 16 blocks plus 2 (SmolLM2's 576), 3 whole chunks, 17 blocks
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0})
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{8, 32}, {64, 576}, {200, 1536}, {48, 544}}) {
+      const test::RandomMatrix M = test::make_matrix(t, rows, cols, static_cast<uint32_t>(rows + cols));
+      const PackedWeights P = pack_decode_panels(M.w);
+      ASSERT_NE(P.matrix.row_panels, nullptr);
+      std::vector<uint8_t> row(M.w.row_stride);
+      for (int64_t r = 0; r < rows; ++r) {
+        decode_panel_row(P.matrix, r, row.data());
+        ASSERT_EQ(std::memcmp(row.data(), M.w.data + r * M.w.row_stride, row.size()), 0) << dtype_name(t) << " row " << r;
+      }
+      for (int64_t m : {1, 3, 17}) {
+        const std::vector<float> x = test::random_x(m, cols, 5);
+        std::vector<float> want(static_cast<size_t>(m * rows));
+        matmul(M.w, x.data(), m, cols, want.data(), rows, one);
+        for (ThreadPool* pool : {&one, &two}) {
+          std::vector<float> got(want.size(), -1.0f);
+          matmul(P.matrix, x.data(), m, cols, got.data(), rows, *pool);
+          ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0)
+              << dtype_name(t) << " " << rows << "x" << cols << " m " << m << ", " << pool->size() << " threads, "
+              << isa_name(active_isa());
+        }
+      }
+#if defined(TESSERA_HAVE_AVX512)
+      // row ranges that do not start on a group read the GGUF rows instead: the same bits
+      if (active_isa() >= Isa::Avx512 && rows > 8) {
+        const std::vector<float> x = test::random_x(1, cols, 6);
+        std::vector<float> want(static_cast<size_t>(rows)), got(want.size(), -1.0f);
+        avx512::matmul_rows(M.w, 0, rows, x.data(), 1, cols, want.data(), rows);
+        avx512::matmul_rows(P.matrix, 0, 3, x.data(), 1, cols, got.data(), rows);
+        avx512::matmul_rows(P.matrix, 3, rows, x.data(), 1, cols, got.data(), rows);
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
+      }
+#endif
+    }
+  const test::RandomMatrix Q4K = test::make_matrix(DType::Q4_K, 8, 256, 1);
+  EXPECT_THROW(pack_decode_panels(Q4K.w), Error);
+  const test::RandomMatrix odd = test::make_matrix(DType::Q4_1, 12, 64, 2);
+  EXPECT_THROW(pack_decode_panels(odd.w), Error);
+}
+
+}  // namespace
+}  // namespace tessera
