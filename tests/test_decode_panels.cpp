@@ -22,8 +22,14 @@ TEST(DecodePanels, SameBytesAndSameBits) {
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0})
     for (auto [rows, cols] : {std::pair<int64_t, int64_t>{8, 32}, {64, 576}, {200, 1536}, {48, 544}}) {
       const test::RandomMatrix M = test::make_matrix(t, rows, cols, static_cast<uint32_t>(rows + cols));
-      const PackedWeights P = pack_decode_panels(M.w);
+      size_t consumed = 0;  // reported as packing goes: growing prefixes of the GGUF bytes, all at the end
+      const PackedWeights P = pack_decode_panels(M.w, [&](const uint8_t* p, size_t n) {
+        EXPECT_EQ(p, M.w.data);
+        EXPECT_GT(n, consumed);
+        consumed = n;
+      });
       ASSERT_NE(P.matrix.row_panels, nullptr);
+      EXPECT_EQ(consumed, static_cast<size_t>(rows) * M.w.row_stride);
       std::vector<uint8_t> row(M.w.row_stride);
       for (int64_t r = 0; r < rows; ++r) {
         decode_panel_row(P.matrix, r, row.data());

@@ -25,7 +25,7 @@ BlockAt block_at(DType t, int64_t nb, int64_t b, int i) {
 
 }  // namespace
 
-PackedWeights pack_decode_panels(const WeightMatrix& w) {
+PackedWeights pack_decode_panels(const WeightMatrix& w, const std::function<void(const uint8_t* p, size_t n)>& consumed) {
   if (!supports_decode_panels(w.type)) fail("decode panels: %s weights are not supported", dtype_name(w.type));
   if (w.rows <= 0 || w.rows % kDecodeGroupRows != 0 || w.cols <= 0 || w.cols % 32 != 0)
     fail("decode panels: cannot repack a %lldx%lld matrix (rows a multiple of 8, columns of 32)",
@@ -50,6 +50,7 @@ PackedWeights pack_decode_panels(const WeightMatrix& w) {
       if (sb == 4) std::memcpy(g + at.d + kDecodeGroupRows * n * 2, src + 2, 2);
       std::memcpy(g + at.q, src + sb, static_cast<size_t>(qb));
     }
+    if (consumed && ((r + 1) % 256 == 0 || r + 1 == w.rows)) consumed(w.data, static_cast<size_t>(r + 1) * w.row_stride);
   }
   out.matrix = w;
   out.matrix.row_panels = out.data.get();

@@ -13,7 +13,9 @@
 // A chunk's scales are two or four masked vector loads; its quants a linear run of 128 or 256
 // bytes per block, aligned to 16.
 #pragma once
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 
 #include "kernels/kernels.h"
 
@@ -27,8 +29,11 @@ constexpr int64_t decode_scale_bytes(DType t) { return t == DType::Q4_1 ? 4 : 2;
 constexpr int64_t decode_quant_bytes(DType t) { return t == DType::Q8_0 ? 32 : 16; }  // per block
 
 // The matrix for matmul with `row_panels` set (its GGUF view plus the panels). Fails with a one-line
-// error for other types or shapes.
-PackedWeights pack_decode_panels(const WeightMatrix& w);
+// error for other types or shapes. `consumed`, if given, is called as packing goes with the GGUF
+// bytes read so far ([w.data, w.data + n)), so a caller can drop them before the whole copy
+// exists (the output head alone is 30 MB).
+PackedWeights pack_decode_panels(const WeightMatrix& w,
+                                 const std::function<void(const uint8_t* p, size_t n)>& consumed = {});
 
 // Row r rebuilt in GGUF block order from the panels (row_bytes(type, cols) bytes into out): for
 // the kernels that read whole rows (prefill) without touching the original bytes.

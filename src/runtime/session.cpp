@@ -59,10 +59,9 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
       packed_.emplace(w.data, std::move(pw));
     } else if (decode_panels) {
       if (!supports_decode_panels(w.type) || w.rows % kDecodeGroupRows != 0 || w.cols % 32 != 0) return;
-      PackedWeights pw = pack_decode_panels(w);
+      PackedWeights pw = pack_decode_panels(w, [&](const uint8_t* p, size_t n) { model.release_pages(p, n); });
       packed_bytes_ += pw.bytes;
       packed_.emplace(w.data, std::move(pw));
-      model.release_pages(w.data, static_cast<size_t>(w.rows) * w.row_stride);
     }
   };
   for (const LlamaLayer& L : model.layers())
