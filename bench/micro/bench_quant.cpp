@@ -8,12 +8,13 @@
 // Each line also gives the fraction of the probe's peak ($TESSERA_PROBE or models/probe.json):
 // frac_compute of its 1-thread fp32 FMA rate (int8 VNNI rate with --q8) × threads, and for cold
 // decode frac_dram of its DRAM read rate at the same thread count (-1 when there is no probe).
-// --decode limits it to the M = 1 shapes. Cold decode also times, after each run, one read of as
+// --panels repacks Q4_0/Q4_1/Q8_0 weights into decode panels first (as the session does on AVX-512
+// with fp32 activations; kernels/decode_panels.h). --decode limits it to the M = 1 shapes. Cold decode also times, after each run, one read of as
 // many bytes by the probe's read loop on the same pool (a fresh part of a separate 256 MiB
 // buffer): frac_dram_paired is the median over runs of the kernel's rate over that read rate,
 // the fraction of the bandwidth the machine gave at that moment (this VM's neighbours move
 // the 2-thread DRAM rate by up to 2x between runs), and dram_gbs_paired the median read rate.
-//   build/bench_quant [-t THREADS] [--cold] [--reps N] [--q8] [--type T] [--decode]
+//   build/bench_quant [-t THREADS] [--cold] [--reps N] [--q8 | --panels] [--type T] [--decode]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -28,6 +29,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "kernels/decode_panels.h"
 #include "kernels/q8_panels.h"
 #include "kernels/quantize.h"
 #include "core/error.h"
@@ -37,10 +39,11 @@ using namespace tessera;
 
 int main(int argc, char** argv) {
   int threads = 1, reps = 0;
-  bool cold = false, q8 = false, decode_only = false;
+  bool cold = false, q8 = false, decode_only = false, panels = false;
   std::string only;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--q8")) q8 = true;
+    else if (!std::strcmp(argv[i], "--panels")) panels = true;
     else if (!std::strcmp(argv[i], "--type") && i + 1 < argc) only = argv[++i];
     else if (!std::strcmp(argv[i], "-t") && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--cold")) cold = true;
@@ -107,6 +110,10 @@ int main(int argc, char** argv) {
       std::vector<PackedWeights> packed;
       if (q8)
         for (auto& w : W) packed.push_back(pack_q8_panels(WeightMatrix{t, s.N, s.K, w.data(), rb}));
+      const bool use_panels = panels && !q8 && supports_decode_panels(t) && s.N % kDecodeGroupRows == 0;
+      if (panels && !use_panels) continue;  // only the types and shapes that get decode panels
+      if (use_panels)
+        for (auto& w : W) packed.push_back(pack_decode_panels(WeightMatrix{t, s.N, s.K, w.data(), rb}));
       std::vector<float> x(static_cast<size_t>(s.M * s.K)), y(static_cast<size_t>(s.M * s.N));
       for (auto& e : x) e = nd(rng) * 20;
       const double flops = 2.0 * s.M * s.N * s.K;
@@ -121,7 +128,7 @@ int main(int argc, char** argv) {
           quantize_rows_q8_1(x.data(), s.M, s.K, xq.data(), s.K, pool);
           matmul_q8(packed[static_cast<size_t>((i + 2) % copies)].matrix, xq.data(), s.M, s.K / 32, y.data(), s.N, pool);
         } else {
-          matmul(wm, x.data(), s.M, s.K, y.data(), s.N, pool);
+          matmul(use_panels ? packed[static_cast<size_t>((i + 2) % copies)].matrix : wm, x.data(), s.M, s.K, y.data(), s.N, pool);
         }
         const double dt = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
         if (i >= 0) ts.push_back(dt);
@@ -144,7 +151,7 @@ int main(int argc, char** argv) {
                   "\"weight_bytes\":%zu,\"frac_compute\":%.3f,\"frac_dram\":%.3f,\"dram_gbs_paired\":%.3f,"
                   "\"frac_dram_paired\":%.3f}\n",
                   dtype_name(t), static_cast<long long>(s.M), static_cast<long long>(s.N), static_cast<long long>(s.K), threads,
-                  cold && s.M == 1 ? "true" : "false", q8 ? "q8_1 (quantized in the timed region)" : "f32 (no conversion)", n, med * 1e3, ts[0] * 1e3, flops / med * 1e-9, wbytes / med * 1e-9, wbytes,
+                  cold && s.M == 1 ? "true" : "false", q8 ? "q8_1 (quantized in the timed region)" : use_panels ? "f32, decode panels" : "f32 (no conversion)", n, med * 1e3, ts[0] * 1e3, flops / med * 1e-9, wbytes / med * 1e-9, wbytes,
                   compute_peak > 0 ? flops / med * 1e-9 / compute_peak : -1.0,
                   cold && s.M == 1 && dram_peak > 0 ? wbytes / med * 1e-9 / dram_peak : -1.0, median(read_gbs),
                   median(ratio));
