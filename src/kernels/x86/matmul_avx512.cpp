@@ -247,7 +247,7 @@ void matmul_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x
     if constexpr (supports_decode_panels(T)) {
       if (w.row_panels && r0 % kDecodeGroupRows == 0) {
         for (; r + kDecodeGroupRows <= r1; r += kDecodeGroupRows) group_x1_panels<T>(w, r, x, y);
-        for (; r < r1; ++r) rows_x1<T, 1>(w, r, x, y);  // (panels have whole groups only: none left)
+        for (; r < r1; ++r) rows_x1<T, 1>(w, r, x, y);  // a range ending inside a group: the GGUF rows
         return;
       }
     }
