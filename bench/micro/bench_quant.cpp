@@ -96,6 +96,8 @@ int main(int argc, char** argv) {
     for (const Shape& s : shapes) {
       if (s.K % info(t).block_elems) continue;  // Q4_K needs K = 256k
       if (decode_only && s.M != 1) continue;
+      const bool use_panels = panels && !q8 && supports_decode_panels(t) && s.N % kDecodeGroupRows == 0;
+      if (panels && !use_panels) continue;  // only the types and shapes that get decode panels
       const size_t rb = row_bytes(t, static_cast<uint64_t>(s.K));
       const size_t wbytes = rb * static_cast<size_t>(s.N);
       const int copies = cold && s.M == 1 ? static_cast<int>(std::max<size_t>(1, (256u << 20) / wbytes)) : 1;
@@ -110,8 +112,6 @@ int main(int argc, char** argv) {
       std::vector<PackedWeights> packed;
       if (q8)
         for (auto& w : W) packed.push_back(pack_q8_panels(WeightMatrix{t, s.N, s.K, w.data(), rb}));
-      const bool use_panels = panels && !q8 && supports_decode_panels(t) && s.N % kDecodeGroupRows == 0;
-      if (panels && !use_panels) continue;  // only the types and shapes that get decode panels
       if (use_panels)
         for (auto& w : W) packed.push_back(pack_decode_panels(WeightMatrix{t, s.N, s.K, w.data(), rb}));
       std::vector<float> x(static_cast<size_t>(s.M * s.K)), y(static_cast<size_t>(s.M * s.N));

@@ -100,8 +100,8 @@ void round_out_rows(const float* out, int64_t n_q, int64_t out_stride, int64_t w
 
 Bf16AttnBuffers bf16_attn_scratch(const Bf16AttnDims& D) {
   thread_local std::vector<uint16_t> buf;  // grows to the largest call, then stays
-  const int64_t nq_el = D.n_head * D.nqp * D.hdk, nk_el = D.n_head_kv * D.nkp * D.hdk;
-  buf.resize(static_cast<size_t>(nq_el + nk_el + D.n_head_kv * D.nkp * D.hdv));
+  const int64_t nq_el = D.n_head * D.nqp * D.hdk, nk_el = bf16_attn_k_elems(D);
+  buf.resize(static_cast<size_t>(nq_el + nk_el + bf16_attn_v_elems(D)));
   return {buf.data(), buf.data() + nq_el, buf.data() + nq_el + nk_el};
 }
 

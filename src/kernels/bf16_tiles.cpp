@@ -204,8 +204,8 @@ void gemm_bf16_rounded(const WeightMatrix& w, const uint16_t* xb, int64_t m, flo
            static_cast<long long>(w.rows), static_cast<long long>(m));
     if (m % 32 != 0) {  // the padding tokens: zeros (the GEMM writes the m real ones)
       std::fill_n(qkv->bufs.q, D.n_head * D.nqp * D.hdk, uint16_t{0});
-      std::fill_n(qkv->bufs.k, D.n_head_kv * D.nkp * D.hdk, uint16_t{0});
-      std::fill_n(qkv->bufs.v, D.n_head_kv * D.nkp * D.hdv, uint16_t{0});
+      std::fill_n(qkv->bufs.k, bf16_attn_k_elems(D), uint16_t{0});
+      std::fill_n(qkv->bufs.v, bf16_attn_v_elems(D), uint16_t{0});
     }
   }
   parallel_row_groups(w.rows, pool, [&](int64_t r0, int64_t r1) {

@@ -10,17 +10,18 @@ namespace tessera {
 
 namespace {
 
-// Where row i (of its group) of block b0 + j sits: its scale bytes (d, then m 8·n·2 bytes on) and
-// its quants, given the group's first byte.
+// Where row i (of its group) of block b sits, in bytes from the group's first: its d, its m (Q4_1)
+// and its quants.
 struct BlockAt {
-  int64_t d, q;
+  int64_t d, m, q;
 };
 BlockAt block_at(DType t, int64_t nb, int64_t b, int i) {
   const int64_t bb = decode_scale_bytes(t) + decode_quant_bytes(t);
   const int64_t b0 = b / kDecodeChunkBlocks * kDecodeChunkBlocks, n = std::min<int64_t>(kDecodeChunkBlocks, nb - b0),
                 j = b - b0;
-  const int64_t chunk = b0 * kDecodeGroupRows * bb;
-  return {chunk + (i * n + j) * 2, chunk + kDecodeGroupRows * n * decode_scale_bytes(t) + (j * kDecodeGroupRows + i) * decode_quant_bytes(t)};
+  const int64_t chunk = b0 * kDecodeGroupRows * bb, d = chunk + (i * n + j) * 2;
+  return {d, d + kDecodeGroupRows * n * 2,
+          chunk + kDecodeGroupRows * n * decode_scale_bytes(t) + (j * kDecodeGroupRows + i) * decode_quant_bytes(t)};
 }
 
 }  // namespace
@@ -45,9 +46,8 @@ PackedWeights pack_decode_panels(const WeightMatrix& w, const std::function<void
     for (int64_t b = 0; b < nb; ++b) {
       const uint8_t* src = w.data + r * w.row_stride + b * bb;  // d, (m,) quants
       const BlockAt at = block_at(w.type, nb, b, i);
-      const int64_t n = std::min<int64_t>(kDecodeChunkBlocks, nb - b / kDecodeChunkBlocks * kDecodeChunkBlocks);
       std::memcpy(g + at.d, src, 2);
-      if (sb == 4) std::memcpy(g + at.d + kDecodeGroupRows * n * 2, src + 2, 2);
+      if (sb == 4) std::memcpy(g + at.m, src + 2, 2);
       std::memcpy(g + at.q, src + sb, static_cast<size_t>(qb));
     }
     if (consumed && ((r + 1) % 256 == 0 || r + 1 == w.rows)) consumed(w.data, static_cast<size_t>(r + 1) * w.row_stride);
@@ -63,9 +63,8 @@ void decode_panel_row(const WeightMatrix& w, int64_t r, uint8_t* out) {
   const int i = static_cast<int>(r % kDecodeGroupRows);
   for (int64_t b = 0; b < nb; ++b) {
     const BlockAt at = block_at(w.type, nb, b, i);
-    const int64_t n = std::min<int64_t>(kDecodeChunkBlocks, nb - b / kDecodeChunkBlocks * kDecodeChunkBlocks);
     std::memcpy(out + b * bb, g + at.d, 2);
-    if (sb == 4) std::memcpy(out + b * bb + 2, g + at.d + kDecodeGroupRows * n * 2, 2);
+    if (sb == 4) std::memcpy(out + b * bb + 2, g + at.m, 2);
     std::memcpy(out + b * bb + sb, g + at.q, static_cast<size_t>(qb));
   }
 }
