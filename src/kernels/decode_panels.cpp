@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "kernels/quant_blocks.h"
 
 namespace tessera {
 
@@ -24,14 +25,50 @@ BlockAt block_at(DType t, int64_t nb, int64_t b, int i) {
           chunk + kDecodeGroupRows * n * decode_scale_bytes(t) + (j * kDecodeGroupRows + i) * decode_quant_bytes(t)};
 }
 
+// Q4_K: where row i of super-block S sits, from the group's first byte: its 16-byte header, and
+// (for run k = 0..3 of its quants) its 32-byte runs at q + k·kDecodeGroupRows·32.
+struct SuperAt {
+  int64_t header, q;
+};
+SuperAt super_at(int64_t nb, int64_t S, int i) {
+  const int64_t b = 8 * S, b0 = b / kDecodeChunkBlocks * kDecodeChunkBlocks,
+                ns = std::min<int64_t>(kDecodeChunkBlocks, nb - b0) / 8, s = (b - b0) / 8;
+  const int64_t chunk = b0 * kDecodeGroupRows * (decode_scale_bytes(DType::Q4_K) + decode_quant_bytes(DType::Q4_K));
+  return {chunk + (i * ns + s) * 16, chunk + kDecodeGroupRows * ns * 16 + (4 * s * kDecodeGroupRows + i) * 32};
+}
+
+// Copies row i's bytes between its GGUF row and its group in the panels, either way.
+void copy_row(DType t, int64_t nb, int i, const uint8_t* from, uint8_t* to, bool to_panels) {
+  auto move = [&](int64_t row_off, int64_t panel_off, size_t n) {
+    if (to_panels) std::memcpy(to + panel_off, from + row_off, n);
+    else std::memcpy(to + row_off, from + panel_off, n);
+  };
+  if (t == DType::Q4_K) {
+    for (int64_t S = 0; S < nb / 8; ++S) {
+      const SuperAt at = super_at(nb, S, i);
+      move(S * kQ4KBytes, at.header, 16);
+      for (int k = 0; k < 4; ++k) move(S * kQ4KBytes + 16 + 32 * k, at.q + k * kDecodeGroupRows * 32, 32);
+    }
+    return;
+  }
+  const int64_t sb = decode_scale_bytes(t), qb = decode_quant_bytes(t), bb = sb + qb;
+  for (int64_t b = 0; b < nb; ++b) {
+    const BlockAt at = block_at(t, nb, b, i);
+    move(b * bb, at.d, 2);
+    if (sb == 4) move(b * bb + 2, at.m, 2);
+    move(b * bb + sb, at.q, static_cast<size_t>(qb));
+  }
+}
+
 }  // namespace
 
 PackedWeights pack_decode_panels(const WeightMatrix& w, const std::function<void(const uint8_t* p, size_t n)>& consumed) {
   if (!supports_decode_panels(w.type)) fail("decode panels: %s weights are not supported", dtype_name(w.type));
-  if (w.rows <= 0 || w.rows % kDecodeGroupRows != 0 || w.cols <= 0 || w.cols % 32 != 0)
-    fail("decode panels: cannot repack a %lldx%lld matrix (rows a multiple of 8, columns of 32)",
-         static_cast<long long>(w.rows), static_cast<long long>(w.cols));
-  const int64_t nb = w.cols / 32, sb = decode_scale_bytes(w.type), qb = decode_quant_bytes(w.type), bb = sb + qb;
+  const int64_t col_multiple = w.type == DType::Q4_K ? 256 : 32;
+  if (w.rows <= 0 || w.rows % kDecodeGroupRows != 0 || w.cols <= 0 || w.cols % col_multiple != 0)
+    fail("decode panels: cannot repack a %lldx%lld matrix (rows a multiple of 8, columns of %lld)",
+         static_cast<long long>(w.rows), static_cast<long long>(w.cols), static_cast<long long>(col_multiple));
+  const int64_t nb = w.cols / 32, bb = decode_scale_bytes(w.type) + decode_quant_bytes(w.type);
   const size_t group = static_cast<size_t>(nb * kDecodeGroupRows * bb);
   PackedWeights out;
   out.bytes = (group * static_cast<size_t>(w.rows / kDecodeGroupRows) + 63) / 64 * 64;
@@ -42,14 +79,7 @@ PackedWeights pack_decode_panels(const WeightMatrix& w, const std::function<void
   std::memset(mem, 0, out.bytes);
   for (int64_t r = 0; r < w.rows; ++r) {
     uint8_t* g = out.data.get() + static_cast<size_t>(r / kDecodeGroupRows) * group;
-    const int i = static_cast<int>(r % kDecodeGroupRows);
-    for (int64_t b = 0; b < nb; ++b) {
-      const uint8_t* src = w.data + r * w.row_stride + b * bb;  // d, (m,) quants
-      const BlockAt at = block_at(w.type, nb, b, i);
-      std::memcpy(g + at.d, src, 2);
-      if (sb == 4) std::memcpy(g + at.m, src + 2, 2);
-      std::memcpy(g + at.q, src + sb, static_cast<size_t>(qb));
-    }
+    copy_row(w.type, nb, static_cast<int>(r % kDecodeGroupRows), w.data + r * w.row_stride, g, true);
     if (consumed && ((r + 1) % 256 == 0 || r + 1 == w.rows)) consumed(w.data, static_cast<size_t>(r + 1) * w.row_stride);
   }
   out.matrix = w;
@@ -58,15 +88,9 @@ PackedWeights pack_decode_panels(const WeightMatrix& w, const std::function<void
 }
 
 void decode_panel_row(const WeightMatrix& w, int64_t r, uint8_t* out) {
-  const int64_t nb = w.cols / 32, sb = decode_scale_bytes(w.type), qb = decode_quant_bytes(w.type), bb = sb + qb;
+  const int64_t nb = w.cols / 32, bb = decode_scale_bytes(w.type) + decode_quant_bytes(w.type);
   const uint8_t* g = w.row_panels + (r / kDecodeGroupRows) * nb * kDecodeGroupRows * bb;
-  const int i = static_cast<int>(r % kDecodeGroupRows);
-  for (int64_t b = 0; b < nb; ++b) {
-    const BlockAt at = block_at(w.type, nb, b, i);
-    std::memcpy(out + b * bb, g + at.d, 2);
-    if (sb == 4) std::memcpy(out + b * bb + 2, g + at.m, 2);
-    std::memcpy(out + b * bb + sb, g + at.q, static_cast<size_t>(qb));
-  }
+  copy_row(w.type, nb, static_cast<int>(r % kDecodeGroupRows), g, out, false);
 }
 
 }  // namespace tessera

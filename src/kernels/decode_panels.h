@@ -4,7 +4,7 @@
 // blocks come in the order the kernel reads them, one linear stream per thread, with the same
 // bytes (no dequantization at load, so results stay bitwise the same).
 //
-// Types: Q4_0, Q4_1, Q8_0 (a block of 32 weights: fp16 d, Q4_1 also fp16 m, then 16 or 32 bytes of
+// Types: Q4_0, Q4_1, Q8_0 and Q4_K (below). Q4_0, Q4_1, Q8_0: a block of 32 weights: fp16 d, Q4_1 also fp16 m, then 16 or 32 bytes of
 // quants). Rows must be a multiple of 8. Group g (rows 8g .. 8g+7) takes the bytes of its rows,
 // nb·8 blocks, at g·nb·8·block_bytes, in chunks of up to 16 blocks (b0 = 0, 16, ..; n blocks):
 //   chunk at b0·8·block_bytes:  d[i][j] fp16 for row i < 8, block j < n (i·n + j), then for
@@ -12,6 +12,14 @@
 //                               (block j, row i at (j·8 + i)·quant_bytes).
 // A chunk's scales are two or four masked vector loads; its quants a linear run of 128 or 256
 // bytes per block, aligned to 16.
+//
+// Q4_K (super-blocks of 256 weights: a 16-byte header, fp16 d and dmin and 12 bytes of 6-bit
+// sub-block scales and mins, then 4 runs of 32 bytes, each the low nibbles of one sub-block of 32
+// and the high nibbles of the next): a chunk is 16 sub-blocks (2 super-blocks; the last may be
+// 1). It holds the headers, row i's super-block s at (i·(n/8) + s)·16, then the 32-byte runs
+// ("pairs" of sub-blocks) pair by pair, row by row (pair p, row i at (p·8 + i)·32). In bytes per
+// sub-block that is 2 of header and 16 of quants, so the group and chunk offsets are the other
+// types' formulas.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -24,8 +32,10 @@ namespace tessera {
 constexpr int kDecodeGroupRows = 8;
 constexpr int kDecodeChunkBlocks = 16;
 
-constexpr bool supports_decode_panels(DType t) { return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0; }
-constexpr int64_t decode_scale_bytes(DType t) { return t == DType::Q4_1 ? 4 : 2; }   // per block
+constexpr bool supports_decode_panels(DType t) {
+  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0 || t == DType::Q4_K;
+}
+constexpr int64_t decode_scale_bytes(DType t) { return t == DType::Q4_1 ? 4 : 2; }   // per block (sub-block)
 constexpr int64_t decode_quant_bytes(DType t) { return t == DType::Q8_0 ? 32 : 16; }  // per block
 
 // The matrix for matmul with `row_panels` set (its GGUF view plus the panels). Fails with a one-line

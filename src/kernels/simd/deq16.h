@@ -100,6 +100,39 @@ struct ScaleWords {
 };
 #endif
 
+// Q4_K: the scales d·sc and mins −dmin·m of the 8 sub-blocks of the super-block whose 16-byte
+// header (fp16 d, fp16 dmin, 12 bytes of 6-bit fields) is at h0, and with h1 those of a second
+// super-block's into d[8..15], m[8..15]. On AVX-512 two headers are converted and multiplied as
+// vectors (the same products; the sign flip is exact): scalar, the conversions cost about as much
+// as the decode's dot products.
+inline void q4k_consts(const uint8_t* h0, const uint8_t* h1, float* d, float* m) {
+#if defined(__AVX512F__)
+  if (h1) {
+    uint64_t sc0, mn0, sc1, mn1;
+    q4k_scales_mins8(h0 + 4, sc0, mn0);
+    q4k_scales_mins8(h1 + 4, sc1, mn1);
+    const __m512 dd = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(half_at(h0)), _mm512_set1_ps(half_at(h1)));
+    const __m512 dm = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(half_at(h0 + 2)), _mm512_set1_ps(half_at(h1 + 2)));
+    const __m512 scf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x(static_cast<int64_t>(sc1), static_cast<int64_t>(sc0))));
+    const __m512 mnf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x(static_cast<int64_t>(mn1), static_cast<int64_t>(mn0))));
+    _mm512_storeu_ps(d, _mm512_mul_ps(dd, scf));
+    _mm512_storeu_ps(m, _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(dm, mnf)),
+                                                             _mm512_set1_epi32(static_cast<int>(0x80000000u)))));
+    return;
+  }
+#endif
+  for (int k = 0; k < (h1 ? 2 : 1); ++k) {
+    const uint8_t* h = k ? h1 : h0;
+    uint64_t sc, mn;  // byte j: sub-block j
+    q4k_scales_mins8(h + 4, sc, mn);
+    const float dd = half_at(h), dm = half_at(h + 2);
+    for (int j = 0; j < 8; ++j) {
+      d[8 * k + j] = dd * static_cast<float>((sc >> (8 * j)) & 0xff);
+      m[8 * k + j] = -(dm * static_cast<float>((mn >> (8 * j)) & 0xff));
+    }
+  }
+}
+
 // The constants deq32 broadcasts for blocks [b0, b0 + n) (n <= 16): scale d[] and offset m[]
 // (Q8_0/Q4_0: m unused). Computed ahead of the dot-product loop, so the decode kernel reads
 // them with broadcast loads; on AVX-512 the fp16 words of 16 blocks come in by word permutes.
@@ -107,34 +140,9 @@ template <DType t>
 inline void block_consts(const uint8_t* row, int64_t b0, int n, float* d, float* m) {
   constexpr int64_t bs = scale_block_bytes(t);
   if constexpr (t == DType::Q4_K) {
-#if defined(__AVX512F__)
-    // two super-blocks' 16 scales and mins converted and multiplied as vectors (lanes 0-7 the
-    // first's, 8-15 the second's): the same products, and the sign flip is exact. Scalar, the
-    // conversions cost about as much as the decode's dot products.
-    if (n == 16) {
-      const uint8_t* p = row + (b0 / 8) * kQ4KBytes;
-      uint64_t sc0, mn0, sc1, mn1;
-      q4k_scales_mins8(p + 4, sc0, mn0);
-      q4k_scales_mins8(p + kQ4KBytes + 4, sc1, mn1);
-      const __m512 dd = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(half_at(p)), _mm512_set1_ps(half_at(p + kQ4KBytes)));
-      const __m512 dm = _mm512_mask_blend_ps(0xff00, _mm512_set1_ps(half_at(p + 2)), _mm512_set1_ps(half_at(p + kQ4KBytes + 2)));
-      const __m512 scf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x(static_cast<int64_t>(sc1), static_cast<int64_t>(sc0))));
-      const __m512 mnf = _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x(static_cast<int64_t>(mn1), static_cast<int64_t>(mn0))));
-      _mm512_storeu_ps(d, _mm512_mul_ps(dd, scf));
-      _mm512_storeu_ps(m, _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(dm, mnf)),
-                                                               _mm512_set1_epi32(static_cast<int>(0x80000000u)))));
-      return;
-    }
-#endif
-    for (int j0 = 0; j0 < n; j0 += 8) {  // b0 is a multiple of 16: whole super-blocks
+    for (int j0 = 0; j0 < n; j0 += 16) {  // b0 is a multiple of 16: whole super-blocks
       const uint8_t* p = row + ((b0 + j0) / 8) * kQ4KBytes;
-      uint64_t sc, mn;  // byte j: sub-block j
-      q4k_scales_mins8(p + 4, sc, mn);
-      const float dd = half_at(p), dm = half_at(p + 2);
-      for (int j = 0; j < 8 && j0 + j < n; ++j) {
-        d[j0 + j] = dd * static_cast<float>((sc >> (8 * j)) & 0xff);
-        m[j0 + j] = -(dm * static_cast<float>((mn >> (8 * j)) & 0xff));
-      }
+      q4k_consts(p, n - j0 >= 16 ? p + kQ4KBytes : nullptr, d + j0, m + j0);
     }
   } else {
 #if defined(__AVX512BW__)

@@ -88,6 +88,47 @@ void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y, const u
 // row order's rate for Q4_1 and Q8_0 (docs/kernels.md).
 constexpr int64_t kPanelPrefetchBytes = 4096;
 
+// Q4_K on decode panels: per chunk the rows' headers become 16 scales and mins each (q4k_consts);
+// then each 32-byte run serves two sub-blocks, its low nibbles the first and its high nibbles the
+// second, as deq32c reads them from a GGUF row.
+void group_x1_panels_q4k(const WeightMatrix& w, int64_t r, const float* x, float* y) {
+  constexpr int R = kDecodeGroupRows;
+  constexpr int64_t bb = decode_scale_bytes(DType::Q4_K) + decode_quant_bytes(DType::Q4_K);
+  const int64_t nb = w.cols / 32;
+  const uint8_t* g = w.row_panels + (r / R) * nb * R * bb;
+  const uint8_t* pf = g + kPanelPrefetchBytes;
+  const __m512 iota = simd::iota16().v;
+  __m512 acc[R];
+  for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
+  alignas(64) float dc[R][16], mc[R][16];
+  for (int64_t b0 = 0; b0 < nb; b0 += kDecodeChunkBlocks) {
+    const int64_t n = std::min<int64_t>(kDecodeChunkBlocks, nb - b0), ns = n / 8;
+    const uint8_t* chunk = g + b0 * R * bb;
+    for (int i = 0; i < R; ++i) {
+      const uint8_t* h = chunk + i * ns * 16;
+      simd::q4k_consts(h, ns == 2 ? h + 16 : nullptr, dc[i], mc[i]);
+    }
+    const uint8_t* q = chunk + R * ns * 16;
+    for (int64_t j = 0; j < n; j += 2, q += R * 32) {
+      for (int64_t o = 0; o < R * 2 * bb; o += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
+      pf += R * 2 * bb;
+      const float* xb = x + 32 * (b0 + j);
+      const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16), x2 = _mm512_loadu_ps(xb + 32),
+                   x3 = _mm512_loadu_ps(xb + 48);
+      for (int i = 0; i < R; ++i) {
+        const uint8_t* qi = q + i * 32;
+        const V16 lo{_mm512_fmadd_ps(_mm512_set1_ps(dc[i][j]), iota, _mm512_set1_ps(mc[i][j]))};
+        const V16 hi{_mm512_fmadd_ps(_mm512_set1_ps(dc[i][j + 1]), iota, _mm512_set1_ps(mc[i][j + 1]))};
+        acc[i] = _mm512_fmadd_ps(simd::lookup_nibbles16(qi, false, lo).v, x0, acc[i]);
+        acc[i] = _mm512_fmadd_ps(simd::lookup_nibbles16(qi + 16, false, lo).v, x1, acc[i]);
+        acc[i] = _mm512_fmadd_ps(simd::lookup_nibbles16(qi, true, hi).v, x2, acc[i]);
+        acc[i] = _mm512_fmadd_ps(simd::lookup_nibbles16(qi + 16, true, hi).v, x3, acc[i]);
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i) y[r + i] = simd::reduce16(V16{acc[i]});
+}
+
 template <DType T>
 void group_x1_panels(const WeightMatrix& w, int64_t r, const float* x, float* y) {
   constexpr int R = kDecodeGroupRows;
@@ -246,7 +287,10 @@ void matmul_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x
     int64_t r = r0;
     if constexpr (supports_decode_panels(T)) {
       if (w.row_panels && r0 % kDecodeGroupRows == 0) {
-        for (; r + kDecodeGroupRows <= r1; r += kDecodeGroupRows) group_x1_panels<T>(w, r, x, y);
+        for (; r + kDecodeGroupRows <= r1; r += kDecodeGroupRows) {
+          if constexpr (T == DType::Q4_K) group_x1_panels_q4k(w, r, x, y);
+          else group_x1_panels<T>(w, r, x, y);
+        }
         for (; r < r1; ++r) rows_x1<T, 1>(w, r, x, y);  // a range ending inside a group: the GGUF rows
         return;
       }
