@@ -20,9 +20,12 @@ TEST(DecodePanels, SameBytesAndSameBits) {
   ThreadPool one(1), two(2);
   // columns: one block, a chunk of 16 blocks plus 2 (SmolLM2's 576), 3 whole chunks, 17 blocks
   // Q4_K: one super-block, a chunk of 2 plus 1, 3 whole chunks
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K})
-    for (auto [rows, cols] : t == DType::Q4_K ? std::vector<std::pair<int64_t, int64_t>>{{8, 256}, {64, 768}, {200, 1536}}
-                                              : std::vector<std::pair<int64_t, int64_t>>{{8, 32}, {64, 576}, {200, 1536}, {48, 544}}) {
+  // A4G64: one 64-group, then as above with 20 blocks in place of 17
+  using Shapes = std::vector<std::pair<int64_t, int64_t>>;
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::A4G64})
+    for (auto [rows, cols] : t == DType::Q4_K    ? Shapes{{8, 256}, {64, 768}, {200, 1536}}
+                             : t == DType::A4G64 ? Shapes{{8, 64}, {64, 576}, {200, 1536}, {48, 640}}
+                                                 : Shapes{{8, 32}, {64, 576}, {200, 1536}, {48, 544}}) {
       const test::RandomMatrix M = test::make_matrix(t, rows, cols, static_cast<uint32_t>(rows + cols));
       size_t consumed = 0;  // reported as packing goes: growing prefixes of the GGUF bytes, all at the end
       const PackedWeights P = pack_decode_panels(M.w, [&](const uint8_t* p, size_t n) {
@@ -61,8 +64,8 @@ TEST(DecodePanels, SameBytesAndSameBits) {
       }
 #endif
     }
-  const test::RandomMatrix a4 = test::make_matrix(DType::A4G64, 8, 256, 1);
-  EXPECT_THROW(pack_decode_panels(a4.w), Error);
+  const test::RandomMatrix f16 = test::make_matrix(DType::F16, 8, 256, 1);
+  EXPECT_THROW(pack_decode_panels(f16.w), Error);
   const test::RandomMatrix odd = test::make_matrix(DType::Q4_1, 12, 64, 2);
   EXPECT_THROW(pack_decode_panels(odd.w), Error);
 }

@@ -11,8 +11,8 @@ namespace tessera {
 
 namespace {
 
-// Where row i (of its group) of block b sits, in bytes from the group's first: its d, its m (Q4_1)
-// and its quants.
+// Where row i (of its group) of block b sits, in bytes from the group's first: its d, its m (Q4_1,
+// A4G64) and its quants. An A4G64 block's d and m are its 64-group's, one per pair of blocks.
 struct BlockAt {
   int64_t d, m, q;
 };
@@ -20,8 +20,9 @@ BlockAt block_at(DType t, int64_t nb, int64_t b, int i) {
   const int64_t bb = decode_scale_bytes(t) + decode_quant_bytes(t);
   const int64_t b0 = b / kDecodeChunkBlocks * kDecodeChunkBlocks, n = std::min<int64_t>(kDecodeChunkBlocks, nb - b0),
                 j = b - b0;
-  const int64_t chunk = b0 * kDecodeGroupRows * bb, d = chunk + (i * n + j) * 2;
-  return {d, d + kDecodeGroupRows * n * 2,
+  const int64_t per = t == DType::A4G64 ? 2 : 1, ns = n / per;  // blocks per scale, scales per row
+  const int64_t chunk = b0 * kDecodeGroupRows * bb, d = chunk + (i * ns + j / per) * 2;
+  return {d, d + kDecodeGroupRows * ns * 2,
           chunk + kDecodeGroupRows * n * decode_scale_bytes(t) + (j * kDecodeGroupRows + i) * decode_quant_bytes(t)};
 }
 
@@ -51,6 +52,16 @@ void copy_row(DType t, int64_t nb, int i, const uint8_t* from, uint8_t* to, bool
     }
     return;
   }
+  if (t == DType::A4G64) {  // a 64-group: scale, bias, then the two blocks' 16 bytes of nibbles
+    for (int64_t b = 0; b < nb; ++b) {
+      const BlockAt at = block_at(t, nb, b, i);
+      const int64_t g = (b / 2) * kA4G64Bytes;
+      move(g, at.d, 2);
+      move(g + 2, at.m, 2);
+      move(g + 4 + 16 * (b % 2), at.q, 16);
+    }
+    return;
+  }
   const int64_t sb = decode_scale_bytes(t), qb = decode_quant_bytes(t), bb = sb + qb;
   for (int64_t b = 0; b < nb; ++b) {
     const BlockAt at = block_at(t, nb, b, i);
@@ -64,7 +75,7 @@ void copy_row(DType t, int64_t nb, int i, const uint8_t* from, uint8_t* to, bool
 
 PackedWeights pack_decode_panels(const WeightMatrix& w, const std::function<void(const uint8_t* p, size_t n)>& consumed) {
   if (!supports_decode_panels(w.type)) fail("decode panels: %s weights are not supported", dtype_name(w.type));
-  const int64_t col_multiple = w.type == DType::Q4_K ? 256 : 32;
+  const int64_t col_multiple = w.type == DType::Q4_K ? 256 : w.type == DType::A4G64 ? 64 : 32;
   if (w.rows <= 0 || w.rows % kDecodeGroupRows != 0 || w.cols <= 0 || w.cols % col_multiple != 0)
     fail("decode panels: cannot repack a %lldx%lld matrix (rows a multiple of 8, columns of %lld)",
          static_cast<long long>(w.rows), static_cast<long long>(w.cols), static_cast<long long>(col_multiple));

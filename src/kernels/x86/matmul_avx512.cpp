@@ -142,12 +142,24 @@ void group_x1_panels(const WeightMatrix& w, int64_t r, const float* x, float* y)
   for (int64_t b0 = 0; b0 < nb; b0 += kDecodeChunkBlocks) {
     const int n = static_cast<int>(std::min<int64_t>(kDecodeChunkBlocks, nb - b0));
     const uint8_t* chunk = g + b0 * R * bb;
-    const __mmask16 k = static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1);
-    for (int i = 0; i < R; ++i) {
-      _mm512_store_ps(dc[i], _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, chunk + i * n * 2)));
-      if constexpr (T == DType::Q4_1)
-        _mm512_store_ps(mc[i], _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, chunk + (R + i) * n * 2)));
+    if constexpr (T == DType::A4G64) {  // one scale and bias per pair of blocks, each widened to both
+      const int ns = n / 2;
+      const __mmask16 k = static_cast<__mmask16>((1u << ns) - 1);
+      const __m512i pairs = _mm512_setr_epi32(0, 0, 1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6, 7, 7);
+      for (int i = 0; i < R; ++i) {
+        _mm512_store_ps(dc[i], _mm512_permutexvar_ps(pairs, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, chunk + i * ns * 2))));
+        _mm512_store_ps(mc[i], _mm512_permutexvar_ps(pairs, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, chunk + (R + i) * ns * 2))));
+      }
+    } else {
+      const __mmask16 k = static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1);
+      for (int i = 0; i < R; ++i) {
+        _mm512_store_ps(dc[i], _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, chunk + i * n * 2)));
+        if constexpr (T == DType::Q4_1)
+          _mm512_store_ps(mc[i], _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, chunk + (R + i) * n * 2)));
+      }
     }
+    // an A4G64 block is a Q4_1 block with its group's scale and bias (deq32c reads it so)
+    constexpr DType Q = T == DType::A4G64 ? DType::Q4_1 : T;
     const uint8_t* q = chunk + R * n * sb;
     for (int j = 0; j < n; ++j, q += R * qb) {
       for (int64_t o = 0; o < R * bb; o += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
@@ -156,7 +168,7 @@ void group_x1_panels(const WeightMatrix& w, int64_t r, const float* x, float* y)
       const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
       for (int i = 0; i < R; ++i) {
         V16 w0, w1;
-        simd::deq32q<T>(q + i * qb, dc[i][j], T == DType::Q4_1 ? mc[i][j] : 0.0f, w0, w1);
+        simd::deq32q<Q>(q + i * qb, dc[i][j], Q == DType::Q4_1 ? mc[i][j] : 0.0f, w0, w1);
         acc[i] = _mm512_fmadd_ps(w0.v, x0, acc[i]);
         acc[i] = _mm512_fmadd_ps(w1.v, x1, acc[i]);
       }
