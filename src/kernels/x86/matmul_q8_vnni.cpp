@@ -37,18 +37,15 @@ inline void block_tokens(const __m512i g[8], __m512 d, __m512 m, const BlockQ8_1
     __m512i s = T == DType::Q4_0 ? _mm512_set1_epi32(-8 * xb.sum)
                 : T == DType::Q8_0 ? _mm512_set1_epi32(-128 * xb.sum)
                                    : _mm512_setzero_si512();
-    if constexpr (NT <= 2) {  // decode: two half-length chains, so more blocks overlap while loads wait
-      __m512i s2 = _mm512_setzero_si512();
+    // two half-length chains (integer sums: the same result), so a block's 8 dependent vpdpbusd
+    // do not bound the tile by their latency
+    __m512i s2 = _mm512_setzero_si512();
 #pragma GCC unroll 4
-      for (int v = 0; v < 4; ++v) {
-        s = _mm512_dpbusd_epi32(s, g[v], _mm512_set1_epi32(dword_at(xb.q + 4 * v)));
-        s2 = _mm512_dpbusd_epi32(s2, g[v + 4], _mm512_set1_epi32(dword_at(xb.q + 4 * v + 16)));
-      }
-      s = _mm512_add_epi32(s, s2);
-    } else {
-#pragma GCC unroll 8
-      for (int v = 0; v < 8; ++v) s = _mm512_dpbusd_epi32(s, g[v], _mm512_set1_epi32(dword_at(xb.q + 4 * v)));
+    for (int v = 0; v < 4; ++v) {
+      s = _mm512_dpbusd_epi32(s, g[v], _mm512_set1_epi32(dword_at(xb.q + 4 * v)));
+      s2 = _mm512_dpbusd_epi32(s2, g[v + 4], _mm512_set1_epi32(dword_at(xb.q + 4 * v + 16)));
     }
+    s = _mm512_add_epi32(s, s2);
     acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(xb.d)), acc[t]);
     if constexpr (q8_has_min(T)) acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(xb.s), acc[t]);
   }
