@@ -56,8 +56,10 @@ void copy_row(DType t, int64_t nb, int i, const uint8_t* from, uint8_t* to, bool
     for (int64_t b = 0; b < nb; ++b) {
       const BlockAt at = block_at(t, nb, b, i);
       const int64_t g = (b / 2) * kA4G64Bytes;
-      move(g, at.d, 2);
-      move(g + 2, at.m, 2);
+      if (b % 2 == 0) {  // the pair's one scale and bias
+        move(g, at.d, 2);
+        move(g + 2, at.m, 2);
+      }
       move(g + 4 + 16 * (b % 2), at.q, 16);
     }
     return;

@@ -4,8 +4,8 @@
 // blocks come in the order the kernel reads them, one linear stream per thread, with the same
 // bytes (no dequantization at load, so results stay bitwise the same).
 //
-// Types: Q4_0, Q4_1, Q8_0, A4G64 and Q4_K (below). Q4_0, Q4_1, Q8_0: a block of 32 weights: fp16 d, Q4_1 also fp16 m, then 16 or 32 bytes of
-// quants). Rows must be a multiple of 8. Group g (rows 8g .. 8g+7) takes the bytes of its rows,
+// Types: Q4_0, Q4_1, Q8_0, A4G64 and Q4_K (below). Q4_0, Q4_1, Q8_0 have blocks of 32 weights:
+// fp16 d, Q4_1 also fp16 m, then 16 or 32 bytes of quants. Rows must be a multiple of 8. Group g (rows 8g .. 8g+7) takes the bytes of its rows,
 // nb·8 blocks, at g·nb·8·block_bytes, in chunks of up to 16 blocks (b0 = 0, 16, ..; n blocks):
 //   chunk at b0·8·block_bytes:  d[i][j] fp16 for row i < 8, block j < n (i·n + j), then for
 //                               Q4_1 m[i][j] likewise; then the quants block by block, row by row
