@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Quantized matmul side by side: tessera (fp32 activations on decode panels, as the Session repacks
-# Q4_0/Q4_1/Q8_0/Q4_K on AVX-512; and --q8 8-bit activations) and
+# Q4_0/Q4_1/Q8_0/Q4_K/A4G64 on AVX-512; and --q8 8-bit activations) and
 # llama.cpp's CPU backend on SmolLM2-135M's shapes, 1 and 2 threads, one after the other per
 # thread count so all three see the same machine conditions; then the joined table.
 #   [ROUNDS=n] bash bench/micro/quant_compare.sh [OUTDIR]     (default out/quant, 1 round)
