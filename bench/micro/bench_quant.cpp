@@ -8,8 +8,9 @@
 // Each line also gives the fraction of the probe's peak ($TESSERA_PROBE or models/probe.json):
 // frac_compute of its 1-thread fp32 FMA rate (int8 VNNI rate with --q8) × threads, and for cold
 // decode frac_dram of its DRAM read rate at the same thread count (-1 when there is no probe).
-// --panels repacks Q4_0/Q4_1/Q8_0 weights into decode panels first (as the session does on AVX-512
-// with fp32 activations; kernels/decode_panels.h). --decode limits it to the M = 1 shapes. Cold decode also times, after each run, one read of as
+// --panels repacks Q4_0/Q4_1/Q8_0/Q4_K/A4G64 weights into decode panels first (as the session does on
+// AVX-512 with fp32 activations; kernels/decode_panels.h) and skips the other types.
+// --decode limits it to the M = 1 shapes. Cold decode also times, after each run, one read of as
 // many bytes by the probe's read loop on the same pool (a fresh part of a separate 256 MiB
 // buffer): frac_dram_paired is the median over runs of the kernel's rate over that read rate,
 // the fraction of the bandwidth the machine gave at that moment (this VM's neighbours move
@@ -96,7 +97,7 @@ int main(int argc, char** argv) {
     for (const Shape& s : shapes) {
       if (s.K % info(t).block_elems) continue;  // Q4_K needs K = 256k
       if (decode_only && s.M != 1) continue;
-      const bool use_panels = panels && !q8 && supports_decode_panels(t) && s.N % kDecodeGroupRows == 0;
+      const bool use_panels = panels && !q8 && fits_decode_panels(WeightMatrix{t, s.N, s.K, nullptr, 0});
       if (panels && !use_panels) continue;  // only the types and shapes that get decode panels
       const size_t rb = row_bytes(t, static_cast<uint64_t>(s.K));
       const size_t wbytes = rb * static_cast<size_t>(s.N);

@@ -77,10 +77,9 @@ void copy_row(DType t, int64_t nb, int i, const uint8_t* from, uint8_t* to, bool
 
 PackedWeights pack_decode_panels(const WeightMatrix& w, const std::function<void(const uint8_t* p, size_t n)>& consumed) {
   if (!supports_decode_panels(w.type)) fail("decode panels: %s weights are not supported", dtype_name(w.type));
-  const int64_t col_multiple = w.type == DType::Q4_K ? 256 : w.type == DType::A4G64 ? 64 : 32;
-  if (w.rows <= 0 || w.rows % kDecodeGroupRows != 0 || w.cols <= 0 || w.cols % col_multiple != 0)
-    fail("decode panels: cannot repack a %lldx%lld matrix (rows a multiple of 8, columns of %lld)",
-         static_cast<long long>(w.rows), static_cast<long long>(w.cols), static_cast<long long>(col_multiple));
+  if (!fits_decode_panels(w))
+    fail("decode panels: cannot repack a %lldx%lld matrix (rows a multiple of 8, columns of %u)",
+         static_cast<long long>(w.rows), static_cast<long long>(w.cols), info(w.type).block_elems);
   const int64_t nb = w.cols / 32, bb = decode_scale_bytes(w.type) + decode_quant_bytes(w.type);
   const size_t group = static_cast<size_t>(nb * kDecodeGroupRows * bb);
   PackedWeights out;

@@ -40,6 +40,13 @@ constexpr bool supports_decode_panels(DType t) {
 constexpr int64_t decode_scale_bytes(DType t) { return t == DType::Q4_1 ? 4 : 2; }   // per block (sub-block)
 constexpr int64_t decode_quant_bytes(DType t) { return t == DType::Q8_0 ? 32 : 16; }  // per block
 
+// Whether pack_decode_panels takes w: a supported type, rows a multiple of 8, columns a multiple of
+// the type's block (32; A4G64 64; Q4_K 256).
+inline bool fits_decode_panels(const WeightMatrix& w) {
+  return supports_decode_panels(w.type) && w.rows > 0 && w.rows % kDecodeGroupRows == 0 && w.cols > 0 &&
+         w.cols % info(w.type).block_elems == 0;
+}
+
 // The matrix for matmul with `row_panels` set (its GGUF view plus the panels). Fails with a one-line
 // error for other types or shapes. `consumed`, if given, is called as packing goes with the GGUF
 // bytes read so far ([w.data, w.data + n)), so a caller can drop them before the whole copy

@@ -58,7 +58,7 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
       packed_bytes_ += pw.bytes;
       packed_.emplace(w.data, std::move(pw));
     } else if (decode_panels) {
-      if (!supports_decode_panels(w.type) || w.rows % kDecodeGroupRows != 0 || w.cols % 32 != 0) return;
+      if (!fits_decode_panels(w)) return;
       PackedWeights pw = pack_decode_panels(w, [&](const uint8_t* p, size_t n) { model.release_pages(p, n); });
       packed_bytes_ += pw.bytes;
       packed_.emplace(w.data, std::move(pw));
