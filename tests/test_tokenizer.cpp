@@ -5,6 +5,7 @@
 #include "core/error.h"
 #include "formats/gguf.h"
 #include "formats/tokenizer.h"
+#include "formats/unicode.h"
 #include "test_util.h"
 
 using namespace tessera;
@@ -59,4 +60,22 @@ TEST(Tokenizer, InvalidUtf8AndLongInputsDoNotCrash) {
   EXPECT_FALSE(t.encode(std::string("\xff\xfe\xc3", 3), false).empty());
   const std::string long_word(200000, 'a');  // one pre-token: BPE must stay near-linear
   EXPECT_FALSE(t.encode(long_word, false).empty());
+}
+
+// Overlong forms and surrogates are invalid UTF-8 (RFC 3629): U+FFFD per byte, as for any other
+// invalid byte, never a code point that append_utf8 would write back as different bytes. The
+// fuzzer found "\xF0\x82\x9F\x99" (U+27D9 in four bytes) decoding back as the three-byte form.
+TEST(Tokenizer, OverlongUtf8IsInvalid) {
+  using unicode::decode_utf8;
+  EXPECT_EQ(decode_utf8("\xF0\x82\x9F\x99"), (std::vector<uint32_t>{0xFFFD, 0xFFFD, 0xFFFD, 0xFFFD}));
+  EXPECT_EQ(decode_utf8("\xC0\x80"), (std::vector<uint32_t>{0xFFFD, 0xFFFD}));
+  EXPECT_EQ(decode_utf8("\xE0\x9F\xBF"), (std::vector<uint32_t>{0xFFFD, 0xFFFD, 0xFFFD}));
+  EXPECT_EQ(decode_utf8("\xED\xA0\x80"), (std::vector<uint32_t>{0xFFFD, 0xFFFD, 0xFFFD}));  // a surrogate
+  EXPECT_EQ(decode_utf8("\xF4\x90\x80\x80"), (std::vector<uint32_t>{0xFFFD, 0xFFFD, 0xFFFD, 0xFFFD}));  // > U+10FFFF
+  // the shortest forms at each length's bounds stay code points
+  EXPECT_EQ(decode_utf8("\xC2\x80\xE0\xA0\x80\xF0\x90\x80\x80\xF4\x8F\xBF\xBF\xEE\x80\x80"),
+            (std::vector<uint32_t>{0x80, 0x800, 0x10000, 0x10FFFF, 0xE000}));
+  const Tokenizer& t = tokenizer();
+  const std::string text = "return 0; // \xC3\xA9 \xE6\x97\xA5 \xF0\x9F\x98\x80";  // valid: round-trips
+  EXPECT_EQ(t.decode(t.encode(text, false)), text);
 }

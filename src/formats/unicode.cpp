@@ -51,19 +51,29 @@ std::vector<uint32_t> decode_utf8(std::string_view s) {
     if (c < 0x80) {
       out.push_back(c);
       i += 1;
-    } else if ((c & 0xe0) == 0xc0 && cont(1)) {
-      out.push_back(((c & 0x1fu) << 6) | (p[i + 1] & 0x3fu));
-      i += 2;
+      continue;
+    }
+    // A sequence counts only in its shortest form and for a Unicode scalar value (RFC 3629): an
+    // overlong form would come back from append_utf8 as other bytes (the tokenizer's pieces would
+    // not give back the input), and surrogates are not characters.
+    uint32_t cp = 0;
+    size_t len = 0;
+    if ((c & 0xe0) == 0xc0 && cont(1)) {
+      cp = ((c & 0x1fu) << 6) | (p[i + 1] & 0x3fu);
+      len = cp >= 0x80 ? 2 : 0;
     } else if ((c & 0xf0) == 0xe0 && cont(1) && cont(2)) {
-      out.push_back(((c & 0x0fu) << 12) | ((p[i + 1] & 0x3fu) << 6) | (p[i + 2] & 0x3fu));
-      i += 3;
+      cp = ((c & 0x0fu) << 12) | ((p[i + 1] & 0x3fu) << 6) | (p[i + 2] & 0x3fu);
+      len = cp >= 0x800 && (cp < 0xD800 || cp > 0xDFFF) ? 3 : 0;
     } else if ((c & 0xf8) == 0xf0 && cont(1) && cont(2) && cont(3)) {
-      out.push_back(((c & 0x07u) << 18) | ((p[i + 1] & 0x3fu) << 12) | ((p[i + 2] & 0x3fu) << 6) |
-                    (p[i + 3] & 0x3fu));
-      i += 4;
-    } else {
+      cp = ((c & 0x07u) << 18) | ((p[i + 1] & 0x3fu) << 12) | ((p[i + 2] & 0x3fu) << 6) | (p[i + 3] & 0x3fu);
+      len = cp >= 0x10000 && cp <= 0x10FFFF ? 4 : 0;
+    }
+    if (len == 0) {
       out.push_back(0xFFFD);  // invalid byte: replacement character, skip one byte
       i += 1;
+    } else {
+      out.push_back(cp);
+      i += len;
     }
   }
   return out;
