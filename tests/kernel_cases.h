@@ -66,6 +66,62 @@ inline RandomMatrix make_matrix(DType t, int64_t rows, int64_t cols, uint32_t se
       }
       continue;
     }
+    if (t == DType::Q5_K || t == DType::Q6_K) {  // packed here from random quants, per ggml's layout
+      const bool q6 = t == DType::Q6_K;
+      for (int64_t sb = 0; sb < cols / 256; ++sb) {
+        uint8_t* p = row + (q6 ? kQ6KBytes : kQ5KBytes) * sb;
+        std::memset(p, 0, q6 ? kQ6KBytes : kQ5KBytes);
+        double* exs = ex + 256 * sb;
+        if (q6) {  // ql[128], qh[64], int8 scales[16], fp16 d; element e's scale is sc[e / 16]
+          const uint16_t d = float_to_fp16(0.0002f + 0.001f * std::fabs(u(rng)));
+          std::memcpy(p + 208, &d, 2);
+          for (int s = 0; s < 16; ++s) p[192 + s] = static_cast<uint8_t>(rng());
+          for (int e = 0; e < 256; ++e) {
+            const int q = static_cast<int>(rng() % 64), n = e / 128, sub = (e % 128) / 32, i = e % 32;
+            p[64 * n + 32 * (sub % 2) + i] |= static_cast<uint8_t>((q & 15) << (4 * (sub / 2)));
+            p[128 + 32 * n + i] |= static_cast<uint8_t>((q >> 4) << (2 * sub));
+            exs[e] = static_cast<double>(fp16_to_float(d)) * static_cast<int8_t>(p[192 + e / 16]) * (q - 32);
+          }
+        } else {  // Q4_K's header, qh[32] (bit j: sub-block j's fifth bits), nibbles as Q4_K's
+          const uint16_t d = float_to_fp16(0.0005f + 0.002f * std::fabs(u(rng))), dm = float_to_fp16(0.001f * std::fabs(u(rng)));
+          std::memcpy(p, &d, 2);
+          std::memcpy(p + 2, &dm, 2);
+          for (int i = 0; i < 12; ++i) p[4 + i] = static_cast<uint8_t>(rng());
+          for (int j = 0; j < 8; ++j) {
+            int sc, mn;
+            q4k_scale_min(p + 4, j, sc, mn);
+            for (int l = 0; l < 32; ++l) {
+              const int q = static_cast<int>(rng() % 32);
+              p[48 + 32 * (j / 2) + l] |= static_cast<uint8_t>((q & 15) << (4 * (j % 2)));
+              p[16 + l] |= static_cast<uint8_t>((q >> 4) << j);
+              exs[32 * j + l] = static_cast<double>(fp16_to_float(d)) * sc * q - static_cast<double>(fp16_to_float(dm)) * mn;
+            }
+          }
+        }
+      }
+      continue;
+    }
+    if (t == DType::Q5_0 || t == DType::Q5_1) {  // fp16 d (and m), a 32-bit word of fifth bits, nibbles
+      const bool affine = t == DType::Q5_1;
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        uint8_t* p = row + (affine ? kQ5_1Bytes : kQ5_0Bytes) * b;
+        std::memset(p, 0, affine ? kQ5_1Bytes : kQ5_0Bytes);
+        const uint16_t d = float_to_fp16(0.001f + 0.03f * std::fabs(u(rng))), mn = float_to_fp16(0.3f * u(rng));
+        std::memcpy(p, &d, 2);
+        if (affine) std::memcpy(p + 2, &mn, 2);
+        uint8_t* qh = p + (affine ? 4 : 2);
+        uint32_t h = 0;
+        for (int e = 0; e < 32; ++e) {
+          const int q = static_cast<int>(rng() % 32);
+          qh[4 + e % 16] |= static_cast<uint8_t>((q & 15) << (e < 16 ? 0 : 4));
+          h |= static_cast<uint32_t>(q >> 4) << e;
+          ex[32 * b + e] = affine ? static_cast<double>(fp16_to_float(d)) * q + fp16_to_float(mn)
+                                  : static_cast<double>(fp16_to_float(d)) * (q - 16);
+        }
+        for (int i = 0; i < 4; ++i) qh[i] = static_cast<uint8_t>(h >> (8 * i));
+      }
+      continue;
+    }
     const int64_t group = t == DType::A4G64 ? 64 : 32;
     for (int64_t b = 0; b < cols / group; ++b) {
       const uint16_t d = float_to_fp16(0.001f + 0.05f * std::fabs(u(rng)));
@@ -128,6 +184,10 @@ inline const std::vector<Case>& cases() {
       {DType::Q4_1, {32, 64, 160, 576, 1536}},
       {DType::Q4_K, {256, 512, 768, 1536}},
       {DType::A4G64, {64, 192, 576, 1536}},
+      {DType::Q5_0, {32, 96, 576, 1536}},
+      {DType::Q5_1, {32, 64, 160, 576}},
+      {DType::Q5_K, {256, 768, 1536}},
+      {DType::Q6_K, {256, 512, 1536}},
   };
   return c;
 }

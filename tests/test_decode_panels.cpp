@@ -22,7 +22,7 @@ TEST(DecodePanels, SameBytesAndSameBits) {
   // Q4_K: one super-block, a chunk of 2 plus 1, 3 whole chunks
   // A4G64: one 64-group, then as above with 20 blocks in place of 17
   using Shapes = std::vector<std::pair<int64_t, int64_t>>;
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::A4G64})
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::A4G64, DType::Q5_0, DType::Q5_1})
     for (auto [rows, cols] : t == DType::Q4_K    ? Shapes{{8, 256}, {64, 768}, {200, 1536}}
                              : t == DType::A4G64 ? Shapes{{8, 64}, {64, 576}, {200, 1536}, {48, 640}}
                                                  : Shapes{{8, 32}, {64, 576}, {200, 1536}, {48, 544}}) {

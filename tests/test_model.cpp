@@ -8,7 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "formats/gguf.h"
 #include "formats/gguf_writer.h"
+#include "models/gguf_convert.h"
 #include "models/llama.h"
 #include "runtime/generate.h"
 #include "runtime/session.h"
@@ -44,7 +46,7 @@ const nlohmann::json& teacher_fixture_kvf32() {
 std::vector<int32_t> fixture_tokens() { return teacher_fixture()["tokens"].get<std::vector<int32_t>>(); }
 
 std::vector<std::vector<float>> all_logits(const std::vector<int32_t>& toks, int n_batch, int n_threads,
-                                           bool llama_numerics = false) {
+                                           bool llama_numerics = false, const LlamaModel& m = model()) {
   SessionOptions o;
   o.n_ctx = 1024;
   o.n_batch = n_batch;
@@ -53,16 +55,15 @@ std::vector<std::vector<float>> all_logits(const std::vector<int32_t>& toks, int
     o.q8_activations = true;
     o.kv_type = DType::F32;
   }
-  Session s(model(), o);
+  Session s(m, o);
   std::vector<std::vector<float>> out(toks.size());
-  const int V = model().config().n_vocab;
+  const int V = m.config().n_vocab;
   s.eval_all(toks, [&](size_t i, const float* l) { out[i].assign(l, l + V); });
   return out;
 }
 
 // Plain float64 forward pass for the first P tokens: logits for every position.
-std::vector<std::vector<double>> reference_logits(const std::vector<int32_t>& toks) {
-  const LlamaModel& M = model();
+std::vector<std::vector<double>> reference_logits(const std::vector<int32_t>& toks, const LlamaModel& M = model()) {
   const LlamaConfig& c = M.config();
   const int P = static_cast<int>(toks.size()), E = c.n_embd, hd = c.head_dim, KV = c.n_head_kv * hd, FF = c.n_ff;
   auto deq = [](const WeightMatrix& w) {
@@ -188,11 +189,11 @@ struct Agreement {
 
 // Compares tessera's top-1 with llama.cpp's at every position; "decisive" positions are those
 // where llama.cpp's top-2 margin exceeds 0.5 logits.
-Agreement agreement(const nlohmann::json& fixture, bool llama_numerics) {
+Agreement agreement(const nlohmann::json& fixture, bool llama_numerics, const LlamaModel& m = model()) {
   const auto toks = fixture["tokens"].get<std::vector<int32_t>>();
   const auto& positions = fixture["positions"];
   Agreement a;
-  const auto logits = all_logits(toks, 512, 2, llama_numerics);
+  const auto logits = all_logits(toks, 512, 2, llama_numerics, m);
   for (size_t i = 0; i < toks.size(); ++i) {
     const auto& l = logits[i];
     const int32_t ours = static_cast<int32_t>(std::max_element(l.begin(), l.end()) - l.begin());
@@ -285,6 +286,82 @@ TEST(Model, KlDivergenceFromFloat64ReferenceIsSmall) {
   std::printf("KL(float64 reference || tessera) over %zu positions: mean %.3g, max %.3g; same top-1 %zu/%zu\n",
               toks.size(), kl_mean, kl_max, same_top, toks.size());
   EXPECT_LE(kl_mean, 1e-3);
+}
+
+// Mean KL(reference || tessera) over the first positions, for a model.
+static double mean_kl_from_reference(const std::vector<int32_t>& toks, const LlamaModel& m) {
+  const auto ref = reference_logits(toks, m);
+  const auto ours = all_logits(toks, 512, 2, false, m);
+  double kl_sum = 0;
+  for (size_t p = 0; p < toks.size(); ++p) {
+    const auto lr = log_softmax(ref[p]), lo = log_softmax(ours[p]);
+    for (size_t i = 0; i < lr.size(); ++i) kl_sum += std::exp(lr[i]) * (lr[i] - lo[i]);
+  }
+  return kl_sum / static_cast<double>(toks.size());
+}
+
+// The 5- and 6-bit types in the mixtures llama-quantize writes (rows that are not a multiple of
+// 256 take Q5_0 / Q5_1 / Q8_0): the default model converted by `tessera convert` to each, run end
+// to end against the float64 forward pass over the same weights, and bitwise invariant to chunking
+// and threads with fp32 activations and with 8-bit ones (where only the Q8_0 matrices take the
+// 8-bit kernels and the others fall back to fp32 activations).
+TEST(Model, FiveAndSixBitMixturesMatchFloat64ReferenceAndAreInvariant) {
+  auto toks = fixture_tokens();
+  toks.resize(12);
+  const auto f = GgufFile::open(test::model_path());
+  for (DType to : {DType::Q5_0, DType::Q5_1, DType::Q5_K, DType::Q6_K}) {
+    const std::string path = (std::filesystem::temp_directory_path() / ("tessera_mix_" + std::string(dtype_name(to)) + ".gguf")).string();
+    convert_gguf(*f, to, path);
+    const auto m = LlamaModel::load(path);
+    std::filesystem::remove(path);
+    const DType down = m->layers()[0].w_down.type, q = m->layers()[0].wq.type;
+    EXPECT_EQ(down, to);  // 1536 columns: the type itself
+    EXPECT_EQ(q, to == DType::Q5_K ? DType::Q5_1 : to == DType::Q6_K ? DType::Q8_0 : to);  // 576: the fallback
+    const double kl = mean_kl_from_reference(toks, *m);
+    std::printf("%s mixture: mean KL(float64 reference || tessera) over %zu positions %.3g\n", dtype_name(to), toks.size(), kl);
+    EXPECT_LE(kl, 1e-3) << dtype_name(to);
+    for (bool q8 : {false, true}) {
+      const auto base = all_logits(toks, 512, 2, q8, *m), other = all_logits(toks, 5, 1, q8, *m);
+      for (size_t p = 0; p < toks.size(); ++p)
+        ASSERT_EQ(std::memcmp(base[p].data(), other[p].data(), base[p].size() * 4), 0) << dtype_name(to) << " q8 " << q8 << " position " << p;
+    }
+  }
+}
+
+// llama.cpp's own Q4_K_M and Q5_K_M files of the default model (bench/peers/make_kquants.sh; not
+// in CI, which has no llama.cpp): tessera's top-1 against llama.cpp's logits, teacher-forced.
+// llama.cpp pairs these types with 8-bit activations (Q8_K, per 256, for the K types), so as on
+// the Q4_1 file only near-ties may differ. Against llama.cpp on the exact f32 conversion of the
+// Q4_K_M file (no activation rounding on its side) tessera's fp32 path must agree everywhere.
+TEST(Model, LlamaQuantizeMixturesAgreeWithLlamaCppWhenPresent) {
+  int ran = 0;
+  const std::filesystem::path q4km = std::filesystem::path(test::source_path("models/kquants")) / "SmolLM2-135M-Instruct.Q4_K_M.gguf";
+  if (std::filesystem::exists(q4km)) {
+    const auto fx = nlohmann::json::parse(test::read_file(test::source_path("tests/fixtures/teacher_forced_llamacpp_q4_k_m_f32weights.json")));
+    const auto m = LlamaModel::load(q4km.string());
+    const Agreement a = agreement(fx, false, *m);
+    std::printf("Q4_K_M, fp32 activations vs llama.cpp on its exact f32 weights: top-1 agreement %zu/%zu; max |top logit diff| %.4f\n",
+                a.agree, a.total, a.max_top_diff);
+    EXPECT_GE(a.rate(), 0.99);
+    EXPECT_LT(a.max_top_diff, 0.05);
+  }
+  for (const char* mix : {"Q4_K_M", "Q5_K_M"}) {
+    const std::filesystem::path file = std::filesystem::path(test::source_path("models/kquants")) / (std::string("SmolLM2-135M-Instruct.") + mix + ".gguf");
+    if (!std::filesystem::exists(file)) continue;
+    std::string lower = mix;
+    for (char& ch : lower) ch = static_cast<char>(std::tolower(ch));
+    const auto fx = nlohmann::json::parse(test::read_file(test::source_path("tests/fixtures/teacher_forced_llamacpp_" + lower + ".json")));
+    const auto m = LlamaModel::load(file.string());
+    for (bool q8 : {false, true}) {
+      const Agreement a = agreement(fx, q8, *m);
+      std::printf("%s, %s activations vs llama.cpp: top-1 agreement %zu/%zu = %.4f; decisive positions %zu/%zu; max |top logit diff| %.3f\n",
+                  mix, q8 ? "8-bit" : "fp32", a.agree, a.total, a.rate(), a.decisive_agree, a.decisive, a.max_top_diff);
+      EXPECT_GE(a.rate(), 0.95) << mix;
+      EXPECT_EQ(a.decisive_agree, a.decisive) << mix;
+    }
+    ++ran;
+  }
+  if (!ran) GTEST_SKIP() << "no models/kquants (bash bench/peers/make_kquants.sh makes them with llama.cpp)";
 }
 
 // Prefill in one chunk, in uneven chunks, token by token, on 1 or 2 threads: identical bits.

@@ -17,6 +17,7 @@
 #include "kernels/quantize.h"
 #include "models/hf_loader.h"
 #include "runtime/session.h"
+#include "npy.h"
 #include "test_util.h"
 
 using namespace tessera;
@@ -40,7 +41,8 @@ std::vector<float> random_row(int64_t n, uint32_t seed, float scale = 1.0f) {
 TEST(QuantFormats, QuantizersRoundTripWithinHalfAStep) {
   const int64_t n = 1024;
   const std::vector<float> x = random_row(n, 1, 0.05f);
-  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::A4G64}) {
+  for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::A4G64, DType::Q5_0, DType::Q5_1,
+                  DType::Q5_K, DType::Q6_K}) {
     std::vector<uint8_t> q(row_bytes(t, n));
     std::vector<float> y(static_cast<size_t>(n));
     quantize_row(t, x.data(), n, q.data());
@@ -59,6 +61,10 @@ TEST(QuantFormats, QuantizersRoundTripWithinHalfAStep) {
       if (t == DType::Q4_0) step = 2 * amax / 8.0;  // d = max / -8; +amax clips at q = 15: a whole step
       if (t == DType::A4G64) step *= 2.0;  // MLX snaps the scale so 0 is exact: the far end may clip a step
       if (t == DType::Q4_K) step = (std::max(mx, 0.0f) - std::min(mn, 0.0f)) / 15.0 * 1.6;  // 6-bit scales
+      if (t == DType::Q5_1) step = (mx - mn) / 31.0;
+      if (t == DType::Q5_0) step = 2 * amax / 16.0;  // as Q4_0: d = max / -16, the other side may clip a step
+      if (t == DType::Q5_K) step = (std::max(mx, 0.0f) - std::min(mn, 0.0f)) / 31.0 * 1.6;
+      if (t == DType::Q6_K) step = 2 * amax / 32.0;  // int8 sub-block scales: a rounded-down one may clip a step
       step += 1e-6;
       for (int64_t i = 0; i < group; ++i) {
         const size_t k = static_cast<size_t>(b * group + i);
@@ -152,4 +158,36 @@ TEST(QuantFormats, RealMlxSmolLM2MatchesMlxWhenPresent) {
     if (best == g["positions"][i]["top"][0][0].get<int>()) ++agree;
   });
   EXPECT_EQ(agree, static_cast<int>(toks.size()));
+}
+
+// Real blocks written by llama.cpp's llama-quantize (the Q4_K_M and Q5_K_M mixtures of the default
+// model: bench/peers/make_kquants.sh) against their values as llama.cpp's gguf-py dequantizes them
+// (bench/peers/gen_kquant_fixture.py). Q5_0 and Q6_K are single products there as here, so equal
+// bit for bit; Q5_1, Q4_K and Q5_K multiply then add where the engine fuses the two (one rounding
+// fewer), so within 1e-6 of the row's largest value. The float64 test reader must agree too.
+TEST(QuantFormats, RealKQuantBlocksMatchLlamaCppDequantization) {
+  for (DType t : {DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+    const std::string base = test::source_path("tests/fixtures/kquants/") + dtype_name(t);
+    const test::Npy bytes = test::load_npy(base + ".bytes.npy");
+    const std::vector<float> want = test::load_npy(base + ".values.npy").f32();
+    ASSERT_EQ(bytes.shape.size(), 2u);
+    const size_t rows = bytes.shape[0], rb = bytes.shape[1], cols = want.size() / rows;
+    ASSERT_EQ(rb, row_bytes(t, cols)) << dtype_name(t);
+    const bool exact = t == DType::Q5_0 || t == DType::Q6_K;
+    for (size_t r = 0; r < rows; ++r) {
+      std::vector<float> got(cols);
+      std::vector<double> f64(cols);
+      dequantize_row(t, bytes.bytes.data() + r * rb, got.data(), static_cast<int64_t>(cols));
+      test::dequantize_row_f64(t, bytes.bytes.data() + r * rb, f64.data(), static_cast<int64_t>(cols));
+      float mx = 0.0f;
+      for (size_t k = 0; k < cols; ++k) mx = std::max(mx, std::fabs(want[r * cols + k]));
+      ASSERT_GT(mx, 0.0f);
+      for (size_t k = 0; k < cols; ++k) {
+        const float w = want[r * cols + k];
+        if (exact) ASSERT_EQ(got[k], w) << dtype_name(t) << " row " << r << " element " << k;
+        else ASSERT_NEAR(got[k], w, 1e-6 * mx) << dtype_name(t) << " row " << r << " element " << k;
+        ASSERT_NEAR(f64[k], w, 1e-6 * mx) << dtype_name(t) << " (float64 reader) row " << r << " element " << k;
+      }
+    }
+  }
 }

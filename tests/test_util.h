@@ -22,6 +22,7 @@ inline std::string read_file(const std::string& path) {
 
 #include "core/dtype.h"
 #include "core/fp16.h"
+#include "kernels/quant_blocks.h"
 
 namespace tessera::test {
 
@@ -38,6 +39,43 @@ inline void dequantize_row_f64(DType t, const uint8_t* row, double* out, int64_t
       case DType::Q8_0: b = row + (k / 32) * 34; out[k] = half(b) * static_cast<int8_t>(b[2 + j]); break;
       case DType::Q4_0: b = row + (k / 32) * 18; out[k] = half(b) * ((j < 16 ? b[2 + j] & 15 : b[2 + j - 16] >> 4) - 8); break;
       case DType::Q4_1: b = row + (k / 32) * 20; out[k] = half(b) * (j < 16 ? b[4 + j] & 15 : b[4 + j - 16] >> 4) + half(b + 2); break;
+      // the 5- and 6-bit types, read straight from ggml's block layouts (ggml-common.h)
+      case DType::Q5_0:
+      case DType::Q5_1: {
+        const bool affine = t == DType::Q5_1;
+        b = row + (k / 32) * (affine ? 24 : 22);
+        const uint8_t* qh = b + (affine ? 4 : 2);
+        const uint32_t h = qh[0] | qh[1] << 8 | qh[2] << 16 | static_cast<uint32_t>(qh[3]) << 24;
+        const int q = (j < 16 ? qh[4 + j] & 15 : qh[4 + j - 16] >> 4) | ((h >> j) & 1) << 4;
+        out[k] = affine ? half(b) * q + half(b + 2) : half(b) * (q - 16);
+        break;
+      }
+      case DType::Q4_K: {
+        b = row + (k / 256) * 144;
+        const int sub = static_cast<int>(k % 256) / 32;
+        int sc, mn;
+        q4k_scale_min(b + 4, sub, sc, mn);
+        const uint8_t byte = b[16 + 32 * (sub / 2) + j];
+        out[k] = half(b) * sc * (sub % 2 ? byte >> 4 : byte & 15) - half(b + 2) * mn;
+        break;
+      }
+      case DType::Q5_K: {
+        b = row + (k / 256) * 176;
+        const int sub = static_cast<int>(k % 256) / 32;
+        int sc, mn;
+        q4k_scale_min(b + 4, sub, sc, mn);
+        const uint8_t byte = b[48 + 32 * (sub / 2) + j];
+        const int q = (sub % 2 ? byte >> 4 : byte & 15) | ((b[16 + j] >> sub) & 1) << 4;
+        out[k] = half(b) * sc * q - half(b + 2) * mn;
+        break;
+      }
+      case DType::Q6_K: {
+        b = row + (k / 256) * 210;
+        const int e = static_cast<int>(k % 256), n = e / 128, sub = (e % 128) / 32;
+        const int lo = (b[64 * n + 32 * (sub % 2) + j] >> (4 * (sub / 2))) & 15, hi = (b[128 + 32 * n + j] >> (2 * sub)) & 3;
+        out[k] = half(b + 208) * static_cast<int8_t>(b[192 + e / 16]) * ((lo | hi << 4) - 32);
+        break;
+      }
       default: out[k] = 0; break;
     }
   }

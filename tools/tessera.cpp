@@ -183,7 +183,8 @@ int cmd_convert(const std::string& in, const std::string& out, const std::string
   check_output_writable(out);
   static const std::map<std::string, DType> kTypes = {{"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16},
                                                       {"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1},
-                                                      {"q4_k", DType::Q4_K}};
+                                                      {"q4_k", DType::Q4_K}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1},
+                                                      {"q5_k", DType::Q5_K}, {"q6_k", DType::Q6_K}};
   const DType to = kTypes.at(type);
   auto f = GgufFile::open(in);
   convert_gguf(*f, to, out);
@@ -261,8 +262,9 @@ int main(int argc, char** argv) {
   std::string conv_in, conv_type = "f32";
   convert->add_option("-m,--model", conv_in, "input GGUF")->required();
   convert->add_option("-o,--output", out_path, "output GGUF")->required();
-  convert->add_option("--type", conv_type, "f32 (exact), f16, bf16, q8_0, q4_0, q4_1 or q4_k")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q4_k"}));
+  convert->add_option("--type", conv_type, "f32 (exact), f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k "
+                    "(K types: rows not a multiple of 256 take llama-quantize's fallback, q5_0 / q5_1 / q8_0)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"}));
 
   auto* init = app.add_subcommand("vlm-init", "make a SmolVLM-shaped text GGUF + random-vision mmproj from a SmolLM2 GGUF");
   VlmInitOptions vi;

@@ -5,7 +5,7 @@
 # Idempotent: re-running only re-does work that is missing or stale.
 #   .peers/llama_cpp_python-<ver>.tar.gz      pinned sdist (sha256 checked)
 #   .peers/llama_cpp_python-<ver>/             extracted sdist
-#   .peers/llama.cpp-build/bin/                llama-tokenize, llama-bench, ...,
+#   .peers/llama.cpp-build/bin/                llama-tokenize, llama-bench, llama-quantize, ...,
 #                                               llama-mtmd-cli (multimodal CLI, + libmtmd.so)
 #   .peers/llama.cpp-build/bin/llamacpp_logits our own program (bench/peers/llamacpp_logits.cpp)
 #
@@ -75,7 +75,7 @@ if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
 fi
 echo "[build_llamacpp] building (-j$JOBS)"
 cmake --build "$BUILD" --config Release -j"$JOBS" \
-    --target llama-tokenize llama-bench llama-simple llama-completion llama-mtmd-cli
+    --target llama-tokenize llama-bench llama-simple llama-completion llama-mtmd-cli llama-quantize
 
 # 4. our own program, compiled directly against the built libllama
 BIN="$BUILD/bin"
@@ -90,6 +90,6 @@ if [[ ! -x "$LOGITS_BIN" || "$LOGITS_SRC" -nt "$LOGITS_BIN" || "$BIN/libllama.so
 fi
 
 echo "[build_llamacpp] llama.cpp $LLAMA_COMMIT (llama-cpp-python $VERSION) binaries:"
-for b in llama-tokenize llama-bench llama-simple llama-completion llama-mtmd-cli llamacpp_logits; do
+for b in llama-tokenize llama-bench llama-simple llama-completion llama-mtmd-cli llama-quantize llamacpp_logits; do
     echo "  $BIN/$b"
 done

@@ -4,12 +4,14 @@
 // blocks come in the order the kernel reads them, one linear stream per thread, with the same
 // bytes (no dequantization at load, so results stay bitwise the same).
 //
-// Types: Q4_0, Q4_1, Q8_0, A4G64 and Q4_K (below). Q4_0, Q4_1, Q8_0 have blocks of 32 weights:
-// fp16 d, Q4_1 also fp16 m, then 16 or 32 bytes of quants. Rows must be a multiple of 8. Group g (rows 8g .. 8g+7) takes the bytes of its rows,
-// nb·8 blocks, at g·nb·8·block_bytes, in chunks of up to 16 blocks (b0 = 0, 16, ..; n blocks):
+// Types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, A4G64 and Q4_K (below). Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 have
+// blocks of 32 weights: fp16 d, Q4_1/Q5_1 also fp16 m, then 16, 20 (Q5: the 4-byte word of fifth
+// bits, then the nibbles) or 32 bytes of quants. Rows must be a multiple of 8. Group g (rows
+// 8g .. 8g+7) takes the bytes of its rows, nb·8 blocks, at g·nb·8·block_bytes, in chunks of up to
+// 16 blocks (b0 = 0, 16, ..; n blocks):
 //   chunk at b0·8·block_bytes:  d[i][j] fp16 for row i < 8, block j < n (i·n + j), then for
-//                               Q4_1 m[i][j] likewise; then the quants block by block, row by row
-//                               (block j, row i at (j·8 + i)·quant_bytes).
+//                               Q4_1/Q5_1 m[i][j] likewise; then the quants block by block, row by
+//                               row (block j, row i at (j·8 + i)·quant_bytes).
 // A4G64 (MLX's affine 4-bit, 64-groups of fp16 scale and bias then Q4_1-ordered nibbles) is laid
 // out as Q4_1 with one d and one m per pair of blocks (row i's group g of the chunk at i·(n/2) + g).
 // A chunk's scales are two or four masked vector loads; its quants a linear run of 128 or 256
@@ -35,10 +37,14 @@ constexpr int kDecodeGroupRows = 8;
 constexpr int kDecodeChunkBlocks = 16;
 
 constexpr bool supports_decode_panels(DType t) {
-  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::A4G64;
+  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::A4G64 ||
+         t == DType::Q5_0 || t == DType::Q5_1;
 }
-constexpr int64_t decode_scale_bytes(DType t) { return t == DType::Q4_1 ? 4 : 2; }   // per block (sub-block)
-constexpr int64_t decode_quant_bytes(DType t) { return t == DType::Q8_0 ? 32 : 16; }  // per block
+// per block (sub-block)
+constexpr int64_t decode_scale_bytes(DType t) { return t == DType::Q4_1 || t == DType::Q5_1 ? 4 : 2; }
+constexpr int64_t decode_quant_bytes(DType t) {
+  return t == DType::Q8_0 ? 32 : t == DType::Q5_0 || t == DType::Q5_1 ? 20 : 16;
+}
 
 // Whether pack_decode_panels takes w: a supported type, rows a multiple of 8, columns a multiple of
 // the type's block (32; A4G64 64; Q4_K 256).

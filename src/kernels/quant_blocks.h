@@ -53,6 +53,48 @@ inline void q4k_set_scale_min(uint8_t* scales, int j, int sc, int m) {
   }
 }
 
+// Q5_0 / Q5_1: 32 elements in 22 / 24 bytes: fp16 d (Q5_1: then fp16 m), 4 bytes qh (a
+// little-endian word: bit j is element j's fifth bit), 16 bytes of nibbles as Q4_0's (element
+// j < 16 in the low nibble of byte j, j >= 16 in the high nibble of byte j - 16).
+// Q5_0: x = d * (q - 16); Q5_1: x = d * q + m.
+constexpr int kQ5_0Bytes = 22, kQ5_1Bytes = 24;
+// The block's 32 quants as int8, minus `offset` (16 for Q5_0, 0 for Q5_1); qh at p, qs at p + 4.
+inline void q5_quants(const uint8_t* p, int offset, int8_t q[32]) {
+  uint32_t h;
+  std::memcpy(&h, p, 4);
+  for (int j = 0; j < 16; ++j) {
+    q[j] = static_cast<int8_t>(((p[4 + j] & 0xf) | (((h >> j) & 1) << 4)) - offset);
+    q[j + 16] = static_cast<int8_t>(((p[4 + j] >> 4) | (((h >> (j + 16)) & 1) << 4)) - offset);
+  }
+}
+
+// Q5_K: 256 elements in 176 bytes: fp16 d, fp16 dmin, 12 bytes of 6-bit scales and mins (as
+// Q4_K's), 32 bytes qh, 128 bytes of nibbles (as Q4_K's). Element l of sub-block j: its nibble
+// as Q4_K's, its fifth bit bit j of qh[l]; x = (d*sc_j) * q - (dmin*m_j).
+constexpr int kQ5KBytes = 176;
+inline void q5k_quants(const uint8_t* p, int j, int8_t q[32]) {
+  const uint8_t* qh = p + 16;
+  const uint8_t* qs = p + 48 + 32 * (j / 2);
+  for (int l = 0; l < 32; ++l)
+    q[l] = static_cast<int8_t>(((j % 2 ? qs[l] >> 4 : qs[l] & 0xf)) | (((qh[l] >> j) & 1) << 4));
+}
+
+// Q6_K: 256 elements in 210 bytes: 128 bytes ql (low 4 bits), 64 bytes qh (high 2 bits), 16 int8
+// sub-block scales (16 elements each), fp16 d at byte 208. Element 128n + 32u + i (i < 32):
+// low bits (ql[64n + 32(u%2) + i] >> 4(u/2)) & 15, high bits (qh[32n + i] >> 2u) & 3, scale
+// sc[8n + 2u + i/16]; x = (d * sc) * (q - 32), as ggml's dequantize_row_q6_K.
+constexpr int kQ6KBytes = 210;
+// The 32 quants (minus 32) of 32-element block b (0..7) of the super-block at p; its two
+// 16-element halves use scales sc[2b] and sc[2b + 1].
+inline void q6k_quants(const uint8_t* p, int b, int8_t q[32]) {
+  const int n = b / 4, u = b % 4;
+  const uint8_t* ql = p + 64 * n + 32 * (u % 2);
+  const uint8_t* qh = p + 128 + 32 * n;
+  for (int i = 0; i < 32; ++i)
+    q[i] = static_cast<int8_t>((((ql[i] >> (4 * (u / 2))) & 0xf) | (((qh[i] >> (2 * u)) & 3) << 4)) - 32);
+}
+inline float q6k_scale(const uint8_t* p, int s) { return fp16_to_float(static_cast<uint16_t>(p[208] | p[209] << 8)) * static_cast<float>(static_cast<int8_t>(p[192 + s])); }
+
 // A4G64: 64 elements in 36 bytes: fp16 scale, fp16 bias, then two 16-byte halves laid out as
 // Q4_1's nibbles (element j < 16 of a half in the low nibble of byte j, j >= 16 in the high
 // nibble of byte j - 16); x = scale * q + bias.

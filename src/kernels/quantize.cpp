@@ -58,7 +58,47 @@ void q4_1(const float* x, uint8_t* p) {
   pack32(q, p + 4);
 }
 
-void q4_k(const float* x, uint8_t* p) {
+// ggml's quantize_row_q5_0_ref: d = max / -16 (max: the larger-magnitude extreme), q = x/d + 16.5
+// truncated, at most 31; the fifth bits into a little-endian word.
+void q5_0(const float* x, uint8_t* p) {
+  float amax = 0, mx = 0;
+  for (int i = 0; i < 32; ++i)
+    if (std::fabs(x[i]) > amax) {
+      amax = std::fabs(x[i]);
+      mx = x[i];
+    }
+  const float d = mx / -16.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  put_half(p, d);
+  int q[32];
+  for (int i = 0; i < 32; ++i) q[i] = std::min(31, static_cast<int>(x[i] * id + 16.5f));
+  uint32_t h = 0;
+  for (int i = 0; i < 32; ++i) h |= static_cast<uint32_t>(q[i] >> 4) << i, q[i] &= 15;
+  std::memcpy(p + 2, &h, 4);
+  pack32(q, p + 6);
+}
+
+// ggml's quantize_row_q5_1_ref: d = (max - min) / 31, m = min, q = (x - min)/d + 0.5 truncated.
+void q5_1(const float* x, uint8_t* p) {
+  float mn = x[0], mx = x[0];
+  for (int i = 1; i < 32; ++i) {
+    mn = std::min(mn, x[i]);
+    mx = std::max(mx, x[i]);
+  }
+  const float d = (mx - mn) / 31.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  put_half(p, d);
+  put_half(p + 2, mn);
+  int q[32];
+  for (int i = 0; i < 32; ++i) q[i] = std::clamp(static_cast<int>((x[i] - mn) * id + 0.5f), 0, 31);
+  uint32_t h = 0;
+  for (int i = 0; i < 32; ++i) h |= static_cast<uint32_t>(q[i] >> 4) << i, q[i] &= 15;
+  std::memcpy(p + 4, &h, 4);
+  pack32(q, p + 8);
+}
+
+// Q4_K and Q5_K: per 32-element sub-block a plain min/max range (0 kept inside it), 6-bit scales
+// and mins relative to the super-block's fp16 d and dmin; `levels` = 15 or 31. Q5_K's fifth bits
+// go to qh (bit j of byte l: element l of sub-block j).
+void k_quant_4_5(const float* x, uint8_t* p, int levels) {
   float scale[8], minv[8];
   for (int j = 0; j < 8; ++j) {
     float mn = 0.0f, mx = 0.0f;  // the format subtracts a non-negative min: keep 0 in range
@@ -66,7 +106,7 @@ void q4_k(const float* x, uint8_t* p) {
       mn = std::min(mn, x[32 * j + i]);
       mx = std::max(mx, x[32 * j + i]);
     }
-    scale[j] = (mx - mn) / 15.0f;
+    scale[j] = (mx - mn) / static_cast<float>(levels);
     minv[j] = -mn;
   }
   const float smax = *std::max_element(scale, scale + 8), mmax = *std::max_element(minv, minv + 8);
@@ -80,15 +120,53 @@ void q4_k(const float* x, uint8_t* p) {
     const int mq = dminh > 0 ? std::clamp(static_cast<int>(std::lround(minv[j] / dminh)), 0, 63) : 0;
     q4k_set_scale_min(p + 4, j, sc, mq);
   }
+  uint8_t* qh = p + 16;
+  if (levels == 31) std::memset(qh, 0, 32);
   for (int j = 0; j < 8; ++j) {
     int sc, mq;
     q4k_scale_min(p + 4, j, sc, mq);
     const float d1 = dh * static_cast<float>(sc), m1 = dminh * static_cast<float>(mq);
-    uint8_t* qs = p + 16 + 32 * (j / 2);
+    uint8_t* qs = p + (levels == 31 ? 48 : 16) + 32 * (j / 2);
     for (int i = 0; i < 32; ++i) {
-      const int q = d1 > 0 ? std::clamp(static_cast<int>(std::lround((x[32 * j + i] + m1) / d1)), 0, 15) : 0;
+      int q = d1 > 0 ? std::clamp(static_cast<int>(std::lround((x[32 * j + i] + m1) / d1)), 0, levels) : 0;
+      if (levels == 31) {
+        qh[i] = static_cast<uint8_t>(qh[i] | ((q >> 4) << j));
+        q &= 15;
+      }
       qs[i] = static_cast<uint8_t>(j % 2 ? (qs[i] & 0x0F) | (q << 4) : (qs[i] & 0xF0) | q);
     }
+  }
+}
+
+// Q6_K: per 16-element sub-block the scale that maps its larger-magnitude extreme to -32 (as
+// ggml's make_qx_quants starts from; ggml then refines it by a search), the 16 scales as int8
+// relative to the super-block's d = max|scale| / 128, quants rounded to nearest within [-32, 31].
+void q6_k(const float* x, uint8_t* p) {
+  float scale[16], amax_s = 0.0f, max_s = 0.0f;
+  for (int s = 0; s < 16; ++s) {
+    float amax = 0.0f, mx = 0.0f;
+    for (int i = 0; i < 16; ++i)
+      if (std::fabs(x[16 * s + i]) > amax) {
+        amax = std::fabs(x[16 * s + i]);
+        mx = x[16 * s + i];
+      }
+    scale[s] = mx / -32.0f;
+    if (std::fabs(scale[s]) > amax_s) {
+      amax_s = std::fabs(scale[s]);
+      max_s = scale[s];
+    }
+  }
+  std::memset(p, 0, kQ6KBytes);
+  const float iscale = max_s != 0.0f ? -128.0f / max_s : 0.0f;
+  put_half(p + 208, iscale != 0.0f ? 1.0f / iscale : 0.0f);
+  const float dh = fp16_to_float(static_cast<uint16_t>(p[208] | p[209] << 8));
+  for (int s = 0; s < 16; ++s) p[192 + s] = static_cast<uint8_t>(static_cast<int8_t>(std::min(127, static_cast<int>(std::lround(iscale * scale[s])))));
+  for (int e = 0; e < 256; ++e) {
+    const float d = dh * static_cast<float>(static_cast<int8_t>(p[192 + e / 16]));
+    const int q = (d != 0.0f ? std::clamp(static_cast<int>(std::lround(x[e] / d)), -32, 31) : 0) + 32;
+    const int n = e / 128, sub = (e % 128) / 32, i = e % 32;
+    p[64 * n + 32 * (sub % 2) + i] |= static_cast<uint8_t>((q & 15) << (4 * (sub / 2)));
+    p[128 + 32 * n + i] |= static_cast<uint8_t>((q >> 4) << (2 * sub));
   }
 }
 
@@ -124,7 +202,8 @@ void a4g64(const float* x, uint8_t* p) {
 bool can_quantize_to(DType t) {
   switch (t) {
     case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0:
-    case DType::Q4_1: case DType::Q4_K: case DType::A4G64: return true;
+    case DType::Q4_1: case DType::Q4_K: case DType::A4G64: case DType::Q5_0: case DType::Q5_1:
+    case DType::Q5_K: case DType::Q6_K: return true;
     default: return false;
   }
 }
@@ -142,7 +221,11 @@ void quantize_row(DType t, const float* x, int64_t n, uint8_t* dst) {
       case DType::Q8_0: q8_0(xb, p); break;
       case DType::Q4_0: q4_0(xb, p); break;
       case DType::Q4_1: q4_1(xb, p); break;
-      case DType::Q4_K: q4_k(xb, p); break;
+      case DType::Q4_K: k_quant_4_5(xb, p, 15); break;
+      case DType::Q5_0: q5_0(xb, p); break;
+      case DType::Q5_1: q5_1(xb, p); break;
+      case DType::Q5_K: k_quant_4_5(xb, p, 31); break;
+      case DType::Q6_K: q6_k(xb, p); break;
       default: a4g64(xb, p); break;
     }
   }

@@ -20,7 +20,11 @@ uint32_t llama_file_type(DType t) {
     case DType::Q8_0: return 7;
     case DType::Q4_0: return 2;
     case DType::Q4_1: return 3;
-    case DType::Q4_K: return 14;
+    case DType::Q4_K: return 14;  // Q4_K_S: llama.cpp's _M mixtures also raise some matrices' type
+    case DType::Q5_0: return 8;
+    case DType::Q5_1: return 9;
+    case DType::Q5_K: return 16;  // Q5_K_S
+    case DType::Q6_K: return 18;
     default: fail("convert: %s is not a conversion target", dtype_name(t));
   }
 }
@@ -39,8 +43,8 @@ void convert_gguf(const GgufFile& f, DType to, const std::string& out_path) {
     if (!info(t.type).computable) fail("tensor '%s' has type %s, which cannot be converted", t.name.c_str(), dtype_name(t.type));
     const uint64_t n = t.dims[0], rows = t.n_elements / n;
     DType tt = to;
-    // rows shorter than a Q4_K super-block multiple fall back to Q4_1 (llama-quantize picks Q5_0)
-    if (to == DType::Q4_K && n % 256 != 0) tt = DType::Q4_1;
+    // rows that are not a whole number of 256-element super-blocks take llama-quantize's fallback
+    if (n % 256 != 0) tt = to == DType::Q4_K ? DType::Q5_0 : to == DType::Q5_K ? DType::Q5_1 : to == DType::Q6_K ? DType::Q8_0 : to;
     if (blocks && (t.dims.size() < 2 || n % info(tt).block_elems != 0)) tt = t.type;  // keep norms, odd rows
     if (blocks && t.name.find("position_embd") != std::string::npos) tt = t.type;
     std::vector<uint8_t> data(row_bytes(tt, n) * rows);

@@ -16,8 +16,22 @@ inline namespace TESSERA_SIMD_LEVEL {
 
 // Types dequantized 32 elements at a time (block formats); the rest are float types.
 constexpr bool is_block32(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K || t == DType::A4G64;
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K || t == DType::A4G64 ||
+         t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K;
 }
+// The block types whose per-block constants block_consts() computes ahead of the decode loop
+// (the others' deq32 reads its own).
+constexpr bool has_block_consts(DType t) {
+  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K || t == DType::A4G64 ||
+         t == DType::Q5_0 || t == DType::Q5_1;
+}
+
+// Bytes per block of the types whose block starts with its fp16 scale (and min).
+constexpr int64_t scale_block_bytes(DType t) {
+  return t == DType::Q8_0 ? 34 : t == DType::Q4_0 ? 18 : t == DType::Q5_0 ? kQ5_0Bytes : t == DType::Q5_1 ? kQ5_1Bytes : 20;
+}
+// Block types with a second fp16 constant (the min or bias) after the scale.
+constexpr bool has_block_min(DType t) { return t == DType::Q4_1 || t == DType::A4G64 || t == DType::Q5_1; }
 
 // The 16 weights of chunk c (elements 16c .. 16c+15) of a float-typed row (full chunks only).
 template <DType t>
@@ -25,6 +39,43 @@ inline V16 deq16(const uint8_t* row, int64_t c) {
   if constexpr (t == DType::F32) return load16(reinterpret_cast<const float*>(row) + 16 * c);
   else if constexpr (t == DType::F16) return f16x16(reinterpret_cast<const uint16_t*>(row) + 16 * c);
   else return bf16x16(reinterpret_cast<const uint16_t*>(row) + 16 * c);
+}
+
+// Q5_0 / Q5_1 block arithmetic given its constants d (and m) and its qh word and nibbles at qh.
+template <DType t>
+inline void deq32_q5(const uint8_t* qh, float dc, float mc, V16& w0, V16& w1) {
+  constexpr bool q50 = t == DType::Q5_0;
+#if defined(__AVX512BW__)
+  // the block's 32 possible weights in two tables, looked up by the 5-bit quant (nibble | fifth
+  // bit << 4) with one 2-source permute: each entry is exactly the value mul16/fma16 give below
+  const __m512 d = _mm512_set1_ps(dc), iota = iota16().v, sixteen = _mm512_set1_ps(16.0f);
+  __m512 lo, hi;
+  if constexpr (q50) {
+    lo = _mm512_mul_ps(d, _mm512_sub_ps(iota, sixteen));  // q - 16 for q < 16
+    hi = _mm512_mul_ps(d, iota);                           // ... and for q >= 16
+  } else {
+    const __m512 m = _mm512_set1_ps(mc);
+    lo = _mm512_fmadd_ps(d, iota, m);
+    hi = _mm512_fmadd_ps(d, _mm512_add_ps(iota, sixteen), m);
+  }
+  uint32_t h;
+  std::memcpy(&h, qh, 4);
+  const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qh + 4)));
+  const __m512i q0 = _mm512_and_si512(q, _mm512_set1_epi32(0xf)), q1 = _mm512_srli_epi32(q, 4), b16 = _mm512_set1_epi32(16);
+  w0 = {_mm512_permutex2var_ps(lo, _mm512_mask_or_epi32(q0, static_cast<__mmask16>(h), q0, b16), hi)};
+  w1 = {_mm512_permutex2var_ps(lo, _mm512_mask_or_epi32(q1, static_cast<__mmask16>(h >> 16), q1, b16), hi)};
+#else
+  int8_t q[32];
+  q5_quants(qh, q50 ? 16 : 0, q);
+  const V16 d = set16(dc);
+  if constexpr (q50) {
+    w0 = mul16(d, i8x16(q));
+    w1 = mul16(d, i8x16(q + 16));
+  } else {
+    w0 = fma16(d, i8x16(q), set16(mc));
+    w1 = fma16(d, i8x16(q + 16), set16(mc));
+  }
+#endif
 }
 
 // Both 16-weight chunks of 32-element block b: the scale (and min) are converted and broadcast
@@ -52,6 +103,54 @@ inline void deq32(const uint8_t* row, int64_t b, V16& w0, V16& w1) {
     const uint8_t* q = p + 4 + 16 * (b % 2);
     w0 = fma16(s, nibbles16(q, false), z);
     w1 = fma16(s, nibbles16(q, true), z);
+  } else if constexpr (t == DType::Q5_0 || t == DType::Q5_1) {
+    const uint8_t* p = row + b * scale_block_bytes(t);
+    deq32_q5<t>(p + (t == DType::Q5_0 ? 2 : 4), half_at(p), t == DType::Q5_1 ? half_at(p + 2) : 0.0f, w0, w1);
+  } else if constexpr (t == DType::Q5_K) {  // sub-block j of super-block b / 8
+    const uint8_t* p = row + (b / 8) * kQ5KBytes;
+    const int j = static_cast<int>(b % 8);
+    float dc, mc;
+    q4k_sub_scale_min(p, j, dc, mc);
+#if defined(__AVX512BW__)
+    // as Q5_0: a 32-entry table of fma(d·sc, q, −dmin·m), the fifth bits tested in qh's bytes
+    const __m512 d = _mm512_set1_ps(dc), m = _mm512_set1_ps(mc), iota = iota16().v;
+    const __m512 lo = _mm512_fmadd_ps(d, iota, m), hi = _mm512_fmadd_ps(d, _mm512_add_ps(iota, _mm512_set1_ps(16.0f)), m);
+    const __m128i bit = _mm_set1_epi8(static_cast<char>(1 << j)), b16 = _mm_set1_epi8(16);
+    const uint8_t* qs = p + 48 + 32 * (j / 2);
+    for (int h = 0; h < 2; ++h) {
+      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * h));
+      __m128i nib = j % 2 ? _mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0xf)) : _mm_and_si128(raw, _mm_set1_epi8(0xf));
+      const __mmask16 k = _mm_test_epi8_mask(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 + 16 * h)), bit);
+      nib = _mm_or_si128(nib, _mm_maskz_mov_epi8(k, b16));
+      (h ? w1 : w0) = V16{_mm512_permutex2var_ps(lo, _mm512_cvtepu8_epi32(nib), hi)};
+    }
+#else
+    int8_t q[32];
+    q5k_quants(p, j, q);
+    w0 = fma16(set16(dc), i8x16(q), set16(mc));
+    w1 = fma16(set16(dc), i8x16(q + 16), set16(mc));
+#endif
+  } else if constexpr (t == DType::Q6_K) {  // 32-element block b % 8 of super-block b / 8: two scales
+    const uint8_t* p = row + (b / 8) * kQ6KBytes;
+    const int j = static_cast<int>(b % 8);
+    const float d = half_at(p + 208);  // q6k_scale's product, with the fp16 read by F16C
+    const V16 s0 = set16(d * static_cast<float>(static_cast<int8_t>(p[192 + 2 * j])));
+    const V16 s1 = set16(d * static_cast<float>(static_cast<int8_t>(p[193 + 2 * j])));
+#if defined(__AVX2__)
+    // q6k_quants on 32 bytes at once: low 4 bits from ql, high 2 from qh, minus 32
+    const int n = j / 4, u = j % 4;
+    const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * n + 32 * (u % 2)));
+    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * n));
+    const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(ql, _mm_cvtsi32_si128(4 * (u / 2))), _mm256_set1_epi8(0x0f));
+    const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * u)), _mm256_set1_epi8(3)), 4);
+    alignas(32) int8_t q[32];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(q), _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32)));
+#else
+    int8_t q[32];
+    q6k_quants(p, j, q);
+#endif
+    w0 = mul16(s0, i8x16(q));
+    w1 = mul16(s1, i8x16(q + 16));
   } else {  // Q4_K sub-block j of super-block b / 8
     const uint8_t* p = row + (b / 8) * kQ4KBytes;
     const int j = static_cast<int>(b % 8);
@@ -65,8 +164,6 @@ inline void deq32(const uint8_t* row, int64_t b, V16& w0, V16& w1) {
   }
 }
 
-// Bytes per block of the types whose block starts with its fp16 scale (and min).
-constexpr int64_t scale_block_bytes(DType t) { return t == DType::Q8_0 ? 34 : t == DType::Q4_0 ? 18 : 20; }
 
 #if defined(__AVX512BW__)
 // Where the fp16 scale words of 16 consecutive blocks sit, counted in 16-bit words from the
@@ -80,7 +177,7 @@ struct ScaleWords {
     if (t == DType::A4G64) return kA4G64Bytes / 2 * (j / 2) + off;
     return static_cast<int>(scale_block_bytes(t) / 2) * j + off;
   }
-  static constexpr int kLast = word(t == DType::Q4_1 || t == DType::A4G64 ? 31 : 15);
+  static constexpr int kLast = word(has_block_min(t) ? 31 : 15);
   static constexpr int kVecs = kLast / 32 + 1, kWindows = kLast / 64 + 1;
   struct Tables {
     alignas(64) uint16_t idx[kWindows][32];
@@ -89,7 +186,7 @@ struct ScaleWords {
   static constexpr Tables make() {
     Tables tb{};
     for (int lane = 0; lane < 32; ++lane) {
-      if (lane >= 16 && !(t == DType::Q4_1 || t == DType::A4G64)) break;
+      if (lane >= 16 && !has_block_min(t)) break;
       const int w = word(lane) / 64;
       tb.idx[w][lane] = static_cast<uint16_t>(word(lane) % 64);
       tb.lanes[w] |= __mmask32{1} << lane;
@@ -167,14 +264,14 @@ inline void block_consts(const uint8_t* row, int64_t b0, int n, float* d, float*
     }
     const __mmask16 k = static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1);
     _mm512_mask_storeu_ps(d, k, _mm512_cvtph_ps(_mm512_castsi512_si256(r)));
-    if constexpr (t == DType::Q4_1 || t == DType::A4G64)
+    if constexpr (has_block_min(t))
       _mm512_mask_storeu_ps(m, k, _mm512_cvtph_ps(_mm512_extracti64x4_epi64(r, 1)));
 #else
     for (int j = 0; j < n; ++j) {
       const int64_t b = b0 + j;
       const uint8_t* p = t == DType::A4G64 ? row + (b / 2) * kA4G64Bytes : row + b * bs;
       d[j] = half_at(p);
-      if constexpr (t == DType::Q4_1 || t == DType::A4G64) m[j] = half_at(p + 2);
+      if constexpr (has_block_min(t)) m[j] = half_at(p + 2);
     }
 #endif
   }
@@ -216,6 +313,8 @@ inline void deq32c(const uint8_t* row, int64_t b, float dc, float mc, V16& w0, V
     constexpr int64_t bs = scale_block_bytes(t);  // d (and m) first, then the quants
     return deq32q<t>(row + b * bs + (t == DType::Q4_1 ? 4 : 2), dc, mc, w0, w1);
   }
+  if constexpr (t == DType::Q5_0 || t == DType::Q5_1)
+    return deq32_q5<t>(row + b * scale_block_bytes(t) + (t == DType::Q5_1 ? 4 : 2), dc, mc, w0, w1);
   const V16 d = set16(dc);
 #if defined(__AVX512F__)
   // Q4_K and A4G64: the block's 16 possible weights, fma(d, j, m), looked up per nibble (as deq32q)
@@ -287,6 +386,10 @@ bool with_weight_type(DType t, F&& f) {
     case DType::Q4_1: f(std::integral_constant<DType, DType::Q4_1>{}); return true;
     case DType::Q4_K: f(std::integral_constant<DType, DType::Q4_K>{}); return true;
     case DType::A4G64: f(std::integral_constant<DType, DType::A4G64>{}); return true;
+    case DType::Q5_0: f(std::integral_constant<DType, DType::Q5_0>{}); return true;
+    case DType::Q5_1: f(std::integral_constant<DType, DType::Q5_1>{}); return true;
+    case DType::Q5_K: f(std::integral_constant<DType, DType::Q5_K>{}); return true;
+    case DType::Q6_K: f(std::integral_constant<DType, DType::Q6_K>{}); return true;
     default: return false;
   }
 }

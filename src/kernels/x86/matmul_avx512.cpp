@@ -45,7 +45,20 @@ void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y, const u
     acc[i] = _mm512_setzero_ps();
     rows[i] = w.data + (r + i) * w.row_stride;
   }
-  if constexpr (is_block32(T)) {
+  if constexpr (is_block32(T) && !simd::has_block_consts(T)) {
+    // Q5_0/Q5_1/Q5_K/Q6_K: each block's constants read by deq32 itself
+    for (int64_t b = 0; b < K / 32; ++b) {
+      pf_l1s.step();
+      pf_l2s.step();
+      const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
+      for (int i = 0; i < R; ++i) {
+        V16 w0, w1;
+        deq32<T>(rows[i], b, w0, w1);
+        acc[i] = _mm512_fmadd_ps(w0.v, x0, acc[i]);
+        acc[i] = _mm512_fmadd_ps(w1.v, x1, acc[i]);
+      }
+    }
+  } else if constexpr (is_block32(T)) {
     // blocks in groups of 16: their scales/offsets first (one gather per row), then the dots
     alignas(64) float dc[R][16], mc[R][16];
     const int64_t nb = K / 32;
@@ -154,7 +167,7 @@ void group_x1_panels(const WeightMatrix& w, int64_t r, const float* x, float* y)
       const __mmask16 k = static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1);
       for (int i = 0; i < R; ++i) {
         _mm512_store_ps(dc[i], _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, chunk + i * n * 2)));
-        if constexpr (T == DType::Q4_1)
+        if constexpr (T == DType::Q4_1 || T == DType::Q5_1)
           _mm512_store_ps(mc[i], _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, chunk + (R + i) * n * 2)));
       }
     }
@@ -168,7 +181,8 @@ void group_x1_panels(const WeightMatrix& w, int64_t r, const float* x, float* y)
       const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
       for (int i = 0; i < R; ++i) {
         V16 w0, w1;
-        simd::deq32q<Q>(q + i * qb, dc[i][j], Q == DType::Q4_1 ? mc[i][j] : 0.0f, w0, w1);
+        if constexpr (Q == DType::Q5_0 || Q == DType::Q5_1) simd::deq32_q5<Q>(q + i * qb, dc[i][j], mc[i][j], w0, w1);
+        else simd::deq32q<Q>(q + i * qb, dc[i][j], Q == DType::Q4_1 ? mc[i][j] : 0.0f, w0, w1);
         acc[i] = _mm512_fmadd_ps(w0.v, x0, acc[i]);
         acc[i] = _mm512_fmadd_ps(w1.v, x1, acc[i]);
       }
