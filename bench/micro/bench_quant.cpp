@@ -88,7 +88,8 @@ int main(int argc, char** argv) {
   struct Shape { int64_t M, N, K; };
   const std::vector<Shape> shapes = {{1, 576, 576}, {1, 192, 576}, {1, 1536, 576}, {1, 576, 1536}, {1, 49152, 576},
                                      {512, 1536, 576}, {512, 576, 1536}, {512, 576, 576}};
-  const DType types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::A4G64, DType::F32, DType::F16, DType::BF16};
+  const DType types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::A4G64, DType::Q5_0,
+                         DType::Q5_1, DType::Q5_K, DType::Q6_K, DType::F32, DType::F16, DType::BF16};
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 0.05f);
   for (DType t : types) {

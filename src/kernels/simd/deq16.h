@@ -23,7 +23,7 @@ constexpr bool is_block32(DType t) {
 // (the others' deq32 reads its own).
 constexpr bool has_block_consts(DType t) {
   return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K || t == DType::A4G64 ||
-         t == DType::Q5_0 || t == DType::Q5_1;
+         t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K;
 }
 
 // Bytes per block of the types whose block starts with its fp16 scale (and min).
@@ -78,6 +78,50 @@ inline void deq32_q5(const uint8_t* qh, float dc, float mc, V16& w0, V16& w1) {
 #endif
 }
 
+// Q5_K sub-block j of the super-block at p, given its scale d·sc and min −dmin·m.
+inline void deq32_q5k(const uint8_t* p, int j, float dc, float mc, V16& w0, V16& w1) {
+#if defined(__AVX512BW__)
+  // as Q5_0: a 32-entry table of fma(d·sc, q, −dmin·m), the fifth bits tested in qh's bytes
+  const __m512 d = _mm512_set1_ps(dc), m = _mm512_set1_ps(mc), iota = iota16().v;
+  const __m512 lo = _mm512_fmadd_ps(d, iota, m), hi = _mm512_fmadd_ps(d, _mm512_add_ps(iota, _mm512_set1_ps(16.0f)), m);
+  const __m128i bit = _mm_set1_epi8(static_cast<char>(1 << j)), b16 = _mm_set1_epi8(16);
+  const uint8_t* qs = p + 48 + 32 * (j / 2);
+  for (int h = 0; h < 2; ++h) {
+    const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * h));
+    __m128i nib = j % 2 ? _mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0xf)) : _mm_and_si128(raw, _mm_set1_epi8(0xf));
+    const __mmask16 k = _mm_test_epi8_mask(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 + 16 * h)), bit);
+    nib = _mm_or_si128(nib, _mm_maskz_mov_epi8(k, b16));
+    (h ? w1 : w0) = V16{_mm512_permutex2var_ps(lo, _mm512_cvtepu8_epi32(nib), hi)};
+  }
+#else
+  int8_t q[32];
+  q5k_quants(p, j, q);
+  w0 = fma16(set16(dc), i8x16(q), set16(mc));
+  w1 = fma16(set16(dc), i8x16(q + 16), set16(mc));
+#endif
+}
+
+// Q6_K 32-element block j (0..7) of the super-block at p, given its halves' scales d·sc.
+inline void deq32_q6k(const uint8_t* p, int j, float sc0, float sc1, V16& w0, V16& w1) {
+  const V16 s0 = set16(sc0), s1 = set16(sc1);
+#if defined(__AVX2__)
+  // q6k_quants on 32 bytes at once: low 4 bits from ql, high 2 from qh, minus 32
+  const int n = j / 4, u = j % 4;
+  const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * n + 32 * (u % 2)));
+  const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * n));
+  const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(ql, _mm_cvtsi32_si128(4 * (u / 2))), _mm256_set1_epi8(0x0f));
+  const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * u)), _mm256_set1_epi8(3)), 4);
+  const __m256i q = _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32));
+  w0 = mul16(s0, i8x16(_mm256_castsi256_si128(q)));
+  w1 = mul16(s1, i8x16(_mm256_extracti128_si256(q, 1)));
+#else
+  int8_t q[32];
+  q6k_quants(p, j, q);
+  w0 = mul16(s0, i8x16(q));
+  w1 = mul16(s1, i8x16(q + 16));
+#endif
+}
+
 // Both 16-weight chunks of 32-element block b: the scale (and min) are converted and broadcast
 // once and the packed bytes widened once.
 template <DType t>
@@ -108,49 +152,15 @@ inline void deq32(const uint8_t* row, int64_t b, V16& w0, V16& w1) {
     deq32_q5<t>(p + (t == DType::Q5_0 ? 2 : 4), half_at(p), t == DType::Q5_1 ? half_at(p + 2) : 0.0f, w0, w1);
   } else if constexpr (t == DType::Q5_K) {  // sub-block j of super-block b / 8
     const uint8_t* p = row + (b / 8) * kQ5KBytes;
-    const int j = static_cast<int>(b % 8);
     float dc, mc;
-    q4k_sub_scale_min(p, j, dc, mc);
-#if defined(__AVX512BW__)
-    // as Q5_0: a 32-entry table of fma(d·sc, q, −dmin·m), the fifth bits tested in qh's bytes
-    const __m512 d = _mm512_set1_ps(dc), m = _mm512_set1_ps(mc), iota = iota16().v;
-    const __m512 lo = _mm512_fmadd_ps(d, iota, m), hi = _mm512_fmadd_ps(d, _mm512_add_ps(iota, _mm512_set1_ps(16.0f)), m);
-    const __m128i bit = _mm_set1_epi8(static_cast<char>(1 << j)), b16 = _mm_set1_epi8(16);
-    const uint8_t* qs = p + 48 + 32 * (j / 2);
-    for (int h = 0; h < 2; ++h) {
-      const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs + 16 * h));
-      __m128i nib = j % 2 ? _mm_and_si128(_mm_srli_epi16(raw, 4), _mm_set1_epi8(0xf)) : _mm_and_si128(raw, _mm_set1_epi8(0xf));
-      const __mmask16 k = _mm_test_epi8_mask(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 + 16 * h)), bit);
-      nib = _mm_or_si128(nib, _mm_maskz_mov_epi8(k, b16));
-      (h ? w1 : w0) = V16{_mm512_permutex2var_ps(lo, _mm512_cvtepu8_epi32(nib), hi)};
-    }
-#else
-    int8_t q[32];
-    q5k_quants(p, j, q);
-    w0 = fma16(set16(dc), i8x16(q), set16(mc));
-    w1 = fma16(set16(dc), i8x16(q + 16), set16(mc));
-#endif
+    q4k_sub_scale_min(p, static_cast<int>(b % 8), dc, mc);
+    deq32_q5k(p, static_cast<int>(b % 8), dc, mc, w0, w1);
   } else if constexpr (t == DType::Q6_K) {  // 32-element block b % 8 of super-block b / 8: two scales
     const uint8_t* p = row + (b / 8) * kQ6KBytes;
     const int j = static_cast<int>(b % 8);
     const float d = half_at(p + 208);  // q6k_scale's product, with the fp16 read by F16C
-    const V16 s0 = set16(d * static_cast<float>(static_cast<int8_t>(p[192 + 2 * j])));
-    const V16 s1 = set16(d * static_cast<float>(static_cast<int8_t>(p[193 + 2 * j])));
-#if defined(__AVX2__)
-    // q6k_quants on 32 bytes at once: low 4 bits from ql, high 2 from qh, minus 32
-    const int n = j / 4, u = j % 4;
-    const __m256i ql = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 64 * n + 32 * (u % 2)));
-    const __m256i qh = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 128 + 32 * n));
-    const __m256i lo = _mm256_and_si256(_mm256_srl_epi16(ql, _mm_cvtsi32_si128(4 * (u / 2))), _mm256_set1_epi8(0x0f));
-    const __m256i hi = _mm256_slli_epi16(_mm256_and_si256(_mm256_srl_epi16(qh, _mm_cvtsi32_si128(2 * u)), _mm256_set1_epi8(3)), 4);
-    alignas(32) int8_t q[32];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(q), _mm256_sub_epi8(_mm256_or_si256(lo, hi), _mm256_set1_epi8(32)));
-#else
-    int8_t q[32];
-    q6k_quants(p, j, q);
-#endif
-    w0 = mul16(s0, i8x16(q));
-    w1 = mul16(s1, i8x16(q + 16));
+    deq32_q6k(p, j, d * static_cast<float>(static_cast<int8_t>(p[192 + 2 * j])),
+              d * static_cast<float>(static_cast<int8_t>(p[193 + 2 * j])), w0, w1);
   } else {  // Q4_K sub-block j of super-block b / 8
     const uint8_t* p = row + (b / 8) * kQ4KBytes;
     const int j = static_cast<int>(b % 8);
@@ -236,10 +246,19 @@ inline void q4k_consts(const uint8_t* h0, const uint8_t* h1, float* d, float* m)
 template <DType t>
 inline void block_consts(const uint8_t* row, int64_t b0, int n, float* d, float* m) {
   constexpr int64_t bs = scale_block_bytes(t);
-  if constexpr (t == DType::Q4_K) {
+  if constexpr (t == DType::Q4_K || t == DType::Q5_K) {  // the same 16-byte super-block header
+    constexpr int64_t sbb = t == DType::Q4_K ? kQ4KBytes : kQ5KBytes;
     for (int j0 = 0; j0 < n; j0 += 16) {  // b0 is a multiple of 16: whole super-blocks
-      const uint8_t* p = row + ((b0 + j0) / 8) * kQ4KBytes;
-      q4k_consts(p, n - j0 >= 16 ? p + kQ4KBytes : nullptr, d + j0, m + j0);
+      const uint8_t* p = row + ((b0 + j0) / 8) * sbb;
+      q4k_consts(p, n - j0 >= 16 ? p + sbb : nullptr, d + j0, m + j0);
+    }
+  } else if constexpr (t == DType::Q6_K) {  // d[j], m[j]: the scales d·sc of block j's two halves
+    for (int j = 0; j < n; ++j) {
+      const uint8_t* p = row + ((b0 + j) / 8) * kQ6KBytes;
+      const int s = static_cast<int>(2 * ((b0 + j) % 8));
+      const float dd = half_at(p + 208);
+      d[j] = dd * static_cast<float>(static_cast<int8_t>(p[192 + s]));
+      m[j] = dd * static_cast<float>(static_cast<int8_t>(p[193 + s]));
     }
   } else {
 #if defined(__AVX512BW__)
@@ -315,6 +334,8 @@ inline void deq32c(const uint8_t* row, int64_t b, float dc, float mc, V16& w0, V
   }
   if constexpr (t == DType::Q5_0 || t == DType::Q5_1)
     return deq32_q5<t>(row + b * scale_block_bytes(t) + (t == DType::Q5_1 ? 4 : 2), dc, mc, w0, w1);
+  if constexpr (t == DType::Q5_K) return deq32_q5k(row + (b / 8) * kQ5KBytes, static_cast<int>(b % 8), dc, mc, w0, w1);
+  if constexpr (t == DType::Q6_K) return deq32_q6k(row + (b / 8) * kQ6KBytes, static_cast<int>(b % 8), dc, mc, w0, w1);
   const V16 d = set16(dc);
 #if defined(__AVX512F__)
   // Q4_K and A4G64: the block's 16 possible weights, fma(d, j, m), looked up per nibble (as deq32q)

@@ -58,9 +58,9 @@ inline V16 bf16x16(const uint16_t* p) {
   const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
   return {_mm512_castsi512_ps(_mm512_slli_epi32(h, 16))};
 }
-inline V16 i8x16(const int8_t* p) {
-  return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))))};
-}
+// 16 int8 in a register, as floats.
+inline V16 i8x16(__m128i b) { return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b))}; }
+inline V16 i8x16(const int8_t* p) { return i8x16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline float reduce16(V16 a) {
   const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(a.v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a.v), 1)));
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
@@ -149,10 +149,10 @@ inline __m256 bf16x8(const uint16_t* p) {
   return _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
 }
 inline V16 bf16x16(const uint16_t* p) { return {bf16x8(p), bf16x8(p + 8)}; }
-inline V16 i8x16(const int8_t* p) {
-  const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+inline V16 i8x16(__m128i b) {
   return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)))};
 }
+inline V16 i8x16(const int8_t* p) { return i8x16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
 inline float reduce16(V16 a) {
   const __m256 s8 = _mm256_add_ps(a.lo, a.hi);
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));

@@ -45,20 +45,8 @@ void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y, const u
     acc[i] = _mm512_setzero_ps();
     rows[i] = w.data + (r + i) * w.row_stride;
   }
-  if constexpr (is_block32(T) && !simd::has_block_consts(T)) {
-    // Q5_0/Q5_1/Q5_K/Q6_K: each block's constants read by deq32 itself
-    for (int64_t b = 0; b < K / 32; ++b) {
-      pf_l1s.step();
-      pf_l2s.step();
-      const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
-      for (int i = 0; i < R; ++i) {
-        V16 w0, w1;
-        deq32<T>(rows[i], b, w0, w1);
-        acc[i] = _mm512_fmadd_ps(w0.v, x0, acc[i]);
-        acc[i] = _mm512_fmadd_ps(w1.v, x1, acc[i]);
-      }
-    }
-  } else if constexpr (is_block32(T)) {
+  if constexpr (is_block32(T)) {
+    static_assert(simd::has_block_consts(T));
     // blocks in groups of 16: their scales/offsets first (one gather per row), then the dots
     alignas(64) float dc[R][16], mc[R][16];
     const int64_t nb = K / 32;
