@@ -49,33 +49,6 @@ float weight_at(DType t, const uint8_t* row, int64_t k) {
       const float d1 = fp16_to_float(d) * static_cast<float>(sc), m1 = fp16_to_float(dmin) * static_cast<float>(mn);
       return std::fma(d1, static_cast<float>(q), -m1);
     }
-    case DType::Q5_0:
-    case DType::Q5_1: {
-      const bool q50 = t == DType::Q5_0;
-      const uint8_t* b = row + (k / 32) * (q50 ? kQ5_0Bytes : kQ5_1Bytes);
-      int8_t q[32];
-      q5_quants(b + (q50 ? 2 : 4), q50 ? 16 : 0, q);
-      uint16_t d; std::memcpy(&d, b, 2);
-      if (q50) return fp16_to_float(d) * static_cast<float>(q[k % 32]);
-      uint16_t m; std::memcpy(&m, b + 2, 2);
-      return std::fma(fp16_to_float(d), static_cast<float>(q[k % 32]), fp16_to_float(m));
-    }
-    case DType::Q5_K: {
-      const uint8_t* b = row + (k / 256) * kQ5KBytes;
-      const int j = static_cast<int>(k % 256) / 32;
-      int8_t q[32];
-      q5k_quants(b, j, q);
-      float d1, m1;
-      q4k_sub_scale_min(b, j, d1, m1);  // the same 16-byte header as Q4_K
-      return std::fma(d1, static_cast<float>(q[k % 32]), m1);
-    }
-    case DType::Q6_K: {
-      const uint8_t* b = row + (k / 256) * kQ6KBytes;
-      const int blk = static_cast<int>(k % 256) / 32, l = static_cast<int>(k % 32);
-      int8_t q[32];
-      q6k_quants(b, blk, q);
-      return q6k_scale(b, 2 * blk + l / 16) * static_cast<float>(q[l]);
-    }
     case DType::A4G64: {
       const uint8_t* b = row + (k / 64) * kA4G64Bytes;
       uint16_t s, z; std::memcpy(&s, b, 2); std::memcpy(&z, b + 2, 2);
@@ -97,7 +70,8 @@ float reduce16(float a[16]) {
 
 void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n) {
   if (type == DType::Q5_0 || type == DType::Q5_1 || type == DType::Q5_K || type == DType::Q6_K) {
-    // weight_at's values, with each 32-element block's quants unpacked once rather than per element
+    // the 5- and 6-bit types block by block: the quants unpacked once (quant_blocks.h), then
+    // Q5_0 d·(q−16), Q5_1 fma(d, q, m), Q5_K fma(d·sc, q, −dmin·m), Q6_K (d·sc)·(q−32)
     for (int64_t b = 0; b < n / 32; ++b) {
       int8_t q[32];
       float* out = dst + 32 * b;

@@ -19,12 +19,6 @@ constexpr bool is_block32(DType t) {
   return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K || t == DType::A4G64 ||
          t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K;
 }
-// The block types whose per-block constants block_consts() computes ahead of the decode loop
-// (the others' deq32 reads its own).
-constexpr bool has_block_consts(DType t) {
-  return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q4_K || t == DType::A4G64 ||
-         t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K;
-}
 
 // Bytes per block of the types whose block starts with its fp16 scale (and min).
 constexpr int64_t scale_block_bytes(DType t) {
@@ -174,7 +168,6 @@ inline void deq32(const uint8_t* row, int64_t b, V16& w0, V16& w1) {
   }
 }
 
-
 #if defined(__AVX512BW__)
 // Where the fp16 scale words of 16 consecutive blocks sit, counted in 16-bit words from the
 // first block's first byte: lane j < 16 is block j's d, lane 16 + j its m (Q4_1, A4G64). The
@@ -241,7 +234,7 @@ inline void q4k_consts(const uint8_t* h0, const uint8_t* h1, float* d, float* m)
 }
 
 // The constants deq32 broadcasts for blocks [b0, b0 + n) (n <= 16): scale d[] and offset m[]
-// (Q8_0/Q4_0: m unused). Computed ahead of the dot-product loop, so the decode kernel reads
+// (Q8_0/Q4_0/Q5_0: m unused; Q6_K: d[] and m[] are the scales of the block's two 16-element halves). Computed ahead of the dot-product loop, so the decode kernel reads
 // them with broadcast loads; on AVX-512 the fp16 words of 16 blocks come in by word permutes.
 template <DType t>
 inline void block_consts(const uint8_t* row, int64_t b0, int n, float* d, float* m) {

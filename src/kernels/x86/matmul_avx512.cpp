@@ -46,7 +46,6 @@ void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y, const u
     rows[i] = w.data + (r + i) * w.row_stride;
   }
   if constexpr (is_block32(T)) {
-    static_assert(simd::has_block_consts(T));
     // blocks in groups of 16: their scales/offsets first (one gather per row), then the dots
     alignas(64) float dc[R][16], mc[R][16];
     const int64_t nb = K / 32;
