@@ -50,22 +50,15 @@ inline void dequantize_row_f64(DType t, const uint8_t* row, double* out, int64_t
         out[k] = affine ? half(b) * q + half(b + 2) : half(b) * (q - 16);
         break;
       }
-      case DType::Q4_K: {
-        b = row + (k / 256) * 144;
+      case DType::Q4_K:
+      case DType::Q5_K: {  // Q5_K: Q4_K's header, then 32 bytes of fifth bits (bit `sub` of byte j), then the nibbles
+        const bool five = t == DType::Q5_K;
+        b = row + (k / 256) * (five ? 176 : 144);
         const int sub = static_cast<int>(k % 256) / 32;
         int sc, mn;
         q4k_scale_min(b + 4, sub, sc, mn);
-        const uint8_t byte = b[16 + 32 * (sub / 2) + j];
-        out[k] = half(b) * sc * (sub % 2 ? byte >> 4 : byte & 15) - half(b + 2) * mn;
-        break;
-      }
-      case DType::Q5_K: {
-        b = row + (k / 256) * 176;
-        const int sub = static_cast<int>(k % 256) / 32;
-        int sc, mn;
-        q4k_scale_min(b + 4, sub, sc, mn);
-        const uint8_t byte = b[48 + 32 * (sub / 2) + j];
-        const int q = (sub % 2 ? byte >> 4 : byte & 15) | ((b[16 + j] >> sub) & 1) << 4;
+        const uint8_t byte = b[(five ? 48 : 16) + 32 * (sub / 2) + j];
+        const int q = (sub % 2 ? byte >> 4 : byte & 15) | (five ? ((b[16 + j] >> sub) & 1) << 4 : 0);
         out[k] = half(b) * sc * q - half(b + 2) * mn;
         break;
       }

@@ -14,8 +14,8 @@
 //                               row (block j, row i at (j·8 + i)·quant_bytes).
 // A4G64 (MLX's affine 4-bit, 64-groups of fp16 scale and bias then Q4_1-ordered nibbles) is laid
 // out as Q4_1 with one d and one m per pair of blocks (row i's group g of the chunk at i·(n/2) + g).
-// A chunk's scales are two or four masked vector loads; its quants a linear run of 128 or 256
-// bytes per block, aligned to 16.
+// A chunk's scales are two or four masked vector loads; its quants a linear run of 128, 160 (Q5)
+// or 256 bytes per block.
 //
 // Q4_K (super-blocks of 256 weights: a 16-byte header, fp16 d and dmin and 12 bytes of 6-bit
 // sub-block scales and mins, then 4 runs of 32 bytes, each the low nibbles of one sub-block of 32

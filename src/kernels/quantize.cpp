@@ -30,68 +30,64 @@ void q8_0(const float* x, uint8_t* p) {
   for (int i = 0; i < 32; ++i) p[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(x[i] * id)));
 }
 
-void q4_0(const float* x, uint8_t* p) {
+// ggml's quantize_row_q4_0_ref / q5_0_ref: d = max / -half (max: the larger-magnitude extreme),
+// written as fp16 at p; q = x/d + half + 0.5 truncated, at most 2·half − 1.
+void symmetric_block(const float* x, int half, uint8_t* p, int q[32]) {
   float amax = 0, mx = 0;
   for (int i = 0; i < 32; ++i)
     if (std::fabs(x[i]) > amax) {
       amax = std::fabs(x[i]);
       mx = x[i];
     }
-  const float d = mx / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+  const float d = mx / -static_cast<float>(half), id = d != 0.0f ? 1.0f / d : 0.0f;
   put_half(p, d);
+  for (int i = 0; i < 32; ++i) q[i] = std::min(2 * half - 1, static_cast<int>(x[i] * id + (static_cast<float>(half) + 0.5f)));
+}
+
+// ggml's quantize_row_q4_1_ref / q5_1_ref: d = (max − min) / levels and m = min, written as fp16
+// at p; q = (x − min)/d + 0.5 truncated, within [0, levels].
+void affine_block(const float* x, int levels, uint8_t* p, int q[32]) {
+  float mn = x[0], mx = x[0];
+  for (int i = 1; i < 32; ++i) {
+    mn = std::min(mn, x[i]);
+    mx = std::max(mx, x[i]);
+  }
+  const float d = (mx - mn) / static_cast<float>(levels), id = d != 0.0f ? 1.0f / d : 0.0f;
+  put_half(p, d);
+  put_half(p + 2, mn);
+  for (int i = 0; i < 32; ++i) q[i] = std::clamp(static_cast<int>((x[i] - mn) * id + 0.5f), 0, levels);
+}
+
+// Q5_0 / Q5_1: the quants' fifth bits into the little-endian word at qh; q keeps the low nibbles.
+void split_fifth_bits(int q[32], uint8_t* qh) {
+  uint32_t h = 0;
+  for (int i = 0; i < 32; ++i) h |= static_cast<uint32_t>(q[i] >> 4) << i, q[i] &= 15;
+  std::memcpy(qh, &h, 4);
+}
+
+void q4_0(const float* x, uint8_t* p) {
   int q[32];
-  for (int i = 0; i < 32; ++i) q[i] = std::min(15, static_cast<int>(x[i] * id + 8.5f));
+  symmetric_block(x, 8, p, q);
   pack32(q, p + 2);
 }
 
 void q4_1(const float* x, uint8_t* p) {
-  float mn = x[0], mx = x[0];
-  for (int i = 1; i < 32; ++i) {
-    mn = std::min(mn, x[i]);
-    mx = std::max(mx, x[i]);
-  }
-  const float d = (mx - mn) / 15.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-  put_half(p, d);
-  put_half(p + 2, mn);
   int q[32];
-  for (int i = 0; i < 32; ++i) q[i] = std::clamp(static_cast<int>((x[i] - mn) * id + 0.5f), 0, 15);
+  affine_block(x, 15, p, q);
   pack32(q, p + 4);
 }
 
-// ggml's quantize_row_q5_0_ref: d = max / -16 (max: the larger-magnitude extreme), q = x/d + 16.5
-// truncated, at most 31; the fifth bits into a little-endian word.
 void q5_0(const float* x, uint8_t* p) {
-  float amax = 0, mx = 0;
-  for (int i = 0; i < 32; ++i)
-    if (std::fabs(x[i]) > amax) {
-      amax = std::fabs(x[i]);
-      mx = x[i];
-    }
-  const float d = mx / -16.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-  put_half(p, d);
   int q[32];
-  for (int i = 0; i < 32; ++i) q[i] = std::min(31, static_cast<int>(x[i] * id + 16.5f));
-  uint32_t h = 0;
-  for (int i = 0; i < 32; ++i) h |= static_cast<uint32_t>(q[i] >> 4) << i, q[i] &= 15;
-  std::memcpy(p + 2, &h, 4);
+  symmetric_block(x, 16, p, q);
+  split_fifth_bits(q, p + 2);
   pack32(q, p + 6);
 }
 
-// ggml's quantize_row_q5_1_ref: d = (max - min) / 31, m = min, q = (x - min)/d + 0.5 truncated.
 void q5_1(const float* x, uint8_t* p) {
-  float mn = x[0], mx = x[0];
-  for (int i = 1; i < 32; ++i) {
-    mn = std::min(mn, x[i]);
-    mx = std::max(mx, x[i]);
-  }
-  const float d = (mx - mn) / 31.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-  put_half(p, d);
-  put_half(p + 2, mn);
   int q[32];
-  for (int i = 0; i < 32; ++i) q[i] = std::clamp(static_cast<int>((x[i] - mn) * id + 0.5f), 0, 31);
-  uint32_t h = 0;
-  for (int i = 0; i < 32; ++i) h |= static_cast<uint32_t>(q[i] >> 4) << i, q[i] &= 15;
-  std::memcpy(p + 4, &h, 4);
+  affine_block(x, 31, p, q);
+  split_fifth_bits(q, p + 4);
   pack32(q, p + 8);
 }
 

@@ -95,6 +95,13 @@ inline void deq32_q5k(const uint8_t* p, int j, float dc, float mc, V16& w0, V16&
 #endif
 }
 
+// Q6_K block j's two half scales d·sc[2j], d·sc[2j + 1] (q6k_scale's products, the fp16 d read by F16C).
+inline void q6k_half_scales(const uint8_t* p, int j, float& s0, float& s1) {
+  const float d = half_at(p + 208);
+  s0 = d * static_cast<float>(static_cast<int8_t>(p[192 + 2 * j]));
+  s1 = d * static_cast<float>(static_cast<int8_t>(p[193 + 2 * j]));
+}
+
 // Q6_K 32-element block j (0..7) of the super-block at p, given its halves' scales d·sc.
 inline void deq32_q6k(const uint8_t* p, int j, float sc0, float sc1, V16& w0, V16& w1) {
   const V16 s0 = set16(sc0), s1 = set16(sc1);
@@ -152,9 +159,9 @@ inline void deq32(const uint8_t* row, int64_t b, V16& w0, V16& w1) {
   } else if constexpr (t == DType::Q6_K) {  // 32-element block b % 8 of super-block b / 8: two scales
     const uint8_t* p = row + (b / 8) * kQ6KBytes;
     const int j = static_cast<int>(b % 8);
-    const float d = half_at(p + 208);  // q6k_scale's product, with the fp16 read by F16C
-    deq32_q6k(p, j, d * static_cast<float>(static_cast<int8_t>(p[192 + 2 * j])),
-              d * static_cast<float>(static_cast<int8_t>(p[193 + 2 * j])), w0, w1);
+    float s0, s1;
+    q6k_half_scales(p, j, s0, s1);
+    deq32_q6k(p, j, s0, s1, w0, w1);
   } else {  // Q4_K sub-block j of super-block b / 8
     const uint8_t* p = row + (b / 8) * kQ4KBytes;
     const int j = static_cast<int>(b % 8);
@@ -263,13 +270,7 @@ inline void block_consts(const uint8_t* row, int64_t b0, int n, float* d, float*
       return;
     }
 #endif
-    for (int j = 0; j < n; ++j) {
-      const uint8_t* p = row + ((b0 + j) / 8) * kQ6KBytes;
-      const int s = static_cast<int>(2 * ((b0 + j) % 8));
-      const float dd = half_at(p + 208);
-      d[j] = dd * static_cast<float>(static_cast<int8_t>(p[192 + s]));
-      m[j] = dd * static_cast<float>(static_cast<int8_t>(p[193 + s]));
-    }
+    for (int j = 0; j < n; ++j) q6k_half_scales(row + ((b0 + j) / 8) * kQ6KBytes, static_cast<int>((b0 + j) % 8), d[j], m[j]);
   } else {
 #if defined(__AVX512BW__)
     // The 16 blocks' fp16 scale (and min) words come in with a few whole-vector loads and one

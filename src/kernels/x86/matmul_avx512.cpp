@@ -154,7 +154,7 @@ void group_x1_panels(const WeightMatrix& w, int64_t r, const float* x, float* y)
       const __mmask16 k = static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1);
       for (int i = 0; i < R; ++i) {
         _mm512_store_ps(dc[i], _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, chunk + i * n * 2)));
-        if constexpr (T == DType::Q4_1 || T == DType::Q5_1)
+        if constexpr (simd::has_block_min(T))  // Q4_1, Q5_1 (A4G64 above)
           _mm512_store_ps(mc[i], _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, chunk + (R + i) * n * 2)));
       }
     }
