@@ -289,9 +289,10 @@ TEST(Model, KlDivergenceFromFloat64ReferenceIsSmall) {
 }
 
 // Mean KL(reference || tessera) over the first positions, for a model.
-static double mean_kl_from_reference(const std::vector<int32_t>& toks, const LlamaModel& m) {
-  const auto ref = reference_logits(toks, m);
-  const auto ours = all_logits(toks, 512, 2, false, m);
+static double mean_kl_from_reference(const std::vector<int32_t>& toks, const LlamaModel& m, bool q8 = false,
+                                     const std::vector<std::vector<double>>* reference = nullptr) {
+  const auto ref = reference ? *reference : reference_logits(toks, m);
+  const auto ours = all_logits(toks, 512, 2, q8, m);
   double kl_sum = 0;
   for (size_t p = 0; p < toks.size(); ++p) {
     const auto lr = log_softmax(ref[p]), lo = log_softmax(ours[p]);
@@ -302,9 +303,9 @@ static double mean_kl_from_reference(const std::vector<int32_t>& toks, const Lla
 
 // The 5- and 6-bit types in the mixtures llama-quantize writes (rows that are not a multiple of
 // 256 take Q5_0 / Q5_1 / Q8_0): the default model converted by `tessera convert` to each, run end
-// to end against the float64 forward pass over the same weights, and bitwise invariant to chunking
-// and threads with fp32 activations and with 8-bit ones (where only the Q8_0 matrices take the
-// 8-bit kernels and the others fall back to fp32 activations).
+// to end against the float64 forward pass over the same weights (with 8-bit activations within a
+// looser bound, their rounding: 0.004-0.006 measured), and bitwise invariant to chunking and threads
+// with fp32 activations and with 8-bit ones.
 TEST(Model, FiveAndSixBitMixturesMatchFloat64ReferenceAndAreInvariant) {
   auto toks = fixture_tokens();
   toks.resize(12);
@@ -317,9 +318,12 @@ TEST(Model, FiveAndSixBitMixturesMatchFloat64ReferenceAndAreInvariant) {
     const DType down = m->layers()[0].w_down.type, q = m->layers()[0].wq.type;
     EXPECT_EQ(down, to);  // 1536 columns: the type itself
     EXPECT_EQ(q, to == DType::Q5_K ? DType::Q5_1 : to == DType::Q6_K ? DType::Q8_0 : to);  // 576: the fallback
-    const double kl = mean_kl_from_reference(toks, *m);
-    std::printf("%s mixture: mean KL(float64 reference || tessera) over %zu positions %.3g\n", dtype_name(to), toks.size(), kl);
+    const auto ref = reference_logits(toks, *m);
+    const double kl = mean_kl_from_reference(toks, *m, false, &ref), kl8 = mean_kl_from_reference(toks, *m, true, &ref);
+    std::printf("%s mixture: mean KL(float64 reference || tessera) over %zu positions %.3g, with 8-bit activations %.3g\n",
+                dtype_name(to), toks.size(), kl, kl8);
     EXPECT_LE(kl, 1e-3) << dtype_name(to);
+    EXPECT_LE(kl8, 1e-2) << dtype_name(to);
     for (bool q8 : {false, true}) {
       const auto base = all_logits(toks, 512, 2, q8, *m), other = all_logits(toks, 5, 1, q8, *m);
       for (size_t p = 0; p < toks.size(); ++p)
@@ -330,20 +334,28 @@ TEST(Model, FiveAndSixBitMixturesMatchFloat64ReferenceAndAreInvariant) {
 
 // llama.cpp's own Q4_K_M and Q5_K_M files of the default model (bench/peers/make_kquants.sh; not
 // in CI, which has no llama.cpp): tessera's top-1 against llama.cpp's logits, teacher-forced.
-// llama.cpp pairs these types with 8-bit activations (Q8_K, per 256, for the K types), so as on
-// the Q4_1 file only near-ties may differ. Against llama.cpp on the exact f32 conversion of the
-// Q4_K_M file (no activation rounding on its side) tessera's fp32 path must agree everywhere.
+// llama.cpp pairs these types with 8-bit activations (Q8_K, per 256, for the K types; tessera's
+// are per 32), so only near-ties may differ. Against llama.cpp on the exact f32 conversion of the
+// Q4_K_M file (no activation rounding on its side) tessera's fp32 path must agree everywhere, and
+// its 8-bit path at least as often as llama.cpp's own run on the quantized file does.
 TEST(Model, LlamaQuantizeMixturesAgreeWithLlamaCppWhenPresent) {
   int ran = 0;
   const std::filesystem::path q4km = std::filesystem::path(test::source_path("models/kquants")) / "SmolLM2-135M-Instruct.Q4_K_M.gguf";
   if (std::filesystem::exists(q4km)) {
     const auto fx = nlohmann::json::parse(test::read_file(test::source_path("tests/fixtures/teacher_forced_llamacpp_q4_k_m_f32weights.json")));
+    const auto theirs = nlohmann::json::parse(test::read_file(test::source_path("tests/fixtures/teacher_forced_llamacpp_q4_k_m.json")));
     const auto m = LlamaModel::load(q4km.string());
-    const Agreement a = agreement(fx, false, *m);
-    std::printf("Q4_K_M, fp32 activations vs llama.cpp on its exact f32 weights: top-1 agreement %zu/%zu; max |top logit diff| %.4f\n",
-                a.agree, a.total, a.max_top_diff);
+    const Agreement a = agreement(fx, false, *m), a8 = agreement(fx, true, *m);
+    size_t llama_agree = 0;  // llama.cpp on the Q4_K_M file (8-bit activations) against the same reference
+    for (size_t i = 0; i < fx["positions"].size(); ++i)
+      llama_agree += fx["positions"][i]["top"][0][0] == theirs["positions"][i]["top"][0][0];
+    std::printf("Q4_K_M against llama.cpp on its exact f32 weights, top-1: tessera fp32 activations %zu/%zu (max |top "
+                "logit diff| %.4f), tessera 8-bit %zu/%zu, llama.cpp's own run on the file %zu/%zu\n",
+                a.agree, a.total, a.max_top_diff, a8.agree, a8.total, llama_agree, a.total);
     EXPECT_GE(a.rate(), 0.99);
     EXPECT_LT(a.max_top_diff, 0.05);
+    EXPECT_GE(a8.agree, llama_agree);
+    EXPECT_EQ(a8.decisive_agree, a8.decisive);
   }
   for (const char* mix : {"Q4_K_M", "Q5_K_M"}) {
     const std::filesystem::path file = std::filesystem::path(test::source_path("models/kquants")) / (std::string("SmolLM2-135M-Instruct.") + mix + ".gguf");
@@ -356,7 +368,7 @@ TEST(Model, LlamaQuantizeMixturesAgreeWithLlamaCppWhenPresent) {
       const Agreement a = agreement(fx, q8, *m);
       std::printf("%s, %s activations vs llama.cpp: top-1 agreement %zu/%zu = %.4f; decisive positions %zu/%zu; max |top logit diff| %.3f\n",
                   mix, q8 ? "8-bit" : "fp32", a.agree, a.total, a.rate(), a.decisive_agree, a.decisive, a.max_top_diff);
-      EXPECT_GE(a.rate(), 0.95) << mix;
+      EXPECT_GE(a.rate(), 0.94) << mix;
       EXPECT_EQ(a.decisive_agree, a.decisive) << mix;
     }
     ++ran;

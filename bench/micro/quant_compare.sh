@@ -7,7 +7,7 @@
 # With ROUNDS=n every case runs n times, both engines in each round; the table gives median rates
 # and the median (min..max) of the per-round ratios.
 # KQUANT=1: the 5- and 6-bit types of llama.cpp's K-quant mixtures instead (Q5_0/Q5_1 on decode
-# panels, Q5_K/Q6_K on their GGUF rows, as the Session runs them; fp32 activations only).
+# panels, Q5_K/Q6_K on their GGUF rows, as the Session runs them with fp32 activations; and --q8).
 # Needs build-bench (bench/micro/run.sh or: cmake -B build-bench -DTESSERA_BUILD_BENCH=ON) and
 # the llama.cpp build (bench/peers/build_llamacpp.sh).
 set -euo pipefail
@@ -24,11 +24,12 @@ if [[ "${KQUANT:-0}" == 1 ]]; then
     for t in 1 2; do
       for ty in Q5_0 Q5_1; do "$bin" -t "$t" --panels --type "$ty" >>"$out/tessera.jsonl"; done
       for ty in Q5_K Q6_K; do "$bin" -t "$t" --type "$ty" >>"$out/tessera.jsonl"; done
+      for ty in Q5_0 Q5_1 Q5_K Q6_K; do "$bin" -t "$t" --q8 --type "$ty" >>"$out/tessera_q8.jsonl"; done
       THREADS="$t" EXTRA_ARGS="--types q5_0,q5_1,q5_K,q6_K" bash bench/peers/llamacpp_matmul.sh "$out/llamacpp_t$t.jsonl" >/dev/null 2>&1
       cat "$out/llamacpp_t$t.jsonl" >>"$out/llamacpp.jsonl"
     done
   done
-  python3 bench/micro/quant_table.py "$out/tessera.jsonl" "$out/llamacpp.jsonl" | tee "$out/table.md"
+  python3 bench/micro/quant_table.py "$out/tessera.jsonl" "$out/llamacpp.jsonl" "$out/tessera_q8.jsonl" | tee "$out/table.md"
   exit 0
 fi
 for ((r = 0; r < ${ROUNDS:-1}; r++)); do

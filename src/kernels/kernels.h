@@ -79,20 +79,23 @@ void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n);
 // f32 with the exact integer sum, which the kernels' unsigned-times-signed dot products need.
 // Matmuls over them: per output, acc = 0; for each block b in order,
 //   acc = fma(float(isum_b), d_w * d_x, acc)   (isum_b: the exact integer dot of the block)
-//   acc = fma(m_w, s_x, acc)                   (Q4_1 and Q4_K only)
+//   acc = fma(m_w, s_x, acc)                   (the types with a min: Q4_1, Q5_1, Q4_K, Q5_K, A4G64)
+// Q6_K, whose scales cover 16 elements, takes two steps per block instead: isum over the first
+// 16 elements times its d·sc · d_x, then the last 16's.
 // on weights repacked at load into 16-row panels (q8_panels.h). Every ISA computes isum_b
 // exactly and then these float steps, so results are bitwise equal across ISAs, threads and
 // batch sizes; they track llama.cpp's to float rounding (its lanes sum in another order).
 struct BlockQ8_1 {
   float d, s;    // fp16-rounded values, widened
-  int32_t sum;   // sum of q
-  int32_t pad;   // zero
+  int32_t sum;     // sum of q
+  int32_t sum_lo;  // sum of q[0..15] (Q6_K's halves)
   int8_t q[32];
 };
 static_assert(sizeof(BlockQ8_1) == 48);
-// Q4_0, Q4_1, Q8_0, Q4_K (its 32-element sub-blocks as blocks: d·sc and −dmin·m in place of
-// Q4_1's scale and min; ggml pairs Q4_K with per-256 Q8_K activations instead) and A4G64 (each
-// half of a 64-group as a Q4_1 block with the group's scale and bias).
+// Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q5_K (their 32-element sub-blocks as blocks: d·sc and
+// −dmin·m in place of Q4_1's scale and min), Q6_K (see above; ggml pairs the K-quants with
+// per-256 Q8_K activations instead) and A4G64 (each half of a 64-group as a Q4_1 block with the
+// group's scale and bias).
 bool supports_q8_activations(DType weight_type);
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);  // k % 32 == 0
 // n rows of x (xs floats apart) into k/32 blocks each, rows spread over the pool.

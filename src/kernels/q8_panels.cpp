@@ -15,6 +15,22 @@ size_t panel_bytes(DType t, int64_t cols) {
 
 namespace {
 
+// A 5- or 6-bit block's unsigned quants u (0..31 or 0..63) into the panel: low nibbles as Q4_0's,
+// then the high bits (q8_panels.h).
+void pack_high_bit_quants(const uint8_t u[32], int high_bits, uint8_t* qb, int lane) {
+  for (int v = 0; v < 4; ++v)
+    for (int e = 0; e < 4; ++e)
+      qb[64 * v + 4 * lane + e] = static_cast<uint8_t>((u[4 * v + e] & 15) | (u[16 + 4 * v + e] & 15) << 4);
+  for (int G = 0; G < 8; ++G)
+    for (int e = 0; e < 4; ++e) {
+      const int hi = u[4 * G + e] >> 4;
+      if (high_bits == 1)
+        qb[256 + 4 * lane + e] |= static_cast<uint8_t>(hi << G);
+      else
+        qb[256 + 64 * (G / 4) + 4 * lane + e] |= static_cast<uint8_t>(hi << (2 * (G % 4)));
+    }
+}
+
 // Row r of the GGUF matrix into panel slot `lane` (0..15) of `panel`.
 void pack_row(DType t, const uint8_t* row, int64_t nb, uint8_t* panel, int lane) {
   uint8_t* quants = panel;
@@ -40,17 +56,47 @@ void pack_row(DType t, const uint8_t* row, int64_t nb, uint8_t* panel, int lane)
           for (int e = 0; e < 4; ++e) qb[64 * v + 4 * lane + e] = static_cast<uint8_t>(p[2 + 4 * v + e] ^ 0x80);
         break;
       }
-      case DType::Q4_K: {
-        const uint8_t* p = row + (b / 8) * kQ4KBytes;
+      case DType::Q4_K:
+      case DType::Q5_K: {  // sub-block j's scale d·sc and min −dmin·m (the same header)
+        const bool q5 = t == DType::Q5_K;
+        const uint8_t* p = row + (b / 8) * (q5 ? kQ5KBytes : kQ4KBytes);
         const int j = static_cast<int>(b % 8);
         float d, m;
         q4k_sub_scale_min(p, j, d, m);
         std::memcpy(sb + 4 * lane, &d, 4);
         std::memcpy(sb + 64 + 4 * lane, &m, 4);
-        if (j % 2 == 0) {  // the pair (j, j+1) shares 32 bytes: pack them once
+        if (q5) {
+          int8_t q[32];
+          q5k_quants(p, j, q);
+          pack_high_bit_quants(reinterpret_cast<const uint8_t*>(q), 1, qb, lane);
+        } else if (j % 2 == 0) {  // the pair (j, j+1) shares 32 bytes: pack them once
           uint8_t* pair = quants + (b / 2) * 512;
           for (int v = 0; v < 8; ++v) std::memcpy(pair + 64 * v + 4 * lane, p + 16 + 32 * (j / 2) + 4 * v, 4);
         }
+        break;
+      }
+      case DType::Q5_0:
+      case DType::Q5_1: {  // fp16 d (and m), the fifth bits, nibbles
+        const bool affine = t == DType::Q5_1;
+        const uint8_t* p = row + b * (affine ? kQ5_1Bytes : kQ5_0Bytes);
+        int8_t q[32];
+        q5_quants(p + (affine ? 4 : 2), 0, q);
+        std::memcpy(sb + 2 * lane, p, 2);
+        if (affine) std::memcpy(sb + 32 + 2 * lane, p + 2, 2);
+        pack_high_bit_quants(reinterpret_cast<const uint8_t*>(q), 1, qb, lane);
+        break;
+      }
+      case DType::Q6_K: {  // the two halves' d·sc
+        const uint8_t* p = row + (b / 8) * kQ6KBytes;
+        const int j = static_cast<int>(b % 8);
+        const float lo = q6k_scale(p, 2 * j), hi = q6k_scale(p, 2 * j + 1);
+        std::memcpy(sb + 4 * lane, &lo, 4);
+        std::memcpy(sb + 64 + 4 * lane, &hi, 4);
+        int8_t q[32];
+        uint8_t u[32];
+        q6k_quants(p, j, q);
+        for (int i = 0; i < 32; ++i) u[i] = static_cast<uint8_t>(q[i] + 32);
+        pack_high_bit_quants(u, 2, qb, lane);
         break;
       }
       default: break;

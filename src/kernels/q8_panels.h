@@ -5,17 +5,24 @@
 // per panel for the prefetchers.
 //
 // A panel holds rows [16p, 16p + 16) (rows past the matrix are zero) and all nb = cols/32 blocks:
-//   quants:  nb blocks of 256 bytes (Q4_0, Q4_1, Q4_K) or 512 bytes (Q8_0), then
-//   scales:  nb blocks of 16 fp16 d (Q4_0, Q8_0), 16 fp16 d + 16 fp16 m (Q4_1, A4G64) or
-//            16 f32 d·sc + 16 f32 −dmin·m (Q4_K; both products exact in f32);
+//   quants:  nb blocks of panel_quant_bytes (256: Q4_0, Q4_1, Q4_K; 320: Q5_0, Q5_1, Q5_K;
+//            384: Q6_K; 512: Q8_0), then
+//   scales:  nb blocks of 16 fp16 d (Q4_0, Q5_0, Q8_0), 16 fp16 d + 16 fp16 m (Q4_1, Q5_1,
+//            A4G64), 16 f32 d·sc + 16 f32 −dmin·m (Q4_K, Q5_K; both products exact in f32) or
+//            16 f32 d·sc of the block's first 16 elements + 16 of its last 16 (Q6_K: exact);
 // padded to a multiple of 64 bytes. In the quants, "vector" v is 64 bytes with row r's 4 bytes
-// at offset 4r:
+// at offset 4r. A kernel turns a block into 8 weight vectors g[G], G = 0..7, byte e of a row's
+// word in g[G] being element 4G + e:
 //   Q4_0/Q4_1 block b: vectors v = 0..3 hold GGUF bytes qs[4v, 4v+4): the low nibbles are
-//     elements 4v..4v+3, the high nibbles elements 16+4v..16+4v+3 (ggml's nibble order).
+//     elements 4v..4v+3 (g[v]), the high nibbles elements 16+4v..16+4v+3 (g[v+4]) (ggml's order).
 //     A4G64 (MLX's affine 4-bit, group 64) packs as Q4_1: each 32-element half of a group is a
 //     block with the group's scale as d and its bias as m (its halves use Q4_1's nibble order).
 //   Q4_K block pair (2i, 2i+1): 512 bytes, vectors v = 0..7 hold the super-block's bytes
 //     qs[32(i%4) + 4v, +4): low nibbles are block 2i's elements 4v.., high nibbles block 2i+1's.
+//   Q5_0/Q5_1/Q5_K/Q6_K block b: the low 4 bits of its quants (0..31 or 0..63) in Q4_0's nibble
+//     order (4 vectors), then the high bits: 5-bit types one vector, where bit G of byte e is
+//     g[G]'s fifth bit (so g[G]'s bits are one shift and a mask away); Q6_K two vectors, where
+//     bits 2(G%4), 2(G%4)+1 of byte e of vector G/4 are g[G]'s top two bits.
 //   Q8_0 block b: vectors v = 0..7 hold elements 4v..4v+3 as unsigned bytes w + 128.
 #pragma once
 #include <cstddef>
@@ -28,16 +35,30 @@ namespace tessera {
 
 constexpr int kPanelRows = 16;
 
-// Columns must be a multiple of this (a Q4_K super-block, an A4G64 group, else a block).
-constexpr int64_t q8_col_multiple(DType t) { return t == DType::Q4_K ? 256 : t == DType::A4G64 ? 64 : 32; }
+constexpr bool is_k_quant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
+
+// Columns must be a multiple of this (a K-quant super-block, an A4G64 group, else a block).
+constexpr int64_t q8_col_multiple(DType t) { return is_k_quant(t) ? 256 : t == DType::A4G64 ? 64 : 32; }
 
 // Types whose blocks add a min term m_w·s_x (kernels.h): unsigned quants plus an offset.
-constexpr bool q8_has_min(DType t) { return t == DType::Q4_1 || t == DType::Q4_K || t == DType::A4G64; }
+constexpr bool q8_has_min(DType t) {
+  return t == DType::Q4_1 || t == DType::Q4_K || t == DType::A4G64 || t == DType::Q5_1 || t == DType::Q5_K;
+}
+// Bits above the nibble that a panel block stores apart (q8_panels.h's layout): 1 or 2, else 0.
+constexpr int q8_high_bits(DType t) {
+  return t == DType::Q6_K ? 2 : t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K ? 1 : 0;
+}
+// What the kernels subtract from a stored quant to get the weight's integer (Q8_0: stored w + 128).
+constexpr int q8_offset(DType t) {
+  return t == DType::Q4_0 ? 8 : t == DType::Q5_0 ? 16 : t == DType::Q6_K ? 32 : t == DType::Q8_0 ? 128 : 0;
+}
+// Scales stored as f32 products (the K-quants) rather than the file's fp16 values.
+constexpr bool q8_f32_scales(DType t) { return is_k_quant(t); }
 
 // Bytes of one block's quants and scales in a panel.
-constexpr size_t panel_quant_bytes(DType t) { return t == DType::Q8_0 ? 512 : 256; }
+constexpr size_t panel_quant_bytes(DType t) { return t == DType::Q8_0 ? 512 : 256 + 64 * q8_high_bits(t); }
 constexpr size_t panel_scale_bytes(DType t) {
-  return t == DType::Q4_K ? 128 : t == DType::Q4_1 || t == DType::A4G64 ? 64 : 32;
+  return q8_f32_scales(t) ? 128 : q8_has_min(t) ? 64 : 32;
 }
 size_t panel_bytes(DType t, int64_t cols);  // one panel, a multiple of 64
 

@@ -3,7 +3,8 @@
 // vector are 4 consecutive weights of 4 rows; SDOT by lane against the block's activations adds
 // them into 4 row sums, so each lane ends with its row's exact block sum and the float steps
 // (kernels.h) are the scalar twin's: results are bitwise equal to ref/.
-// SDOT is signed × signed: 4-bit quants (0..15) are used as they are (Q4_0 then subtracts 8·Σx)
+// SDOT is signed × signed: 4- to 6-bit quants (0..63) are used as they are (Q4_0, Q5_0 and Q6_K
+// then subtract 8, 16 or 32 times Σx; Q6_K per 16-element half, each half its own sum and scale)
 // and Q8_0's stored w + 128 goes back to w.
 #include <arm_neon.h>
 
@@ -35,6 +36,21 @@ void q8_panels_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const Bloc
           if constexpr (T == DType::Q8_0) {
             const uint8_t* q = quants + b * 512 + 16 * quad;
             for (int v = 0; v < 8; ++v) g[v] = vreinterpretq_s8_u8(veorq_u8(vld1q_u8(q + 64 * v), vdupq_n_u8(0x80)));
+          } else if constexpr (q8_high_bits(T) > 0) {  // nibbles, then each g[G]'s high bits to bits 4..
+            const uint8_t* q = quants + b * static_cast<int64_t>(panel_quant_bytes(T)) + 16 * quad;
+            const uint8x16_t hm = vdupq_n_u8(q8_high_bits(T) == 1 ? 0x10 : 0x30);
+            for (int v = 0; v < 4; ++v) {
+              const uint8x16_t pk = vld1q_u8(q + 64 * v);
+              g[v] = vreinterpretq_s8_u8(vandq_u8(pk, m4));
+              g[v + 4] = vreinterpretq_s8_u8(vshrq_n_u8(pk, 4));
+            }
+            for (int G = 0; G < 8; ++G) {
+              const int from = q8_high_bits(T) == 1 ? G : 2 * (G % 4);
+              const uint8x16_t h = vld1q_u8(q + 256 + (q8_high_bits(T) == 1 ? 0 : 64 * (G / 4)));
+              // per byte: the high bits at `from` moved to bit 4 (shifts by a run-time count)
+              const uint8x16_t sh = vshlq_u8(h, vdupq_n_s8(static_cast<int8_t>(4 - from)));
+              g[G] = vorrq_s8(g[G], vreinterpretq_s8_u8(vandq_u8(sh, hm)));
+            }
           } else if constexpr (T == DType::Q4_K) {
             const uint8_t* q = quants + (b / 2) * 512 + 16 * quad;
             for (int v = 0; v < 8; ++v) {
@@ -50,25 +66,33 @@ void q8_panels_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const Bloc
             }
           }
           const int8x16_t xlo = vld1q_s8(xb[b].q), xhi = vld1q_s8(xb[b].q + 16);
-          int32x4_t s = vdupq_n_s32(T == DType::Q4_0 ? -8 * xb[b].sum : 0);
+          constexpr int off = T == DType::Q8_0 ? 0 : q8_offset(T);  // Q8_0 is signed again here
+          int32x4_t s = vdupq_n_s32(-off * (T == DType::Q6_K ? xb[b].sum_lo : xb[b].sum));
+          int32x4_t s2 = vdupq_n_s32(T == DType::Q6_K ? -off * (xb[b].sum - xb[b].sum_lo) : 0);
           s = vdotq_laneq_s32(s, g[0], xlo, 0);
           s = vdotq_laneq_s32(s, g[1], xlo, 1);
           s = vdotq_laneq_s32(s, g[2], xlo, 2);
           s = vdotq_laneq_s32(s, g[3], xlo, 3);
-          s = vdotq_laneq_s32(s, g[4], xhi, 0);
-          s = vdotq_laneq_s32(s, g[5], xhi, 1);
-          s = vdotq_laneq_s32(s, g[6], xhi, 2);
-          s = vdotq_laneq_s32(s, g[7], xhi, 3);
+          s2 = vdotq_laneq_s32(s2, g[4], xhi, 0);
+          s2 = vdotq_laneq_s32(s2, g[5], xhi, 1);
+          s2 = vdotq_laneq_s32(s2, g[6], xhi, 2);
+          s2 = vdotq_laneq_s32(s2, g[7], xhi, 3);
           const uint8_t* sb = scales + b * static_cast<int64_t>(panel_scale_bytes(T));
           float32x4_t d, mn = vdupq_n_f32(0.0f);
-          if constexpr (T == DType::Q4_K) {
+          if constexpr (q8_f32_scales(T)) {
             d = vld1q_f32(reinterpret_cast<const float*>(sb) + 4 * quad);
             mn = vld1q_f32(reinterpret_cast<const float*>(sb + 64) + 4 * quad);
           } else {
             d = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(sb) + 4 * quad)));
-            if constexpr (T == DType::Q4_1)
+            if constexpr (q8_has_min(T))
               mn = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(sb + 32) + 4 * quad)));
           }
+          if constexpr (T == DType::Q6_K) {  // d, mn: the halves' d·sc
+            acc = vfmaq_f32(acc, vcvtq_f32_s32(s), vmulq_n_f32(d, xb[b].d));
+            acc = vfmaq_f32(acc, vcvtq_f32_s32(s2), vmulq_n_f32(mn, xb[b].d));
+            continue;
+          }
+          s = vaddq_s32(s, s2);
           acc = vfmaq_f32(acc, vcvtq_f32_s32(s), vmulq_n_f32(d, xb[b].d));
           if constexpr (q8_has_min(T)) acc = vfmaq_n_f32(acc, mn, xb[b].s);
         }
@@ -91,6 +115,10 @@ void matmul_q8_rows_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const
     case DType::A4G64: return q8_panels_dotprod<DType::Q4_1>(w, r0, r1, xq, m, xq_stride, y, ys);  // same panels
     case DType::Q8_0: return q8_panels_dotprod<DType::Q8_0>(w, r0, r1, xq, m, xq_stride, y, ys);
     case DType::Q4_K: return q8_panels_dotprod<DType::Q4_K>(w, r0, r1, xq, m, xq_stride, y, ys);
+    case DType::Q5_0: return q8_panels_dotprod<DType::Q5_0>(w, r0, r1, xq, m, xq_stride, y, ys);
+    case DType::Q5_1: return q8_panels_dotprod<DType::Q5_1>(w, r0, r1, xq, m, xq_stride, y, ys);
+    case DType::Q5_K: return q8_panels_dotprod<DType::Q5_K>(w, r0, r1, xq, m, xq_stride, y, ys);
+    case DType::Q6_K: return q8_panels_dotprod<DType::Q6_K>(w, r0, r1, xq, m, xq_stride, y, ys);
     default: return ref::matmul_q8_rows(w, r0, r1, xq, m, xq_stride, y, ys);
   }
 }

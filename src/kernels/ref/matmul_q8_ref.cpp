@@ -12,7 +12,8 @@
 namespace tessera {
 
 bool supports_q8_activations(DType t) {
-  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::A4G64;
+  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::A4G64 ||
+         t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K;
 }
 
 namespace ref {
@@ -24,29 +25,61 @@ void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k) {
     for (int i = 0; i < 32; ++i) amax = std::fmax(amax, std::fabs(xb[i]));
     const float d = amax / 127.0f;
     const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    int sum = 0;
+    int sum = 0, sum_lo = 0;
     for (int i = 0; i < 32; ++i) {
       const int q = static_cast<int>(std::nearbyint(xb[i] * id));  // ties to even, as _mm256_round_ps
       y[b].q[i] = static_cast<int8_t>(q);
       sum += q;
+      if (i == 15) sum_lo = sum;
     }
     y[b].d = fp16_to_float(float_to_fp16(d));
     y[b].s = fp16_to_float(float_to_fp16(d * static_cast<float>(sum)));
     y[b].sum = sum;
-    y[b].pad = 0;
+    y[b].sum_lo = sum_lo;
   }
 }
 
 namespace {
 
-// Weight quants of block b as 32 signed/unsigned ints, plus the block's scale and min.
-void weight_block(DType t, const uint8_t* row, int64_t b, int q[32], float& d, float& m) {
+// A block's fp16 scale d at p, and (with_min) its fp16 min m after it.
+void fp16_scale_min(const uint8_t* p, bool with_min, float& d, float& m) {
   uint16_t h;
+  std::memcpy(&h, p, 2);
+  d = fp16_to_float(h);
+  m = 0;
+  if (with_min) {
+    std::memcpy(&h, p + 2, 2);
+    m = fp16_to_float(h);
+  }
+}
+
+// Weight quants of block b as 32 signed/unsigned ints, plus the block's scale and min (Q6_K: the
+// scales d·sc of its first and last 16 elements).
+void weight_block(DType t, const uint8_t* row, int64_t b, int q[32], float& d, float& m) {
+  int8_t q8[32];
+  if (t == DType::Q5_0 || t == DType::Q5_1) {  // fp16 d (and m), fifth bits, nibbles
+    const bool affine = t == DType::Q5_1;
+    const uint8_t* p = row + b * (affine ? kQ5_1Bytes : kQ5_0Bytes);
+    q5_quants(p + (affine ? 4 : 2), affine ? 0 : 16, q8);
+    fp16_scale_min(p, affine, d, m);
+  } else if (t == DType::Q5_K) {  // as Q4_K, 5-bit quants
+    const uint8_t* p = row + (b / 8) * kQ5KBytes;
+    q4k_sub_scale_min(p, static_cast<int>(b % 8), d, m);
+    q5k_quants(p, static_cast<int>(b % 8), q8);
+  } else if (t == DType::Q6_K) {
+    const uint8_t* p = row + (b / 8) * kQ6KBytes;
+    const int j = static_cast<int>(b % 8);
+    d = q6k_scale(p, 2 * j);
+    m = q6k_scale(p, 2 * j + 1);
+    q6k_quants(p, j, q8);
+  }
+  if (t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K) {
+    for (int i = 0; i < 32; ++i) q[i] = q8[i];
+    return;
+  }
   if (t == DType::Q8_0) {
     const uint8_t* p = row + 34 * b;
-    std::memcpy(&h, p, 2);
-    d = fp16_to_float(h);
-    m = 0;
+    fp16_scale_min(p, false, d, m);
     for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(p[2 + i]);
     return;
   }
@@ -62,13 +95,7 @@ void weight_block(DType t, const uint8_t* row, int64_t b, int q[32], float& d, f
   // and bias): fp16 d (and m), 16 bytes of nibbles in ggml's order
   const bool a4 = t == DType::A4G64, with_min = t != DType::Q4_0;
   const uint8_t* p = a4 ? row + (b / 2) * kA4G64Bytes : row + (with_min ? 20 : 18) * b;
-  std::memcpy(&h, p, 2);
-  d = fp16_to_float(h);
-  m = 0;
-  if (with_min) {
-    std::memcpy(&h, p + 2, 2);
-    m = fp16_to_float(h);
-  }
+  fp16_scale_min(p, with_min, d, m);
   const uint8_t* qs = a4 ? p + 4 + 16 * (b % 2) : p + (with_min ? 4 : 2);
   const int off = with_min ? 0 : 8;
   for (int i = 0; i < 16; ++i) {
@@ -92,6 +119,14 @@ void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8
       for (int64_t b = 0; b < nb; ++b) {
         float d, mn;
         weight_block(w.type, row, b, q, d, mn);
+        if (w.type == DType::Q6_K) {  // two halves, each with its own scale
+          int lo = 0, hi = 0;
+          for (int e = 0; e < 16; ++e) lo += q[e] * xb[b].q[e];
+          for (int e = 16; e < 32; ++e) hi += q[e] * xb[b].q[e];
+          acc = std::fma(static_cast<float>(lo), d * xb[b].d, acc);
+          acc = std::fma(static_cast<float>(hi), mn * xb[b].d, acc);
+          continue;
+        }
         int isum = 0;
         for (int e = 0; e < 32; ++e) isum += q[e] * xb[b].q[e];
         acc = std::fma(static_cast<float>(isum), d * xb[b].d, acc);

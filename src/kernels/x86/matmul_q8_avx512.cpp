@@ -28,11 +28,11 @@ void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k) {
     const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, idv)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, idv));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].q), _mm512_cvtepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(y[b].q + 16), _mm512_cvtepi32_epi8(q1));
-    const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+    const int sum_lo = _mm512_reduce_add_epi32(q0), sum = sum_lo + _mm512_reduce_add_epi32(q1);
     y[b].d = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
     y[b].s = _cvtsh_ss(_cvtss_sh(d * static_cast<float>(sum), _MM_FROUND_TO_NEAREST_INT));
     y[b].sum = sum;
-    y[b].pad = 0;
+    y[b].sum_lo = sum_lo;
   }
 }
 

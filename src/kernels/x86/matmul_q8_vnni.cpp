@@ -5,8 +5,10 @@
 // wide: the scalar twin's, lane for lane, so results are bitwise equal to ref/.
 //
 // vpdpbusd multiplies unsigned weight bytes by signed activation bytes. Q4_0 feeds q (0..15)
-// for q − 8 and Q8_0 w + 128 for w, so their block sums start at −8·Σx and −128·Σx: integers,
-// exact. A tile is 16 rows × up to 8 tokens: the block's 8 weight vectors are unpacked once and
+// for q − 8, Q5_0 q (0..31) for q − 16 and Q8_0 w + 128 for w, so their block sums start at
+// −8·Σx, −16·Σx and −128·Σx: integers, exact. Q6_K feeds q (0..63) for q − 32, and its two
+// 16-element halves, which have their own scales, are the two chains below, each starting at
+// −32 times its half's Σx. A tile is 16 rows × up to 8 tokens: the block's 8 weight vectors are unpacked once and
 // used for every token of the tile.
 #include <immintrin.h>
 
@@ -34,20 +36,53 @@ inline void block_tokens(const __m512i g[8], __m512 d, __m512 m, const BlockQ8_1
 #pragma GCC unroll 8
   for (int t = 0; t < NT; ++t) {
     const BlockQ8_1& xb = x[t * xs + b];
-    __m512i s = T == DType::Q4_0 ? _mm512_set1_epi32(-8 * xb.sum)
-                : T == DType::Q8_0 ? _mm512_set1_epi32(-128 * xb.sum)
-                                   : _mm512_setzero_si512();
+    constexpr int off = q8_offset(T);
+    __m512i s = _mm512_set1_epi32(-off * (T == DType::Q6_K ? xb.sum_lo : xb.sum));
     // two half-length chains (integer sums: the same result), so a block's 8 dependent vpdpbusd
     // do not bound the tile by their latency
-    __m512i s2 = _mm512_setzero_si512();
+    __m512i s2 = _mm512_set1_epi32(T == DType::Q6_K ? -off * (xb.sum - xb.sum_lo) : 0);
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
       s = _mm512_dpbusd_epi32(s, g[v], _mm512_set1_epi32(dword_at(xb.q + 4 * v)));
       s2 = _mm512_dpbusd_epi32(s2, g[v + 4], _mm512_set1_epi32(dword_at(xb.q + 4 * v + 16)));
     }
+    if constexpr (T == DType::Q6_K) {  // d: the first half's d·sc, m: the second's
+      const __m512 dx = _mm512_set1_ps(xb.d);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, dx), acc[t]);
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s2), _mm512_mul_ps(m, dx), acc[t]);
+      continue;
+    }
     s = _mm512_add_epi32(s, s2);
     acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(xb.d)), acc[t]);
     if constexpr (q8_has_min(T)) acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(xb.s), acc[t]);
+  }
+}
+
+// Block quants of a 5- or 6-bit panel block (q8_panels.h) as 8 weight vectors: the nibbles, and
+// each g[G]'s high bits shifted to bits 4.. of its bytes.
+template <DType T>
+inline void unpack_high_bit_block(const uint8_t* q, __m512i g[8]) {
+  const __m512i m4 = _mm512_set1_epi8(0x0f);
+  if constexpr (q8_high_bits(T) == 1) {
+    const __m512i h = _mm512_load_si512(q + 256), m5 = _mm512_set1_epi8(0x10);
+    // g[v] | (bit v of each byte, moved to bit 4): vpternlogd 0xF8 is a | (b & c)
+    const __m512i hs[8] = {_mm512_slli_epi32(h, 4), _mm512_slli_epi32(h, 3), _mm512_slli_epi32(h, 2),
+                           _mm512_slli_epi32(h, 1), h, _mm512_srli_epi32(h, 1), _mm512_srli_epi32(h, 2),
+                           _mm512_srli_epi32(h, 3)};
+    for (int v = 0; v < 4; ++v) {
+      const __m512i p = _mm512_load_si512(q + 64 * v);
+      g[v] = _mm512_ternarylogic_epi32(_mm512_and_si512(p, m4), hs[v], m5, 0xF8);
+      g[v + 4] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(p, 4), m4), hs[v + 4], m5, 0xF8);
+    }
+  } else {
+    const __m512i h0 = _mm512_load_si512(q + 256), h1 = _mm512_load_si512(q + 320), m6 = _mm512_set1_epi8(0x30);
+    const __m512i hs[8] = {_mm512_slli_epi32(h0, 4), _mm512_slli_epi32(h0, 2), h0, _mm512_srli_epi32(h0, 2),
+                           _mm512_slli_epi32(h1, 4), _mm512_slli_epi32(h1, 2), h1, _mm512_srli_epi32(h1, 2)};
+    for (int v = 0; v < 4; ++v) {
+      const __m512i p = _mm512_load_si512(q + 64 * v);
+      g[v] = _mm512_ternarylogic_epi32(_mm512_and_si512(p, m4), hs[v], m6, 0xF8);
+      g[v + 4] = _mm512_ternarylogic_epi32(_mm512_and_si512(_mm512_srli_epi16(p, 4), m4), hs[v + 4], m6, 0xF8);
+    }
   }
 }
 
@@ -74,6 +109,10 @@ void panel_tile(const uint8_t* panel, size_t stride, int64_t nb, const BlockQ8_1
     }
     if constexpr (T == DType::Q8_0) {
       for (int v = 0; v < 8; ++v) g[v] = _mm512_load_si512(q + 64 * v);
+      q8_block_scales<T>(scales, b, d, m);
+      block_tokens<T, NT>(g, d, m, x, xs, b, acc);
+    } else if constexpr (q8_high_bits(T) > 0) {
+      unpack_high_bit_block<T>(q, g);
       q8_block_scales<T>(scales, b, d, m);
       block_tokens<T, NT>(g, d, m, x, xs, b, acc);
     } else if constexpr (T == DType::Q4_K) {  // a block pair shares its bytes: low, then high nibbles
@@ -148,6 +187,10 @@ bool matmul_q8_rows_vnni(const WeightMatrix& w, int64_t r0, int64_t r1, const Bl
     case DType::A4G64: q8_panels<DType::Q4_1>(w, r0, r1, xq, m, xq_stride, y, ys); return true;  // same panels
     case DType::Q8_0: q8_panels<DType::Q8_0>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
     case DType::Q4_K: q8_panels<DType::Q4_K>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
+    case DType::Q5_0: q8_panels<DType::Q5_0>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
+    case DType::Q5_1: q8_panels<DType::Q5_1>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
+    case DType::Q5_K: q8_panels<DType::Q5_K>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
+    case DType::Q6_K: q8_panels<DType::Q6_K>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
     default: return false;
   }
 }

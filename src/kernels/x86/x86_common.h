@@ -53,16 +53,17 @@ inline void prefetch_first_rows(const WeightMatrix& w, int64_t r0, int64_t r1) {
   PrefetchStream(w.data + r0 * w.row_stride, std::min(kPrefetchRows, r1 - r0) * static_cast<int64_t>(w.row_stride), 1).step();
 }
 
-// Scale (and min) vectors of block b of a q8 panel (q8_panels.h) as 16 lanes, one per row.
+// Scale (and min; Q6_K: second half's scale) vectors of block b of a q8 panel (q8_panels.h) as
+// 16 lanes, one per row.
 template <DType T>
 inline void q8_block_scales(const uint8_t* scales, int64_t b, __m512& d, __m512& m) {
   const uint8_t* s = scales + b * static_cast<int64_t>(panel_scale_bytes(T));
-  if constexpr (T == DType::Q4_K) {
+  if constexpr (q8_f32_scales(T)) {
     d = _mm512_load_ps(s);
     m = _mm512_load_ps(s + 64);
   } else {
     d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s)));
-    if constexpr (T == DType::Q4_1) m = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s + 32)));
+    if constexpr (q8_has_min(T)) m = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s + 32)));
   }
 }
 
