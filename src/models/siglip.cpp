@@ -519,6 +519,7 @@ int Idefics3Vision::use_q8_activations() {
     if (w->panels || !supports_q8_activations(w->type) || w->cols % q8_col_multiple(w->type) != 0) continue;
     packed_.push_back(pack_q8_panels(*w));
     packed_bytes_ += packed_.back().bytes;
+    if (source_) source_->release(w->data, static_cast<size_t>(w->rows) * w->row_stride);  // the panels replace them
     *w = packed_.back().matrix;
     ++n;
   }

@@ -47,14 +47,16 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
   if (q8_act_) xq_.resize(B * static_cast<size_t>(std::max(c.n_embd, c.n_ff)) / 32 + 1);
   // Repack once, here, into the layout the kernels read (as llama.cpp's CPU_REPACK): q8 panels
   // for the 8-bit kernels; with fp32 activations on AVX-512, decode panels (one linear stream per
-  // thread for the decode kernel; the same bits). Decode panels replace the GGUF bytes, whose
-  // pages are then dropped (only the token embeddings read them again, a row per token).
+  // thread for the decode kernel; the same bits). Either replaces the GGUF bytes, whose pages are
+  // then dropped (only the token embeddings read them again, a row per token; a dropped page of a
+  // read-only mapping comes back from the file if touched).
   const bool decode_panels = !q8_act_ && active_isa() >= Isa::Avx512;
   const auto pack = [&](const WeightMatrix& w) {
     if (packed_.count(w.data)) return;
     if (q8_act_) {
       if (!supports_q8_activations(w.type) || w.cols % q8_col_multiple(w.type) != 0) return;
       PackedWeights pw = pack_q8_panels(w);
+      model.release_pages(w.data, static_cast<size_t>(w.rows) * w.row_stride);
       packed_bytes_ += pw.bytes;
       packed_.emplace(w.data, std::move(pw));
     } else if (decode_panels) {
