@@ -41,7 +41,7 @@ inline void deq32_q5(const uint8_t* qh, float dc, float mc, V16& w0, V16& w1) {
   constexpr bool q50 = t == DType::Q5_0;
 #if defined(__AVX512BW__)
   // the block's 32 possible weights in two tables, looked up by the 5-bit quant (nibble | fifth
-  // bit << 4) with one 2-source permute: each entry is exactly the value mul16/fma16 give below
+  // bit << 4) with one 2-source permute: each entry is exactly the value mul16/fma16 give below.
   const __m512 d = _mm512_set1_ps(dc), iota = iota16().v, sixteen = _mm512_set1_ps(16.0f);
   __m512 lo, hi;
   if constexpr (q50) {
@@ -52,12 +52,20 @@ inline void deq32_q5(const uint8_t* qh, float dc, float mc, V16& w0, V16& w1) {
     lo = _mm512_fmadd_ps(d, iota, m);
     hi = _mm512_fmadd_ps(d, _mm512_add_ps(iota, sixteen), m);
   }
-  uint32_t h;
+  // The index of lane e: its nibble in bits 0..3 and its fifth bit in bit 4, which the permute
+  // reads as the table select (it ignores higher bits). The qh word, broadcast, is rotated per
+  // lane so that bit e (bit 16 + e for the second half) lands on bit 4, and one bit-select
+  // (vpternlogd 0xCA: a ? b : c) merges it with the nibble: no mask registers, which cost more.
+  int32_t h;
   std::memcpy(&h, qh, 4);
+  const __m512i hb = _mm512_set1_epi32(h), low4 = _mm512_set1_epi32(0xf);
+  const __m512i rot0 = _mm512_setr_epi32(4, 3, 2, 1, 0, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21);
+  const __m512i rot1 = _mm512_setr_epi32(20, 19, 18, 17, 16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5);
   const __m512i q = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qh + 4)));
-  const __m512i q0 = _mm512_and_si512(q, _mm512_set1_epi32(0xf)), q1 = _mm512_srli_epi32(q, 4), b16 = _mm512_set1_epi32(16);
-  w0 = {_mm512_permutex2var_ps(lo, _mm512_mask_or_epi32(q0, static_cast<__mmask16>(h), q0, b16), hi)};
-  w1 = {_mm512_permutex2var_ps(lo, _mm512_mask_or_epi32(q1, static_cast<__mmask16>(h >> 16), q1, b16), hi)};
+  const __m512i i0 = _mm512_ternarylogic_epi32(low4, q, _mm512_rolv_epi32(hb, rot0), 0xCA);
+  const __m512i i1 = _mm512_ternarylogic_epi32(low4, _mm512_srli_epi32(q, 4), _mm512_rolv_epi32(hb, rot1), 0xCA);
+  w0 = {_mm512_permutex2var_ps(lo, i0, hi)};
+  w1 = {_mm512_permutex2var_ps(lo, i1, hi)};
 #else
   int8_t q[32];
   q5_quants(qh, q50 ? 16 : 0, q);
