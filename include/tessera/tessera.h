@@ -63,7 +63,7 @@ typedef struct tessera_vision tessera_vision;
 
 tessera_vision* tessera_vision_load(const char* mmproj_path);
 void tessera_vision_free(tessera_vision* vision);
-/* Runs a quantized mmproj's layers (Q8_0, Q4_*) on 8-bit activations from now on, as llama.cpp
+/* Runs a quantized mmproj's layers (Q8_0, Q4_*, Q5_*, Q6_K) on 8-bit activations from now on, as llama.cpp
  * does (--q8-activations); float layers are unchanged. Returns the layers switched, or -1. */
 int tessera_vision_use_q8_activations(tessera_vision* vision);
 /* Runs the float layers as the bf16 GEMM, and the attention as the bf16 attention, on AMX tiles

@@ -56,24 +56,26 @@ void fp16_scale_min(const uint8_t* p, bool with_min, float& d, float& m) {
 // Weight quants of block b as 32 signed/unsigned ints, plus the block's scale and min (Q6_K: the
 // scales d·sc of its first and last 16 elements).
 void weight_block(DType t, const uint8_t* row, int64_t b, int q[32], float& d, float& m) {
-  int8_t q8[32];
-  if (t == DType::Q5_0 || t == DType::Q5_1) {  // fp16 d (and m), fifth bits, nibbles
-    const bool affine = t == DType::Q5_1;
-    const uint8_t* p = row + b * (affine ? kQ5_1Bytes : kQ5_0Bytes);
-    q5_quants(p + (affine ? 4 : 2), affine ? 0 : 16, q8);
-    fp16_scale_min(p, affine, d, m);
-  } else if (t == DType::Q5_K) {  // as Q4_K, 5-bit quants
-    const uint8_t* p = row + (b / 8) * kQ5KBytes;
-    q4k_sub_scale_min(p, static_cast<int>(b % 8), d, m);
-    q5k_quants(p, static_cast<int>(b % 8), q8);
-  } else if (t == DType::Q6_K) {
-    const uint8_t* p = row + (b / 8) * kQ6KBytes;
-    const int j = static_cast<int>(b % 8);
-    d = q6k_scale(p, 2 * j);
-    m = q6k_scale(p, 2 * j + 1);
-    q6k_quants(p, j, q8);
-  }
-  if (t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K) {
+  if (t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K) {  // quant_blocks.h's unpacking
+    int8_t q8[32];
+    if (t == DType::Q5_K || t == DType::Q6_K) {
+      const int j = static_cast<int>(b % 8);
+      if (t == DType::Q5_K) {  // as Q4_K, 5-bit quants
+        const uint8_t* p = row + (b / 8) * kQ5KBytes;
+        q4k_sub_scale_min(p, j, d, m);
+        q5k_quants(p, j, q8);
+      } else {
+        const uint8_t* p = row + (b / 8) * kQ6KBytes;
+        d = q6k_scale(p, 2 * j);
+        m = q6k_scale(p, 2 * j + 1);
+        q6k_quants(p, j, q8);
+      }
+    } else {  // fp16 d (and m), fifth bits, nibbles
+      const bool affine = t == DType::Q5_1;
+      const uint8_t* p = row + b * (affine ? kQ5_1Bytes : kQ5_0Bytes);
+      q5_quants(p + (affine ? 4 : 2), affine ? 0 : 16, q8);
+      fp16_scale_min(p, affine, d, m);
+    }
     for (int i = 0; i < 32; ++i) q[i] = q8[i];
     return;
   }
