@@ -4,9 +4,17 @@
 #include <cstdint>
 #include <cstring>
 
+#include "core/dtype.h"
 #include "core/fp16.h"
 
 namespace tessera {
+
+// The fp16 value stored (little endian) at p.
+inline float fp16_at(const uint8_t* p) {
+  uint16_t h;
+  std::memcpy(&h, p, 2);
+  return fp16_to_float(h);
+}
 
 // Q4_K: 256 elements in 144 bytes: fp16 d, fp16 dmin, 12 bytes of packed 6-bit sub-block scales
 // and mins, 128 bytes of nibbles. Sub-block j (32 elements) uses byte range qs[32*(j/2), +32),
@@ -93,7 +101,30 @@ inline void q6k_quants(const uint8_t* p, int b, int8_t q[32]) {
   for (int i = 0; i < 32; ++i)
     q[i] = static_cast<int8_t>((((ql[i] >> (4 * (u / 2))) & 0xf) | (((qh[i] >> (2 * u)) & 3) << 4)) - 32);
 }
-inline float q6k_scale(const uint8_t* p, int s) { return fp16_to_float(static_cast<uint16_t>(p[208] | p[209] << 8)) * static_cast<float>(static_cast<int8_t>(p[192 + s])); }
+inline float q6k_scale(const uint8_t* p, int s) { return fp16_at(p + 208) * static_cast<float>(static_cast<int8_t>(p[192 + s])); }
+
+// Block b (32 elements) of a Q5_0, Q5_1, Q5_K or Q6_K row: its quants (Q5_0 minus 16, Q6_K minus
+// 32) and constants: Q5_0 d (m = 0), Q5_1 d and m, Q5_K d·sc and −dmin·m, Q6_K the scales d·sc
+// of its first (d) and last (m) 16 elements. The scalar twins' one reading of these formats.
+inline void q56_block(DType t, const uint8_t* row, int64_t b, int8_t q[32], float& d, float& m) {
+  const int j = static_cast<int>(b % 8);
+  if (t == DType::Q5_K) {
+    const uint8_t* p = row + (b / 8) * kQ5KBytes;
+    q4k_sub_scale_min(p, j, d, m);
+    q5k_quants(p, j, q);
+  } else if (t == DType::Q6_K) {
+    const uint8_t* p = row + (b / 8) * kQ6KBytes;
+    d = q6k_scale(p, 2 * j);
+    m = q6k_scale(p, 2 * j + 1);
+    q6k_quants(p, j, q);
+  } else {  // fp16 d (Q5_1: and m), the fifth bits, the nibbles
+    const bool affine = t == DType::Q5_1;
+    const uint8_t* p = row + b * (affine ? kQ5_1Bytes : kQ5_0Bytes);
+    d = fp16_at(p);
+    m = affine ? fp16_at(p + 2) : 0.0f;
+    q5_quants(p + (affine ? 4 : 2), affine ? 0 : 16, q);
+  }
+}
 
 // A4G64: 64 elements in 36 bytes: fp16 scale, fp16 bias, then two 16-byte halves laid out as
 // Q4_1's nibbles (element j < 16 of a half in the low nibble of byte j, j >= 16 in the high

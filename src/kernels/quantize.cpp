@@ -155,7 +155,7 @@ void q6_k(const float* x, uint8_t* p) {
   std::memset(p, 0, kQ6KBytes);
   const float iscale = max_s != 0.0f ? -128.0f / max_s : 0.0f;
   put_half(p + 208, iscale != 0.0f ? 1.0f / iscale : 0.0f);
-  const float dh = fp16_to_float(static_cast<uint16_t>(p[208] | p[209] << 8));
+  const float dh = fp16_at(p + 208);
   for (int s = 0; s < 16; ++s) p[192 + s] = static_cast<uint8_t>(static_cast<int8_t>(std::min(127, static_cast<int>(std::lround(iscale * scale[s])))));
   for (int e = 0; e < 256; ++e) {
     const float d = dh * static_cast<float>(static_cast<int8_t>(p[192 + e / 16]));

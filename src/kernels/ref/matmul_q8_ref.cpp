@@ -43,39 +43,16 @@ namespace {
 
 // A block's fp16 scale d at p, and (with_min) its fp16 min m after it.
 void fp16_scale_min(const uint8_t* p, bool with_min, float& d, float& m) {
-  uint16_t h;
-  std::memcpy(&h, p, 2);
-  d = fp16_to_float(h);
-  m = 0;
-  if (with_min) {
-    std::memcpy(&h, p + 2, 2);
-    m = fp16_to_float(h);
-  }
+  d = fp16_at(p);
+  m = with_min ? fp16_at(p + 2) : 0.0f;
 }
 
 // Weight quants of block b as 32 signed/unsigned ints, plus the block's scale and min (Q6_K: the
 // scales d·sc of its first and last 16 elements).
 void weight_block(DType t, const uint8_t* row, int64_t b, int q[32], float& d, float& m) {
-  if (t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K) {  // quant_blocks.h's unpacking
+  if (t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K) {
     int8_t q8[32];
-    if (t == DType::Q5_K || t == DType::Q6_K) {
-      const int j = static_cast<int>(b % 8);
-      if (t == DType::Q5_K) {  // as Q4_K, 5-bit quants
-        const uint8_t* p = row + (b / 8) * kQ5KBytes;
-        q4k_sub_scale_min(p, j, d, m);
-        q5k_quants(p, j, q8);
-      } else {
-        const uint8_t* p = row + (b / 8) * kQ6KBytes;
-        d = q6k_scale(p, 2 * j);
-        m = q6k_scale(p, 2 * j + 1);
-        q6k_quants(p, j, q8);
-      }
-    } else {  // fp16 d (and m), fifth bits, nibbles
-      const bool affine = t == DType::Q5_1;
-      const uint8_t* p = row + b * (affine ? kQ5_1Bytes : kQ5_0Bytes);
-      q5_quants(p + (affine ? 4 : 2), affine ? 0 : 16, q8);
-      fp16_scale_min(p, affine, d, m);
-    }
+    q56_block(t, row, b, q8, d, m);
     for (int i = 0; i < 32; ++i) q[i] = q8[i];
     return;
   }

@@ -74,33 +74,13 @@ void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n) {
     // Q5_0 d·(q−16), Q5_1 fma(d, q, m), Q5_K fma(d·sc, q, −dmin·m), Q6_K (d·sc)·(q−32)
     for (int64_t b = 0; b < n / 32; ++b) {
       int8_t q[32];
+      float d, m;
+      q56_block(type, src, b, q, d, m);
       float* out = dst + 32 * b;
-      if (type == DType::Q6_K) {
-        const uint8_t* p = src + (b / 8) * kQ6KBytes;
-        q6k_quants(p, static_cast<int>(b % 8), q);
-        const float s0 = q6k_scale(p, static_cast<int>(2 * (b % 8))), s1 = q6k_scale(p, static_cast<int>(2 * (b % 8) + 1));
-        for (int l = 0; l < 32; ++l) out[l] = (l < 16 ? s0 : s1) * static_cast<float>(q[l]);
-        continue;
-      }
-      float d, m = 0.0f;
-      if (type == DType::Q5_K) {
-        const uint8_t* p = src + (b / 8) * kQ5KBytes;
-        q5k_quants(p, static_cast<int>(b % 8), q);
-        q4k_sub_scale_min(p, static_cast<int>(b % 8), d, m);
-      } else {
-        const bool q50 = type == DType::Q5_0;
-        const uint8_t* p = src + b * (q50 ? kQ5_0Bytes : kQ5_1Bytes);
-        q5_quants(p + (q50 ? 2 : 4), q50 ? 16 : 0, q);
-        uint16_t h;
-        std::memcpy(&h, p, 2);
-        d = fp16_to_float(h);
-        if (!q50) {
-          std::memcpy(&h, p + 2, 2);
-          m = fp16_to_float(h);
-        }
-      }
       for (int l = 0; l < 32; ++l)
-        out[l] = type == DType::Q5_0 ? d * static_cast<float>(q[l]) : std::fma(d, static_cast<float>(q[l]), m);
+        out[l] = type == DType::Q6_K   ? (l < 16 ? d : m) * static_cast<float>(q[l])
+                 : type == DType::Q5_0 ? d * static_cast<float>(q[l])
+                                       : std::fma(d, static_cast<float>(q[l]), m);
     }
     return;
   }
