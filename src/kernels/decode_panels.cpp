@@ -38,6 +38,30 @@ SuperAt super_at(int64_t nb, int64_t S, int i) {
   return {chunk + (i * ns + s) * 16, chunk + kDecodeGroupRows * ns * 16 + (4 * s * kDecodeGroupRows + i) * 32};
 }
 
+// A Q5_0/Q5_1 block's 20 quant bytes (GGUF: the qh word, then 16 bytes of nibbles) in the panel
+// order (decode_panels.h): byte e holds q[e] and the low 3 bits of q[16 + e], the word after them
+// the top 2 bits of q[16 + e] at bits 2e, 2e + 1.
+void q5_to_panel(const uint8_t* gguf, uint8_t* panel) {
+  uint32_t qh, top = 0;
+  std::memcpy(&qh, gguf, 4);
+  for (int e = 0; e < 16; ++e) {
+    const uint32_t lo = (gguf[4 + e] & 0xfu) | ((qh >> e) & 1u) << 4, hi = (gguf[4 + e] >> 4) | ((qh >> (16 + e)) & 1u) << 4;
+    panel[e] = static_cast<uint8_t>(lo | (hi & 7u) << 5);
+    top |= (hi >> 3) << (2 * e);
+  }
+  std::memcpy(panel + 16, &top, 4);
+}
+void q5_from_panel(const uint8_t* panel, uint8_t* gguf) {
+  uint32_t top, qh = 0;
+  std::memcpy(&top, panel + 16, 4);
+  for (int e = 0; e < 16; ++e) {
+    const uint32_t lo = panel[e] & 31u, hi = (panel[e] >> 5) | ((top >> (2 * e)) & 3u) << 3;
+    gguf[4 + e] = static_cast<uint8_t>((lo & 0xfu) | (hi & 0xfu) << 4);
+    qh |= (lo >> 4) << e | (hi >> 4) << (16 + e);
+  }
+  std::memcpy(gguf, &qh, 4);
+}
+
 // Copies row i's bytes between its GGUF row and its group in the panels, either way.
 void copy_row(DType t, int64_t nb, int i, const uint8_t* from, uint8_t* to, bool to_panels) {
   auto move = [&](int64_t row_off, int64_t panel_off, size_t n) {
@@ -69,6 +93,11 @@ void copy_row(DType t, int64_t nb, int i, const uint8_t* from, uint8_t* to, bool
     const BlockAt at = block_at(t, nb, b, i);
     move(b * bb, at.d, 2);
     if (sb == 4) move(b * bb + 2, at.m, 2);
+    if (t == DType::Q5_0 || t == DType::Q5_1) {
+      if (to_panels) q5_to_panel(from + b * bb + sb, to + at.q);
+      else q5_from_panel(from + at.q, to + b * bb + sb);
+      continue;
+    }
     move(b * bb + sb, at.q, static_cast<size_t>(qb));
   }
 }

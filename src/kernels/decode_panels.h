@@ -2,7 +2,8 @@
 // dequantizes 8 rows at a time. In GGUF order those 8 rows are 8 short streams read block by
 // block across each other, an order the hardware prefetchers do not follow; repacked, a group's
 // blocks come in the order the kernel reads them, one linear stream per thread, with the same
-// bytes (no dequantization at load, so results stay bitwise the same).
+// bytes (no dequantization at load, so results stay bitwise the same; Q5_0/Q5_1 reorder their
+// quant bits, below).
 //
 // Types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, A4G64 and Q4_K (below). Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 have
 // blocks of 32 weights: fp16 d, Q4_1/Q5_1 also fp16 m, then 16, 20 (Q5: the 4-byte word of fifth
@@ -16,6 +17,9 @@
 // out as Q4_1 with one d and one m per pair of blocks (row i's group g of the chunk at i·(n/2) + g).
 // A chunk's scales are two or four masked vector loads; its quants a linear run of 128, 160 (Q5)
 // or 256 bytes per block.
+// Q5_0/Q5_1 quants are rearranged (the same 160 bits) so that the kernel's table index for
+// elements 0..15 is the byte itself: byte e holds q[e] (5 bits) and the low 3 bits of q[16 + e],
+// and a little-endian word after the 16 bytes holds the top 2 bits of q[16 + e] at bits 2e, 2e + 1.
 //
 // Q4_K (super-blocks of 256 weights: a 16-byte header, fp16 d and dmin and 12 bytes of 6-bit
 // sub-block scales and mins, then 4 runs of 32 bytes, each the low nibbles of one sub-block of 32

@@ -35,16 +35,13 @@ inline V16 deq16(const uint8_t* row, int64_t c) {
   else return bf16x16(reinterpret_cast<const uint16_t*>(row) + 16 * c);
 }
 
-// Q5_0 / Q5_1 block arithmetic given its constants d (and m) and its qh word and nibbles at qh.
-template <DType t>
-inline void deq32_q5(const uint8_t* qh, float dc, float mc, V16& w0, V16& w1) {
-  constexpr bool q50 = t == DType::Q5_0;
 #if defined(__AVX512BW__)
-  // the block's 32 possible weights in two tables, looked up by the 5-bit quant (nibble | fifth
-  // bit << 4) with one 2-source permute: each entry is exactly the value mul16/fma16 give below.
+// A Q5_0 / Q5_1 block's 32 possible weights in two tables for a 2-source permute indexed by the
+// 5-bit quant: each entry exactly the value mul16/fma16 give below.
+template <DType t>
+inline void q5_tables(float dc, float mc, __m512& lo, __m512& hi) {
   const __m512 d = _mm512_set1_ps(dc), iota = iota16().v, sixteen = _mm512_set1_ps(16.0f);
-  __m512 lo, hi;
-  if constexpr (q50) {
+  if constexpr (t == DType::Q5_0) {
     lo = _mm512_mul_ps(d, _mm512_sub_ps(iota, sixteen));  // q - 16 for q < 16
     hi = _mm512_mul_ps(d, iota);                           // ... and for q >= 16
   } else {
@@ -52,6 +49,36 @@ inline void deq32_q5(const uint8_t* qh, float dc, float mc, V16& w0, V16& w1) {
     lo = _mm512_fmadd_ps(d, iota, m);
     hi = _mm512_fmadd_ps(d, _mm512_add_ps(iota, sixteen), m);
   }
+}
+
+// deq32_q5 on a decode panel's block (decode_panels.h: byte e is q[e] plus the low 3 bits of
+// q[16 + e], the word after the 16 bytes the top 2 bits of q[16 + e] at bits 2e, 2e + 1). The
+// first 16 indices are the bytes themselves (the permute ignores bits above 4); the next 16 are
+// the bytes' top 3 bits merged with the word rotated per lane so bits 2e, 2e + 1 land on 3, 4:
+// four vector operations for the indices where the GGUF order takes six.
+template <DType t>
+inline void deq32_q5_panel(const uint8_t* p, float dc, float mc, V16& w0, V16& w1) {
+  __m512 lo, hi;
+  q5_tables<t>(dc, mc, lo, hi);
+  int32_t top;
+  std::memcpy(&top, p + 16, 4);
+  const __m512i rot = _mm512_setr_epi32(3, 1, 31, 29, 27, 25, 23, 21, 19, 17, 15, 13, 11, 9, 7, 5);  // 3 - 2e mod 32
+  const __m512i i0 = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  const __m512i i1 = _mm512_ternarylogic_epi32(_mm512_set1_epi32(7), _mm512_srli_epi32(i0, 5),
+                                               _mm512_rolv_epi32(_mm512_set1_epi32(top), rot), 0xCA);
+  w0 = {_mm512_permutex2var_ps(lo, i0, hi)};
+  w1 = {_mm512_permutex2var_ps(lo, i1, hi)};
+}
+#endif
+
+// Q5_0 / Q5_1 block arithmetic given its constants d (and m) and its qh word and nibbles at qh.
+template <DType t>
+inline void deq32_q5(const uint8_t* qh, float dc, float mc, V16& w0, V16& w1) {
+#if defined(__AVX512BW__)
+  // the block's 32 possible weights in two tables, looked up by the 5-bit quant (nibble | fifth
+  // bit << 4) with one 2-source permute: each entry is exactly the value mul16/fma16 give below.
+  __m512 lo, hi;
+  q5_tables<t>(dc, mc, lo, hi);
   // The index of lane e: its nibble in bits 0..3 and its fifth bit in bit 4, which the permute
   // reads as the table select (it ignores higher bits). The qh word, broadcast, is rotated per
   // lane so that bit e (bit 16 + e for the second half) lands on bit 4, and one bit-select
@@ -67,6 +94,7 @@ inline void deq32_q5(const uint8_t* qh, float dc, float mc, V16& w0, V16& w1) {
   w0 = {_mm512_permutex2var_ps(lo, i0, hi)};
   w1 = {_mm512_permutex2var_ps(lo, i1, hi)};
 #else
+  constexpr bool q50 = t == DType::Q5_0;
   int8_t q[32];
   q5_quants(qh, q50 ? 16 : 0, q);
   const V16 d = set16(dc);

@@ -168,7 +168,7 @@ void group_x1_panels(const WeightMatrix& w, int64_t r, const float* x, float* y)
       const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
       for (int i = 0; i < R; ++i) {
         V16 w0, w1;
-        if constexpr (Q == DType::Q5_0 || Q == DType::Q5_1) simd::deq32_q5<Q>(q + i * qb, dc[i][j], mc[i][j], w0, w1);
+        if constexpr (Q == DType::Q5_0 || Q == DType::Q5_1) simd::deq32_q5_panel<Q>(q + i * qb, dc[i][j], mc[i][j], w0, w1);
         else simd::deq32q<Q>(q + i * qb, dc[i][j], Q == DType::Q4_1 ? mc[i][j] : 0.0f, w0, w1);
         acc[i] = _mm512_fmadd_ps(w0.v, x0, acc[i]);
         acc[i] = _mm512_fmadd_ps(w1.v, x1, acc[i]);
