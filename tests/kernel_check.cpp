@@ -80,6 +80,27 @@ int main() {
     swiglu(got.data(), u.data(), n);
     check(std::memcmp(want.data(), got.data(), got.size() * 4) == 0, "swiglu", DType::F32, n, 0);
   }
+  for (int64_t n : {1, 7, 9, 17, 576, 1031}) {  // RMS and Layer norms (+ residual add): bitwise the scalar twins
+    std::vector<float> x = random_x(1, n, static_cast<uint32_t>(n + 2)), d = random_x(1, n, static_cast<uint32_t>(n + 3)),
+                       w = random_x(1, n, static_cast<uint32_t>(n + 4)), b = random_x(1, n, static_cast<uint32_t>(n + 5));
+    for (auto& v : x) v = 40.0f * v + 100.0f;
+    std::vector<float> want(x.size()), got(x.size()), xw = x, xg = x;
+    ref::layer_norm(x.data(), w.data(), b.data(), want.data(), n, 1e-6f);
+    layer_norm(x.data(), w.data(), b.data(), got.data(), n, 1e-6f);
+    check(std::memcmp(want.data(), got.data(), got.size() * 4) == 0, "layer_norm", DType::F32, n, 0);
+    ref::add_layer_norm(xw.data(), d.data(), w.data(), b.data(), want.data(), n, 1e-6f);
+    add_layer_norm(xg.data(), d.data(), w.data(), b.data(), got.data(), n, 1e-6f);
+    check(std::memcmp(want.data(), got.data(), got.size() * 4) == 0 && std::memcmp(xw.data(), xg.data(), xg.size() * 4) == 0,
+          "add_layer_norm", DType::F32, n, 0);
+    ref::rms_norm(x.data(), w.data(), want.data(), n, 1e-5f);
+    rms_norm(x.data(), w.data(), got.data(), n, 1e-5f);
+    check(std::memcmp(want.data(), got.data(), got.size() * 4) == 0, "rms_norm", DType::F32, n, 0);
+    xw = x, xg = x;
+    ref::add_rms_norm(xw.data(), d.data(), w.data(), want.data(), n, 1e-5f);
+    add_rms_norm(xg.data(), d.data(), w.data(), got.data(), n, 1e-5f);
+    check(std::memcmp(want.data(), got.data(), got.size() * 4) == 0 && std::memcmp(xw.data(), xg.data(), xg.size() * 4) == 0,
+          "add_rms_norm", DType::F32, n, 0);
+  }
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::A4G64, DType::Q5_0, DType::Q5_1, DType::Q5_K,
                   DType::Q6_K}) {  // 8-bit activations (W4A8/W8A8)
     for (int64_t K : {32, 256, 576, 1536}) {

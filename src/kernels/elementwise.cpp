@@ -10,7 +10,8 @@ namespace {
 
 // Σ f(i) for i < n in double, as eight interleaved partial sums (i mod 8) added up by a fixed
 // tree: the same bits on every machine and ISA (plain IEEE double adds in one order), and eight
-// independent add chains where one serial chain made the norms latency-bound.
+// independent add chains where one serial chain made the norms latency-bound. The SIMD norms keep
+// the eight partial sums as the lanes of double vectors (norm_sums8 in elementwise.h).
 template <class F>
 double sum8(int64_t n, F f) {
   double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -18,15 +19,17 @@ double sum8(int64_t n, F f) {
   for (; i + 8 <= n; i += 8)
     for (int j = 0; j < 8; ++j) a[j] += f(i + j);
   for (; i < n; ++i) a[i % 8] += f(i);
-  return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7]));
-}
-
-float rms_scale(const float* x, int64_t n, float eps) {
-  const double ss = sum8(n, [&](int64_t i) { return static_cast<double>(x[i] * x[i]); });
-  return 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
+  return tree8(a);
 }
 
 }  // namespace
+
+namespace ref {
+
+float rms_scale(const float* x, int64_t n, float eps) {
+  const double ss = sum8(n, [&](int64_t i) { return static_cast<double>(x[i] * x[i]); });
+  return rms_scale_from(ss, n, eps);
+}
 
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
   const float scale = rms_scale(x, n, eps);
@@ -37,6 +40,41 @@ void add_rms_norm(float* x, const float* d, const float* w, float* y, int64_t n,
   for (int64_t i = 0; i < n; ++i) x[i] += d[i];
   rms_norm(x, w, y, n, eps);
 }
+
+void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
+  const double mean = sum8(n, [&](int64_t i) { return static_cast<double>(x[i]); }) / static_cast<double>(n);
+  const double var = sum8(n, [&](int64_t i) { return (x[i] - mean) * (x[i] - mean); }) / static_cast<double>(n);
+  const float inv = layer_norm_inv(var, eps), m = static_cast<float>(mean);
+  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) * inv * w[i] + b[i];
+}
+
+void add_layer_norm(float* x, const float* d, const float* w, const float* b, float* y, int64_t n, float eps) {
+  for (int64_t i = 0; i < n; ++i) x[i] += d[i];
+  layer_norm(x, w, b, y, n, eps);
+}
+
+}  // namespace ref
+
+// The norms per ISA level: AVX-512 and NEON keep sum8's partial sums in double vectors (the same
+// bits); AVX2 and the portable level run the scalar twins.
+#if defined(TESSERA_HAVE_AVX512)
+#define TESSERA_NORM_PICK(fn) (active_isa() >= Isa::Avx512 ? &avx512::fn : &ref::fn)
+#elif defined(__aarch64__)
+#define TESSERA_NORM_PICK(fn) (active_isa() == Isa::Neon ? &neon::fn : &ref::fn)
+#else
+#define TESSERA_NORM_PICK(fn) (&ref::fn)
+#endif
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) { TESSERA_NORM_PICK(rms_norm)(x, w, y, n, eps); }
+void add_rms_norm(float* x, const float* d, const float* w, float* y, int64_t n, float eps) {
+  TESSERA_NORM_PICK(add_rms_norm)(x, d, w, y, n, eps);
+}
+void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
+  TESSERA_NORM_PICK(layer_norm)(x, w, b, y, n, eps);
+}
+void add_layer_norm(float* x, const float* d, const float* w, const float* b, float* y, int64_t n, float eps) {
+  TESSERA_NORM_PICK(add_layer_norm)(x, d, w, b, y, n, eps);
+}
+#undef TESSERA_NORM_PICK
 
 void rope_angles(int64_t pos, int head_dim, float base, float* cs) {
   const float theta_scale = std::pow(base, -2.0f / static_cast<float>(head_dim));
@@ -75,24 +113,6 @@ void rope_neox(float* x, int n_heads, int head_dim, const float* cs) {
 
 void add_inplace(float* y, const float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
-}
-
-void add_layer_norm(float* x, const float* d, const float* w, const float* b, float* y, int64_t n, float eps) {
-  for (int64_t i = 0; i < n; ++i) x[i] += d[i];
-  layer_norm(x, w, b, y, n, eps);
-}
-
-void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
-  layer_norm_tail(x, w, b, y, n, eps, sum8(n, [&](int64_t i) { return static_cast<double>(x[i]); }));
-}
-
-void layer_norm_tail(const float* x, const float* w, const float* b, float* y, int64_t n, float eps, double mean) {
-  mean /= static_cast<double>(n);
-  double var = sum8(n, [&](int64_t i) { return (x[i] - mean) * (x[i] - mean); });
-  var /= static_cast<double>(n);
-  const float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
-  const float m = static_cast<float>(mean);
-  for (int64_t i = 0; i < n; ++i) y[i] = (x[i] - m) * inv * w[i] + b[i];
 }
 
 namespace ref {

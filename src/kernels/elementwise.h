@@ -1,6 +1,7 @@
 // Row-wise element-wise ops. Each row is computed on its own, in a fixed order, so results
 // never depend on how many rows share a call.
 #pragma once
+#include <cmath>
 #include <cstdint>
 
 namespace tessera {
@@ -27,8 +28,33 @@ void add_inplace(float* y, const float* x, int64_t n);
 void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps);
 // Fused residual add + LayerNorm: x += d; y = layer_norm(x) (bitwise as the two steps).
 void add_layer_norm(float* x, const float* d, const float* w, const float* b, float* y, int64_t n, float eps);
-// layer_norm after its mean sum (shared by both)
-void layer_norm_tail(const float* x, const float* w, const float* b, float* y, int64_t n, float eps, double mean);
+
+// The norms' statistics, the same bits at every ISA level: a sum over i < n is eight partial sums
+// in double (element i into sum i mod 8, in order: the lanes of one 8-wide double vector, or of
+// two or four narrower ones), added up by this fixed tree.
+inline double tree8(const double a[8]) { return ((a[0] + a[4]) + (a[2] + a[6])) + ((a[1] + a[5]) + (a[3] + a[7])); }
+// rms_norm's scale from the sum of squares, and layer_norm's 1/sqrt(var + eps)
+inline float rms_scale_from(double ss, int64_t n, float eps) {
+  return 1.0f / std::sqrt(static_cast<float>(ss / static_cast<double>(n)) + eps);
+}
+inline float layer_norm_inv(double var, float eps) { return static_cast<float>(1.0 / std::sqrt(var + eps)); }
+
+// The norms per ISA (the functions above pick one by active_isa()); each bitwise its scalar twin.
+#define TESSERA_NORM_DECLS                                                                           \
+  void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);                     \
+  void add_rms_norm(float* x, const float* d, const float* w, float* y, int64_t n, float eps);       \
+  void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps);   \
+  void add_layer_norm(float* x, const float* d, const float* w, const float* b, float* y, int64_t n, float eps);
+namespace ref {
+TESSERA_NORM_DECLS
+}  // namespace ref
+namespace avx512 {
+TESSERA_NORM_DECLS
+}  // namespace avx512
+namespace neon {
+TESSERA_NORM_DECLS
+}  // namespace neon
+#undef TESSERA_NORM_DECLS
 // softmax_row and gelu_tanh (PyTorch's approximate="tanh") live in kernels.h: they have SIMD versions.
 
 }  // namespace tessera
