@@ -112,6 +112,16 @@ TEST(Vision, PreprocessingIsPixelExactWithTransformers) {
     EXPECT_EQ(pre.rows, rc["rows"].get<int>()) << c.stem;
     EXPECT_EQ(pre.cols, rc["cols"].get<int>()) << c.stem;
     EXPECT_EQ(tile_hashes(pre), inf["tile_u8_sha256"].get<std::vector<std::string>>()) << c.stem << " (torchvision)";
+    // the resampler's integer sums are the same bytes spread over threads and at every ISA level
+    // (its row combination is built for AVX2 and AVX-512 besides the portable loop)
+    ThreadPool two(2);
+    const Isa before = active_isa();
+    for (Isa isa : {Isa::Scalar, Isa::Avx2, before}) {
+      set_isa_cap(isa);
+      EXPECT_EQ(tile_hashes(preprocess_idefics3(img, cfg, &two)), inf["tile_u8_sha256"].get<std::vector<std::string>>())
+          << c.stem << " (torchvision, 2 threads, " << isa_name(active_isa()) << ")";
+    }
+    set_isa_cap(before);
     cfg.arithmetic = ResampleArithmetic::Pillow;
     EXPECT_EQ(tile_hashes(preprocess_idefics3(img, cfg)), inf["alt_tile_u8_sha256"].get<std::vector<std::string>>())
         << c.stem << " (Pillow)";

@@ -89,7 +89,7 @@ ImagePrompt Idefics3::build(const ImageRGB& image, const std::string& question, 
   {
     prof::PhaseScope phase(prof::Phase::Preprocess);
     prof::OpScope op("resize+split", "", 0, 3.0 * image.width * image.height * 2);
-    pre = preprocess_idefics3(image, vision_.preprocess_config());
+    pre = preprocess_idefics3(image, vision_.preprocess_config(), &pool);
   }
   if (tm) tm->preprocess_s = now() - t0;
   ImagePrompt p;

@@ -90,7 +90,7 @@ FrameResult Watcher::process(const ImageRGB& frame) {
   PreprocessedImage pre;
   {
     prof::PhaseScope phase(prof::Phase::Preprocess);
-    pre = preprocess_idefics3(frame, vision_.preprocess_config());
+    pre = preprocess_idefics3(frame, vision_.preprocess_config(), &session_.pool());
   }
   const double t_pre = now_ms();
   r.preprocess_ms = t_pre - t_start;

@@ -47,15 +47,15 @@ void idefics3_resize_size(int w, int h, int longest_edge, int& out_w, int& out_h
   out_h = std::max(H, 1);
 }
 
-PreprocessedImage preprocess_idefics3(const ImageRGB& image, const Idefics3PreprocessConfig& cfg) {
+PreprocessedImage preprocess_idefics3(const ImageRGB& image, const Idefics3PreprocessConfig& cfg, ThreadPool* pool) {
   if (image.width <= 0 || image.height <= 0) fail("image has zero size");
   if (cfg.tile <= 0 || cfg.longest_edge < cfg.tile) fail("bad preprocessing sizes");
   PreprocessedImage out;
   int w, h;
   idefics3_resize_size(image.width, image.height, cfg.longest_edge, w, h);
-  ImageRGB img = resize_like_pil(image, w, h, cfg.filter, cfg.arithmetic);
+  ImageRGB img = resize_like_pil(image, w, h, cfg.filter, cfg.arithmetic, pool);
   if (!cfg.split) {
-    out.tiles.push_back(resize_like_pil(img, cfg.tile, cfg.tile, cfg.filter, cfg.arithmetic));
+    out.tiles.push_back(resize_like_pil(img, cfg.tile, cfg.tile, cfg.filter, cfg.arithmetic, pool));
     out.resized_w = out.resized_h = cfg.tile;
     return out;
   }
@@ -72,7 +72,7 @@ PreprocessedImage preprocess_idefics3(const ImageRGB& image, const Idefics3Prepr
     W = static_cast<int>(H * aspect);
     W = (W + T - 1) / T * T;
   }
-  img = resize_like_pil(img, W, H, cfg.filter, cfg.arithmetic);
+  img = resize_like_pil(img, W, H, cfg.filter, cfg.arithmetic, pool);
   out.resized_w = W;
   out.resized_h = H;
   if (H > T || W > T) {
@@ -86,7 +86,7 @@ PreprocessedImage preprocess_idefics3(const ImageRGB& image, const Idefics3Prepr
         out.tiles.push_back(std::move(t));
       }
     }
-    out.tiles.push_back(resize_like_pil(img, T, T, cfg.filter, cfg.arithmetic));
+    out.tiles.push_back(resize_like_pil(img, T, T, cfg.filter, cfg.arithmetic, pool));
   } else {
     out.tiles.push_back(std::move(img));
   }

@@ -5,6 +5,7 @@
 #pragma once
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "formats/image.h"
 #include "vision/resize.h"
 
@@ -28,7 +29,7 @@ struct PreprocessedImage {
   std::vector<ImageRGB> tiles;  // rows*cols tiles row-major, then the global image
 };
 
-PreprocessedImage preprocess_idefics3(const ImageRGB& image, const Idefics3PreprocessConfig& cfg);
+PreprocessedImage preprocess_idefics3(const ImageRGB& image, const Idefics3PreprocessConfig& cfg, ThreadPool* pool = nullptr);
 
 // One tile as a normalised float tensor, channel-major [3][h][w] (what the encoder reads).
 void tile_to_chw(const ImageRGB& tile, const Idefics3PreprocessConfig& cfg, float* out);

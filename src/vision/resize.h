@@ -2,6 +2,7 @@
 // coefficients normalised to 22-bit fixed point, horizontal pass then vertical, 8-bit rounding
 // between passes), so preprocessing matches Hugging Face's PIL-based processors pixel for pixel.
 #pragma once
+#include "core/thread_pool.h"
 #include "formats/image.h"
 
 namespace tessera {
@@ -13,7 +14,8 @@ enum class ResampleFilter { Lanczos, Bicubic, Bilinear };
 // as many fraction bits as the largest weight allows). Same filter and taps, rounding differs.
 enum class ResampleArithmetic { Pillow, Torch };
 
+// With a pool, output rows (and columns) are spread over its threads; the bytes are the same.
 ImageRGB resize_like_pil(const ImageRGB& in, int out_w, int out_h, ResampleFilter filter = ResampleFilter::Lanczos,
-                         ResampleArithmetic arith = ResampleArithmetic::Pillow);
+                         ResampleArithmetic arith = ResampleArithmetic::Pillow, ThreadPool* pool = nullptr);
 
 }  // namespace tessera
