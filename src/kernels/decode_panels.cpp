@@ -62,6 +62,36 @@ void q5_from_panel(const uint8_t* panel, uint8_t* gguf) {
   std::memcpy(gguf, &qh, 4);
 }
 
+// Q6_K: row i's super-block S in the panels, from the group's first byte: its header, and block
+// j (0..7) of its quants at q + j·kDecodeGroupRows·32.
+SuperAt q6k_at(int64_t nb, int64_t S, int i) {
+  const int64_t b = 8 * S, b0 = b / kDecodeChunkBlocks * kDecodeChunkBlocks,
+                ns = std::min<int64_t>(kDecodeChunkBlocks, nb - b0) / 8, s = (b - b0) / 8;
+  const int64_t chunk = b0 * kDecodeGroupRows * (decode_scale_bytes(DType::Q6_K) + decode_quant_bytes(DType::Q6_K));
+  return {chunk + (i * ns + s) * kQ6KPanelHeader,
+          chunk + kDecodeGroupRows * ns * kQ6KPanelHeader + (8 * s * kDecodeGroupRows + i) * 32};
+}
+
+// A Q6_K super-block widened into its panel places (scales, d, q − 32 per byte), or packed back.
+void q6k_to_panel(const uint8_t* sb, uint8_t* header, uint8_t* q) {
+  std::memcpy(header, sb + 192, 16);  // the int8 scales
+  std::memcpy(header + 16, sb + 208, 2);  // d
+  for (int j = 0; j < 8; ++j) q6k_quants(sb, j, reinterpret_cast<int8_t*>(q + j * kDecodeGroupRows * 32));
+}
+void q6k_from_panel(const uint8_t* header, const uint8_t* q, uint8_t* sb) {
+  std::memset(sb, 0, 192);
+  for (int j = 0; j < 8; ++j) {  // element 128n + 32u + l: low bits in ql, high 2 in qh (quant_blocks.h)
+    const int n = j / 4, u = j % 4;
+    for (int l = 0; l < 32; ++l) {
+      const int v = static_cast<int8_t>(q[j * kDecodeGroupRows * 32 + l]) + 32;
+      sb[64 * n + 32 * (u % 2) + l] |= static_cast<uint8_t>((v & 15) << (4 * (u / 2)));
+      sb[128 + 32 * n + l] |= static_cast<uint8_t>((v >> 4) << (2 * u));
+    }
+  }
+  std::memcpy(sb + 192, header, 16);
+  std::memcpy(sb + 208, header + 16, 2);
+}
+
 // Copies row i's bytes between its GGUF row and its group in the panels, either way.
 void copy_row(DType t, int64_t nb, int i, const uint8_t* from, uint8_t* to, bool to_panels) {
   auto move = [&](int64_t row_off, int64_t panel_off, size_t n) {
@@ -73,6 +103,14 @@ void copy_row(DType t, int64_t nb, int i, const uint8_t* from, uint8_t* to, bool
       const SuperAt at = super_at(nb, S, i);
       move(S * kQ4KBytes, at.header, 16);
       for (int k = 0; k < 4; ++k) move(S * kQ4KBytes + 16 + 32 * k, at.q + k * kDecodeGroupRows * 32, 32);
+    }
+    return;
+  }
+  if (t == DType::Q6_K) {
+    for (int64_t S = 0; S < nb / 8; ++S) {
+      const SuperAt at = q6k_at(nb, S, i);
+      if (to_panels) q6k_to_panel(from + S * kQ6KBytes, to + at.header, to + at.q);
+      else q6k_from_panel(from + at.header, from + at.q, to + S * kQ6KBytes);
     }
     return;
   }

@@ -3,9 +3,9 @@
 // block across each other, an order the hardware prefetchers do not follow; repacked, a group's
 // blocks come in the order the kernel reads them, one linear stream per thread, with the same
 // bytes (no dequantization at load, so results stay bitwise the same; Q5_0/Q5_1 reorder their
-// quant bits, below).
+// quant bits and Q6_K widens its quants to bytes, below).
 //
-// Types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, A4G64 and Q4_K (below). Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 have
+// Types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, A4G64, Q4_K and Q6_K (below). Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 have
 // blocks of 32 weights: fp16 d, Q4_1/Q5_1 also fp16 m, then 16, 20 (Q5: the 4-byte word of fifth
 // bits, then the nibbles) or 32 bytes of quants. Rows must be a multiple of 8. Group g (rows
 // 8g .. 8g+7) takes the bytes of its rows, nb·8 blocks, at g·nb·8·block_bytes, in chunks of up to
@@ -28,6 +28,14 @@
 // ("pairs" of sub-blocks) pair by pair, row by row (pair p, row i at (p·8 + i)·32). In bytes per
 // sub-block that is 2 of header and 16 of quants, so the group and chunk offsets are the other
 // types' formulas.
+//
+// Q6_K (super-blocks of 256 weights: 128 bytes of low nibbles, 64 of high 2-bit pairs, 16 int8
+// scales, fp16 d) is widened: its 6-bit quants become one signed byte each (q − 32), so the kernel
+// converts them as Q8_0's, where unpacking from the GGUF order cost twice the arithmetic. A chunk
+// (2 super-blocks, the last may be 1) holds 24-byte headers, row i's super-block s at
+// (i·(n/8) + s)·24 (the 16 scales, d, 6 bytes of padding), then the 32 bytes of each block of 32,
+// block by block, row by row (block j, row i at (j·8 + i)·32): 3 + 32 bytes per block, 280 per
+// super-block where the file has 210. decode_panel_row packs the bits back.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -42,13 +50,14 @@ constexpr int kDecodeChunkBlocks = 16;
 
 constexpr bool supports_decode_panels(DType t) {
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::A4G64 ||
-         t == DType::Q5_0 || t == DType::Q5_1;
+         t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q6_K;
 }
 // per block (sub-block)
-constexpr int64_t decode_scale_bytes(DType t) { return t == DType::Q4_1 || t == DType::Q5_1 ? 4 : 2; }
+constexpr int64_t decode_scale_bytes(DType t) { return t == DType::Q4_1 || t == DType::Q5_1 ? 4 : t == DType::Q6_K ? 3 : 2; }
 constexpr int64_t decode_quant_bytes(DType t) {
-  return t == DType::Q8_0 ? 32 : t == DType::Q5_0 || t == DType::Q5_1 ? 20 : 16;
+  return t == DType::Q8_0 || t == DType::Q6_K ? 32 : t == DType::Q5_0 || t == DType::Q5_1 ? 20 : 16;
 }
+constexpr int64_t kQ6KPanelHeader = 24;  // per row and super-block
 
 // Whether pack_decode_panels takes w: a supported type, rows a multiple of 8, columns a multiple of
 // the type's block (32; A4G64 64; Q4_K 256).

@@ -129,6 +129,43 @@ void group_x1_panels_q4k(const WeightMatrix& w, int64_t r, const float* x, float
   for (int i = 0; i < R; ++i) y[r + i] = simd::reduce16(V16{acc[i]});
 }
 
+// Q6_K on decode panels: per chunk each row's two half scales per block, d·sc as
+// q6k_half_scales computes them (16 at a time per super-block); then each block's 32 signed bytes
+// (q − 32) widened as Q8_0's, w = scale · q as deq32_q6k gives them.
+void group_x1_panels_q6k(const WeightMatrix& w, int64_t r, const float* x, float* y) {
+  constexpr int R = kDecodeGroupRows;
+  constexpr int64_t bb = decode_scale_bytes(DType::Q6_K) + decode_quant_bytes(DType::Q6_K);
+  const int64_t nb = w.cols / 32;
+  const uint8_t* g = w.row_panels + (r / R) * nb * R * bb;
+  const uint8_t* pf = g + kPanelPrefetchBytes;
+  __m512 acc[R];
+  for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
+  alignas(64) float sc[R][2 * kDecodeChunkBlocks];
+  const auto widen = [](const uint8_t* p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))); };
+  for (int64_t b0 = 0; b0 < nb; b0 += kDecodeChunkBlocks) {
+    const int64_t n = std::min<int64_t>(kDecodeChunkBlocks, nb - b0), ns = n / 8;
+    const uint8_t* chunk = g + b0 * R * bb;
+    for (int i = 0; i < R; ++i)
+      for (int64_t s = 0; s < ns; ++s) {
+        const uint8_t* h = chunk + (i * ns + s) * kQ6KPanelHeader;
+        _mm512_store_ps(sc[i] + 16 * s, _mm512_mul_ps(_mm512_set1_ps(simd::half_at(h + 16)), widen(h)));
+      }
+    const uint8_t* q = chunk + R * ns * kQ6KPanelHeader;
+    for (int64_t j = 0; j < n; ++j, q += R * 32) {
+      for (int64_t o = 0; o < R * bb; o += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
+      pf += R * bb;
+      const float* xb = x + 32 * (b0 + j);
+      const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
+      for (int i = 0; i < R; ++i) {
+        const uint8_t* qi = q + i * 32;
+        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(sc[i][2 * j]), widen(qi)), x0, acc[i]);
+        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(sc[i][2 * j + 1]), widen(qi + 16)), x1, acc[i]);
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i) y[r + i] = simd::reduce16(V16{acc[i]});
+}
+
 template <DType T>
 void group_x1_panels(const WeightMatrix& w, int64_t r, const float* x, float* y) {
   constexpr int R = kDecodeGroupRows;
@@ -302,6 +339,7 @@ void matmul_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x
       if (w.row_panels && r0 % kDecodeGroupRows == 0) {
         for (; r + kDecodeGroupRows <= r1; r += kDecodeGroupRows) {
           if constexpr (T == DType::Q4_K) group_x1_panels_q4k(w, r, x, y);
+          else if constexpr (T == DType::Q6_K) group_x1_panels_q6k(w, r, x, y);
           else group_x1_panels<T>(w, r, x, y);
         }
         for (; r < r1; ++r) rows_x1<T, 1>(w, r, x, y);  // a range ending inside a group: the GGUF rows
