@@ -19,11 +19,11 @@ namespace {
 TEST(DecodePanels, SameBytesAndSameBits) {
   ThreadPool one(1), two(2);
   // columns: one block, a chunk of 16 blocks plus 2 (SmolLM2's 576), 3 whole chunks, 17 blocks
-  // Q4_K, Q6_K: one super-block, a chunk of 2 plus 1, 3 whole chunks
+  // Q4_K, Q5_K, Q6_K: one super-block, a chunk of 2 plus 1, 3 whole chunks
   // A4G64: one 64-group, then as above with 20 blocks in place of 17
   using Shapes = std::vector<std::pair<int64_t, int64_t>>;
-  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::A4G64, DType::Q5_0, DType::Q5_1, DType::Q6_K})
-    for (auto [rows, cols] : t == DType::Q4_K || t == DType::Q6_K ? Shapes{{8, 256}, {64, 768}, {200, 1536}}
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::A4G64, DType::Q5_0, DType::Q5_1, DType::Q5_K, DType::Q6_K})
+    for (auto [rows, cols] : t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K ? Shapes{{8, 256}, {64, 768}, {200, 1536}}
                              : t == DType::A4G64 ? Shapes{{8, 64}, {64, 576}, {200, 1536}, {48, 640}}
                                                  : Shapes{{8, 32}, {64, 576}, {200, 1536}, {48, 544}}) {
       const test::RandomMatrix M = test::make_matrix(t, rows, cols, static_cast<uint32_t>(rows + cols));

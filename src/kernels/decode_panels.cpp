@@ -38,38 +38,73 @@ SuperAt super_at(int64_t nb, int64_t S, int i) {
   return {chunk + (i * ns + s) * 16, chunk + kDecodeGroupRows * ns * 16 + (4 * s * kDecodeGroupRows + i) * 32};
 }
 
-// A Q5_0/Q5_1 block's 20 quant bytes (GGUF: the qh word, then 16 bytes of nibbles) in the panel
-// order (decode_panels.h): byte e holds q[e] and the low 3 bits of q[16 + e], the word after them
-// the top 2 bits of q[16 + e] at bits 2e, 2e + 1.
-void q5_to_panel(const uint8_t* gguf, uint8_t* panel) {
-  uint32_t qh, top = 0;
-  std::memcpy(&qh, gguf, 4);
+// 32 five-bit quants (0..31) in a decode panel's 20 bytes (decode_panels.h): byte e holds q[e]
+// and the low 3 bits of q[16 + e], the word after the 16 bytes the top 2 bits of q[16 + e] at
+// bits 2e, 2e + 1; and back.
+void pack_q5(const int8_t q[32], uint8_t* panel) {
+  uint32_t top = 0;
   for (int e = 0; e < 16; ++e) {
-    const uint32_t lo = (gguf[4 + e] & 0xfu) | ((qh >> e) & 1u) << 4, hi = (gguf[4 + e] >> 4) | ((qh >> (16 + e)) & 1u) << 4;
+    const uint32_t lo = static_cast<uint32_t>(q[e]), hi = static_cast<uint32_t>(q[16 + e]);
     panel[e] = static_cast<uint8_t>(lo | (hi & 7u) << 5);
     top |= (hi >> 3) << (2 * e);
   }
   std::memcpy(panel + 16, &top, 4);
 }
-void q5_from_panel(const uint8_t* panel, uint8_t* gguf) {
-  uint32_t top, qh = 0;
+void unpack_q5(const uint8_t* panel, int q[32]) {
+  uint32_t top;
   std::memcpy(&top, panel + 16, 4);
   for (int e = 0; e < 16; ++e) {
-    const uint32_t lo = panel[e] & 31u, hi = (panel[e] >> 5) | ((top >> (2 * e)) & 3u) << 3;
-    gguf[4 + e] = static_cast<uint8_t>((lo & 0xfu) | (hi & 0xfu) << 4);
-    qh |= (lo >> 4) << e | (hi >> 4) << (16 + e);
+    q[e] = panel[e] & 31;
+    q[16 + e] = static_cast<int>((panel[e] >> 5) | ((top >> (2 * e)) & 3u) << 3);
+  }
+}
+
+// A Q5_0/Q5_1 block's quant bytes (GGUF: the qh word, then 16 bytes of nibbles) to the panel, and back.
+void q5_to_panel(const uint8_t* gguf, uint8_t* panel) {
+  int8_t q[32];
+  q5_quants(gguf, 0, q);
+  pack_q5(q, panel);
+}
+void q5_from_panel(const uint8_t* panel, uint8_t* gguf) {
+  int q[32];
+  unpack_q5(panel, q);
+  uint32_t qh = 0;
+  for (int e = 0; e < 16; ++e) {
+    gguf[4 + e] = static_cast<uint8_t>((q[e] & 15) | (q[16 + e] & 15) << 4);
+    qh |= static_cast<uint32_t>(q[e] >> 4) << e | static_cast<uint32_t>(q[16 + e] >> 4) << (16 + e);
   }
   std::memcpy(gguf, &qh, 4);
 }
 
-// Q6_K: row i's super-block S in the panels, from the group's first byte: its header, and block
-// j (0..7) of its quants at q + j·kDecodeGroupRows·32.
-SuperAt q6k_at(int64_t nb, int64_t S, int i) {
+// Q5_K and Q6_K: row i's super-block S in the panels, from the group's first byte: its header
+// (Q5_K: the file's 16 bytes, as Q4_K's; Q6_K: kQ6KPanelHeader bytes), and block j (0..7) of its
+// quants at q + j·kDecodeGroupRows·decode_quant_bytes.
+SuperAt kquant_at(DType t, int64_t nb, int64_t S, int i) {
+  const int64_t hb = t == DType::Q6_K ? kQ6KPanelHeader : 16, qb = decode_quant_bytes(t);
   const int64_t b = 8 * S, b0 = b / kDecodeChunkBlocks * kDecodeChunkBlocks,
                 ns = std::min<int64_t>(kDecodeChunkBlocks, nb - b0) / 8, s = (b - b0) / 8;
-  const int64_t chunk = b0 * kDecodeGroupRows * (decode_scale_bytes(DType::Q6_K) + decode_quant_bytes(DType::Q6_K));
-  return {chunk + (i * ns + s) * kQ6KPanelHeader,
-          chunk + kDecodeGroupRows * ns * kQ6KPanelHeader + (8 * s * kDecodeGroupRows + i) * 32};
+  const int64_t chunk = b0 * kDecodeGroupRows * (decode_scale_bytes(t) + qb);
+  return {chunk + (i * ns + s) * hb, chunk + kDecodeGroupRows * ns * hb + (8 * s * kDecodeGroupRows + i) * qb};
+}
+
+// A Q5_K super-block's quants to the panel (each sub-block packed as a Q5_0 block is), and back.
+void q5k_to_panel(const uint8_t* sb, uint8_t* q) {
+  for (int j = 0; j < 8; ++j) {
+    int8_t v[32];
+    q5k_quants(sb, j, v);
+    pack_q5(v, q + j * kDecodeGroupRows * 20);
+  }
+}
+void q5k_from_panel(const uint8_t* q, uint8_t* sb) {
+  std::memset(sb + 16, 0, kQ5KBytes - 16);
+  for (int j = 0; j < 8; ++j) {  // sub-block j: nibbles in qs[32·(j/2) + l] (low or high), fifth bit j of qh[l]
+    int v[32];
+    unpack_q5(q + j * kDecodeGroupRows * 20, v);
+    for (int l = 0; l < 32; ++l) {
+      sb[48 + 32 * (j / 2) + l] |= static_cast<uint8_t>((v[l] & 15) << (4 * (j % 2)));
+      sb[16 + l] |= static_cast<uint8_t>((v[l] >> 4) << j);
+    }
+  }
 }
 
 // A Q6_K super-block widened into its panel places (scales, d, q − 32 per byte), or packed back.
@@ -108,9 +143,18 @@ void copy_row(DType t, int64_t nb, int i, const uint8_t* from, uint8_t* to, bool
   }
   if (t == DType::Q6_K) {
     for (int64_t S = 0; S < nb / 8; ++S) {
-      const SuperAt at = q6k_at(nb, S, i);
+      const SuperAt at = kquant_at(t, nb, S, i);
       if (to_panels) q6k_to_panel(from + S * kQ6KBytes, to + at.header, to + at.q);
       else q6k_from_panel(from + at.header, from + at.q, to + S * kQ6KBytes);
+    }
+    return;
+  }
+  if (t == DType::Q5_K) {
+    for (int64_t S = 0; S < nb / 8; ++S) {
+      const SuperAt at = kquant_at(t, nb, S, i);
+      move(S * kQ5KBytes, at.header, 16);
+      if (to_panels) q5k_to_panel(from + S * kQ5KBytes, to + at.q);
+      else q5k_from_panel(from + at.q, to + S * kQ5KBytes);
     }
     return;
   }

@@ -5,7 +5,7 @@
 // bytes (no dequantization at load, so results stay bitwise the same; Q5_0/Q5_1 reorder their
 // quant bits and Q6_K widens its quants to bytes, below).
 //
-// Types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, A4G64, Q4_K and Q6_K (below). Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 have
+// Types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, A4G64, Q4_K, Q5_K and Q6_K (below). Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 have
 // blocks of 32 weights: fp16 d, Q4_1/Q5_1 also fp16 m, then 16, 20 (Q5: the 4-byte word of fifth
 // bits, then the nibbles) or 32 bytes of quants. Rows must be a multiple of 8. Group g (rows
 // 8g .. 8g+7) takes the bytes of its rows, nb·8 blocks, at g·nb·8·block_bytes, in chunks of up to
@@ -29,6 +29,11 @@
 // sub-block that is 2 of header and 16 of quants, so the group and chunk offsets are the other
 // types' formulas.
 //
+// Q5_K (Q4_K's 16-byte header, 32 bytes of fifth bits, Q4_K's nibbles) is laid out as Q4_K with
+// each sub-block's quants in Q5_0's panel order (20 bytes, below): the headers, row i's
+// super-block s at (i·(n/8) + s)·16, then sub-block j, row i at (j·8 + i)·20; 2 + 20 bytes per
+// sub-block, the file's 176 per super-block.
+//
 // Q6_K (super-blocks of 256 weights: 128 bytes of low nibbles, 64 of high 2-bit pairs, 16 int8
 // scales, fp16 d) is widened: its 6-bit quants become one signed byte each (q − 32), so the kernel
 // converts them as Q8_0's, where unpacking from the GGUF order cost twice the arithmetic. A chunk
@@ -50,12 +55,12 @@ constexpr int kDecodeChunkBlocks = 16;
 
 constexpr bool supports_decode_panels(DType t) {
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::A4G64 ||
-         t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q6_K;
+         t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K;
 }
 // per block (sub-block)
 constexpr int64_t decode_scale_bytes(DType t) { return t == DType::Q4_1 || t == DType::Q5_1 ? 4 : t == DType::Q6_K ? 3 : 2; }
 constexpr int64_t decode_quant_bytes(DType t) {
-  return t == DType::Q8_0 || t == DType::Q6_K ? 32 : t == DType::Q5_0 || t == DType::Q5_1 ? 20 : 16;
+  return t == DType::Q8_0 || t == DType::Q6_K ? 32 : t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K ? 20 : 16;
 }
 constexpr int64_t kQ6KPanelHeader = 24;  // per row and super-block
 

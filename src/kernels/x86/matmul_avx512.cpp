@@ -88,6 +88,15 @@ void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y, const u
 // row order's rate for Q4_1 and Q8_0 (docs/kernels.md).
 constexpr int64_t kPanelPrefetchBytes = 4096;
 
+// Q4_K and Q5_K panels: each row's 16 sub-block scales and mins of a chunk (ns super-blocks)
+// from its 16-byte headers, as block_consts computes them from a GGUF row.
+inline void chunk_k_consts(const uint8_t* chunk, int64_t ns, float dc[][16], float mc[][16]) {
+  for (int i = 0; i < kDecodeGroupRows; ++i) {
+    const uint8_t* h = chunk + i * ns * 16;
+    simd::q4k_consts(h, ns == 2 ? h + 16 : nullptr, dc[i], mc[i]);
+  }
+}
+
 // Q4_K on decode panels: per chunk the rows' headers become 16 scales and mins each (q4k_consts);
 // then each 32-byte run serves two sub-blocks, its low nibbles the first and its high nibbles the
 // second, as deq32c reads them from a GGUF row.
@@ -104,10 +113,7 @@ void group_x1_panels_q4k(const WeightMatrix& w, int64_t r, const float* x, float
   for (int64_t b0 = 0; b0 < nb; b0 += kDecodeChunkBlocks) {
     const int64_t n = std::min<int64_t>(kDecodeChunkBlocks, nb - b0), ns = n / 8;
     const uint8_t* chunk = g + b0 * R * bb;
-    for (int i = 0; i < R; ++i) {
-      const uint8_t* h = chunk + i * ns * 16;
-      simd::q4k_consts(h, ns == 2 ? h + 16 : nullptr, dc[i], mc[i]);
-    }
+    chunk_k_consts(chunk, ns, dc, mc);
     const uint8_t* q = chunk + R * ns * 16;
     for (int64_t j = 0; j < n; j += 2, q += R * 32) {
       for (int64_t o = 0; o < R * 2 * bb; o += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
@@ -123,6 +129,39 @@ void group_x1_panels_q4k(const WeightMatrix& w, int64_t r, const float* x, float
         acc[i] = _mm512_fmadd_ps(simd::lookup_nibbles16(qi + 16, false, lo).v, x1, acc[i]);
         acc[i] = _mm512_fmadd_ps(simd::lookup_nibbles16(qi, true, hi).v, x2, acc[i]);
         acc[i] = _mm512_fmadd_ps(simd::lookup_nibbles16(qi + 16, true, hi).v, x3, acc[i]);
+      }
+    }
+  }
+  for (int i = 0; i < R; ++i) y[r + i] = simd::reduce16(V16{acc[i]});
+}
+
+// Q5_K on decode panels: Q4_K's headers become each row's 16 scales and mins (q4k_consts), then
+// every sub-block is a Q5_1-style block in the panel order (deq32_q5_panel: the same table values
+// as deq32_q5k's).
+void group_x1_panels_q5k(const WeightMatrix& w, int64_t r, const float* x, float* y) {
+  constexpr int R = kDecodeGroupRows;
+  constexpr int64_t qb = decode_quant_bytes(DType::Q5_K), bb = decode_scale_bytes(DType::Q5_K) + qb;
+  const int64_t nb = w.cols / 32;
+  const uint8_t* g = w.row_panels + (r / R) * nb * R * bb;
+  const uint8_t* pf = g + kPanelPrefetchBytes;
+  __m512 acc[R];
+  for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
+  alignas(64) float dc[R][16], mc[R][16];
+  for (int64_t b0 = 0; b0 < nb; b0 += kDecodeChunkBlocks) {
+    const int64_t n = std::min<int64_t>(kDecodeChunkBlocks, nb - b0), ns = n / 8;
+    const uint8_t* chunk = g + b0 * R * bb;
+    chunk_k_consts(chunk, ns, dc, mc);
+    const uint8_t* q = chunk + R * ns * 16;
+    for (int64_t j = 0; j < n; ++j, q += R * qb) {
+      for (int64_t o = 0; o < R * bb; o += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
+      pf += R * bb;
+      const float* xb = x + 32 * (b0 + j);
+      const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
+      for (int i = 0; i < R; ++i) {
+        V16 w0, w1;
+        simd::deq32_q5_panel<DType::Q5_1>(q + i * qb, dc[i][j], mc[i][j], w0, w1);
+        acc[i] = _mm512_fmadd_ps(w0.v, x0, acc[i]);
+        acc[i] = _mm512_fmadd_ps(w1.v, x1, acc[i]);
       }
     }
   }
@@ -339,6 +378,7 @@ void matmul_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x
       if (w.row_panels && r0 % kDecodeGroupRows == 0) {
         for (; r + kDecodeGroupRows <= r1; r += kDecodeGroupRows) {
           if constexpr (T == DType::Q4_K) group_x1_panels_q4k(w, r, x, y);
+          else if constexpr (T == DType::Q5_K) group_x1_panels_q5k(w, r, x, y);
           else if constexpr (T == DType::Q6_K) group_x1_panels_q6k(w, r, x, y);
           else group_x1_panels<T>(w, r, x, y);
         }
