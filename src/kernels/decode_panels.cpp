@@ -210,6 +210,22 @@ PackedWeights pack_decode_panels(const WeightMatrix& w, const std::function<void
   return out;
 }
 
+PanelBlock panel_block(const WeightMatrix& w, int64_t r, int64_t b) {
+  const int64_t nb = w.cols / 32, bb = decode_scale_bytes(w.type) + decode_quant_bytes(w.type);
+  const uint8_t* g = w.row_panels + (r / kDecodeGroupRows) * nb * kDecodeGroupRows * bb;
+  const int i = static_cast<int>(r % kDecodeGroupRows);
+  if (w.type == DType::Q4_K) {
+    const SuperAt at = super_at(nb, b / 8, i);
+    return {g + at.header, nullptr, g + at.q + (b % 8 / 2) * kDecodeGroupRows * 32};
+  }
+  if (w.type == DType::Q5_K || w.type == DType::Q6_K) {
+    const SuperAt at = kquant_at(w.type, nb, b / 8, i);
+    return {g + at.header, nullptr, g + at.q + (b % 8) * kDecodeGroupRows * decode_quant_bytes(w.type)};
+  }
+  const BlockAt at = block_at(w.type, nb, b, i);
+  return {g + at.d, g + at.m, g + at.q};
+}
+
 void decode_panel_row(const WeightMatrix& w, int64_t r, uint8_t* out) {
   const int64_t nb = w.cols / 32, bb = decode_scale_bytes(w.type) + decode_quant_bytes(w.type);
   const uint8_t* g = w.row_panels + (r / kDecodeGroupRows) * nb * kDecodeGroupRows * bb;

@@ -78,6 +78,15 @@ inline bool fits_decode_panels(const WeightMatrix& w) {
 PackedWeights pack_decode_panels(const WeightMatrix& w,
                                  const std::function<void(const uint8_t* p, size_t n)>& consumed = {});
 
+// Where row r's block b (of 32 elements) sits in the panels: its fp16 d and m (Q4_1/Q5_1; m is
+// unset for the others) or, for Q4_K/Q5_K/Q6_K, its super-block's panel header in d; and its
+// quants. For kernels that dequantize rows in place (prefill) where rebuilding GGUF bytes would
+// cost more than the arithmetic (Q5_0/Q5_1/Q5_K/Q6_K, whose panels reorder or widen the bits).
+struct PanelBlock {
+  const uint8_t *d, *m, *q;
+};
+PanelBlock panel_block(const WeightMatrix& w, int64_t r, int64_t b);
+
 // Row r rebuilt in GGUF block order from the panels (row_bytes(type, cols) bytes into out): for
 // the kernels that read whole rows (prefill) without touching the original bytes.
 void decode_panel_row(const WeightMatrix& w, int64_t r, uint8_t* out);

@@ -254,6 +254,26 @@ void group_x1_panels(const WeightMatrix& w, int64_t r, const float* x, float* y)
   for (int i = 0; i < R; ++i) y[r + i] = simd::reduce16(V16{acc[i]});
 }
 
+// Block b of a Q5_0/Q5_1/Q5_K/Q6_K row read from its decode panel (panel_block): the weights
+// deq32 gives from the GGUF row (the same constants, tables and products).
+template <DType T>
+inline void deq32_panel(const PanelBlock& p, int64_t b, V16& w0, V16& w1) {
+  if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {
+    simd::deq32_q5_panel<T>(p.q, simd::half_at(p.d), T == DType::Q5_1 ? simd::half_at(p.m) : 0.0f, w0, w1);
+  } else if constexpr (T == DType::Q5_K) {  // the header is the file's: Q4_K's scales and mins
+    float dc, mc;
+    q4k_sub_scale_min(p.d, static_cast<int>(b % 8), dc, mc);
+    simd::deq32_q5_panel<DType::Q5_1>(p.q, dc, mc, w0, w1);
+  } else {  // Q6_K: header sc[16], d; quants q − 32 as bytes
+    const int j = static_cast<int>(b % 8);
+    const float d = simd::half_at(p.d + 16);
+    const float s0 = d * static_cast<float>(static_cast<int8_t>(p.d[2 * j])),
+                s1 = d * static_cast<float>(static_cast<int8_t>(p.d[2 * j + 1]));
+    w0 = simd::mul16(simd::set16(s0), simd::i8x16(reinterpret_cast<const int8_t*>(p.q)));
+    w1 = simd::mul16(simd::set16(s1), simd::i8x16(reinterpret_cast<const int8_t*>(p.q + 16)));
+  }
+}
+
 // Prefill micro-kernel on packed operands: R rows x TT tokens, both stored chunk-interleaved
 // ([chunk][R or TT][16] floats) so each operand is one sequential stream. The last chunk is
 // masked to K's tail, so padded lanes leave the accumulators untouched, exactly as ref/ does.
@@ -325,6 +345,17 @@ void prefill_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x,
         continue;
       }
       const uint8_t* row = w.data + (p0 + i) * w.row_stride;
+      if constexpr (T == DType::Q5_0 || T == DType::Q5_1 || T == DType::Q5_K || T == DType::Q6_K) {
+        if (w.row_panels) {  // dequantized from the panels in place (rebuilding GGUF bytes cost ~25%)
+          for (int64_t b = 0; b < K / 32; ++b) {
+            V16 w0, w1;
+            deq32_panel<T>(panel_block(w, p0 + i, b), b, w0, w1);
+            _mm512_storeu_ps(base + (2 * b) * 16 * R, w0.v);
+            _mm512_storeu_ps(base + (2 * b + 1) * 16 * R, w1.v);
+          }
+          continue;
+        }
+      }
       if (w.row_panels) {  // the row rebuilt from the panels, so the GGUF bytes stay untouched
         thread_local std::vector<uint8_t> rowbuf;
         rowbuf.resize(w.row_stride);
