@@ -8,8 +8,8 @@
 // Each line also gives the fraction of the probe's peak ($TESSERA_PROBE or models/probe.json):
 // frac_compute of its 1-thread fp32 FMA rate (int8 VNNI rate with --q8) × threads, and for cold
 // decode frac_dram of its DRAM read rate at the same thread count (-1 when there is no probe).
-// --panels repacks Q4_0/Q4_1/Q8_0/Q4_K/A4G64 weights into decode panels first (as the session does on
-// AVX-512 with fp32 activations; kernels/decode_panels.h) and skips the other types.
+// --panels repacks the weights into decode panels first where the session does (supports_decode_panels: every
+// quantized type on AVX-512 with fp32 activations; kernels/decode_panels.h) and skips the other types.
 // --decode limits it to the M = 1 shapes. Cold decode also times, after each run, one read of as
 // many bytes by the probe's read loop on the same pool (a fresh part of a separate 256 MiB
 // buffer): frac_dram_paired is the median over runs of the kernel's rate over that read rate,

@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # Quantized matmul side by side: tessera (fp32 activations on decode panels, as the Session repacks
-# Q4_0/Q4_1/Q8_0/Q4_K/A4G64 on AVX-512; and --q8 8-bit activations) and
+# its quantized types on AVX-512; and --q8 8-bit activations) and
 # llama.cpp's CPU backend on SmolLM2-135M's shapes, 1 and 2 threads, one after the other per
 # thread count so all three see the same machine conditions; then the joined table.
 #   [ROUNDS=n] bash bench/micro/quant_compare.sh [OUTDIR]     (default out/quant, 1 round)
 # With ROUNDS=n every case runs n times, both engines in each round; the table gives median rates
 # and the median (min..max) of the per-round ratios.
-# KQUANT=1: the 5- and 6-bit types of llama.cpp's K-quant mixtures instead (Q5_0/Q5_1 on decode
-# panels, Q5_K/Q6_K on their GGUF rows, as the Session runs them with fp32 activations; and --q8).
+# KQUANT=1: the 5- and 6-bit types of llama.cpp's K-quant mixtures instead (on decode panels, as
+# the Session runs them with fp32 activations; and --q8).
 # Needs build-bench (bench/micro/run.sh or: cmake -B build-bench -DTESSERA_BUILD_BENCH=ON) and
 # the llama.cpp build (bench/peers/build_llamacpp.sh).
 set -euo pipefail
@@ -22,8 +22,7 @@ bin=build-bench/bench/micro/bench_quant
 if [[ "${KQUANT:-0}" == 1 ]]; then
   for ((r = 0; r < ${ROUNDS:-1}; r++)); do
     for t in 1 2; do
-      for ty in Q5_0 Q5_1; do "$bin" -t "$t" --panels --type "$ty" >>"$out/tessera.jsonl"; done
-      for ty in Q5_K Q6_K; do "$bin" -t "$t" --type "$ty" >>"$out/tessera.jsonl"; done
+      for ty in Q5_0 Q5_1 Q5_K Q6_K; do "$bin" -t "$t" --panels --type "$ty" >>"$out/tessera.jsonl"; done
       for ty in Q5_0 Q5_1 Q5_K Q6_K; do "$bin" -t "$t" --q8 --type "$ty" >>"$out/tessera_q8.jsonl"; done
       THREADS="$t" EXTRA_ARGS="--types q5_0,q5_1,q5_K,q6_K" bash bench/peers/llamacpp_matmul.sh "$out/llamacpp_t$t.jsonl" >/dev/null 2>&1
       cat "$out/llamacpp_t$t.jsonl" >>"$out/llamacpp.jsonl"

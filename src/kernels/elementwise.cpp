@@ -11,7 +11,8 @@ namespace {
 // Σ f(i) for i < n in double, as eight interleaved partial sums (i mod 8) added up by a fixed
 // tree: the same bits on every machine and ISA (plain IEEE double adds in one order), and eight
 // independent add chains where one serial chain made the norms latency-bound. The SIMD norms keep
-// the eight partial sums as the lanes of double vectors (norm_sums8 in elementwise.h).
+// the eight partial sums as the lanes of double vectors, and all add them up by tree8
+// (elementwise.h).
 template <class F>
 double sum8(int64_t n, F f) {
   double a[8] = {0, 0, 0, 0, 0, 0, 0, 0};

@@ -37,7 +37,7 @@ inline V16 deq16(const uint8_t* row, int64_t c) {
 
 #if defined(__AVX512BW__)
 // A Q5_0 / Q5_1 block's 32 possible weights in two tables for a 2-source permute indexed by the
-// 5-bit quant: each entry exactly the value mul16/fma16 give below.
+// 5-bit quant: each entry exactly the value deq32_q5's portable branch (mul16/fma16) gives.
 template <DType t>
 inline void q5_tables(float dc, float mc, __m512& lo, __m512& hi) {
   const __m512 d = _mm512_set1_ps(dc), iota = iota16().v, sixteen = _mm512_set1_ps(16.0f);
