@@ -75,8 +75,7 @@ inline void deq32_q5_panel(const uint8_t* p, float dc, float mc, V16& w0, V16& w
 template <DType t>
 inline void deq32_q5(const uint8_t* qh, float dc, float mc, V16& w0, V16& w1) {
 #if defined(__AVX512BW__)
-  // the block's 32 possible weights in two tables, looked up by the 5-bit quant (nibble | fifth
-  // bit << 4) with one 2-source permute: each entry is exactly the value mul16/fma16 give below.
+  // the block's 32 possible weights (q5_tables), looked up by the 5-bit quant (nibble | fifth bit << 4)
   __m512 lo, hi;
   q5_tables<t>(dc, mc, lo, hi);
   // The index of lane e: its nibble in bits 0..3 and its fifth bit in bit 4, which the permute

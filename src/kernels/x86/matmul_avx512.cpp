@@ -135,74 +135,18 @@ void group_x1_panels_q4k(const WeightMatrix& w, int64_t r, const float* x, float
   for (int i = 0; i < R; ++i) y[r + i] = simd::reduce16(V16{acc[i]});
 }
 
-// Q5_K on decode panels: Q4_K's headers become each row's 16 scales and mins (q4k_consts), then
-// every sub-block is a Q5_1-style block in the panel order (deq32_q5_panel: the same table values
-// as deq32_q5k's).
-void group_x1_panels_q5k(const WeightMatrix& w, int64_t r, const float* x, float* y) {
-  constexpr int R = kDecodeGroupRows;
-  constexpr int64_t qb = decode_quant_bytes(DType::Q5_K), bb = decode_scale_bytes(DType::Q5_K) + qb;
-  const int64_t nb = w.cols / 32;
-  const uint8_t* g = w.row_panels + (r / R) * nb * R * bb;
-  const uint8_t* pf = g + kPanelPrefetchBytes;
-  __m512 acc[R];
-  for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
-  alignas(64) float dc[R][16], mc[R][16];
-  for (int64_t b0 = 0; b0 < nb; b0 += kDecodeChunkBlocks) {
-    const int64_t n = std::min<int64_t>(kDecodeChunkBlocks, nb - b0), ns = n / 8;
-    const uint8_t* chunk = g + b0 * R * bb;
-    chunk_k_consts(chunk, ns, dc, mc);
-    const uint8_t* q = chunk + R * ns * 16;
-    for (int64_t j = 0; j < n; ++j, q += R * qb) {
-      for (int64_t o = 0; o < R * bb; o += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
-      pf += R * bb;
-      const float* xb = x + 32 * (b0 + j);
-      const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
-      for (int i = 0; i < R; ++i) {
-        V16 w0, w1;
-        simd::deq32_q5_panel<DType::Q5_1>(q + i * qb, dc[i][j], mc[i][j], w0, w1);
-        acc[i] = _mm512_fmadd_ps(w0.v, x0, acc[i]);
-        acc[i] = _mm512_fmadd_ps(w1.v, x1, acc[i]);
-      }
-    }
-  }
-  for (int i = 0; i < R; ++i) y[r + i] = simd::reduce16(V16{acc[i]});
-}
-
-// Q6_K on decode panels: per chunk each row's two half scales per block, d·sc as
-// q6k_half_scales computes them (16 at a time per super-block); then each block's 32 signed bytes
-// (q − 32) widened as Q8_0's, w = scale · q as deq32_q6k gives them.
-void group_x1_panels_q6k(const WeightMatrix& w, int64_t r, const float* x, float* y) {
-  constexpr int R = kDecodeGroupRows;
-  constexpr int64_t bb = decode_scale_bytes(DType::Q6_K) + decode_quant_bytes(DType::Q6_K);
-  const int64_t nb = w.cols / 32;
-  const uint8_t* g = w.row_panels + (r / R) * nb * R * bb;
-  const uint8_t* pf = g + kPanelPrefetchBytes;
-  __m512 acc[R];
-  for (int i = 0; i < R; ++i) acc[i] = _mm512_setzero_ps();
-  alignas(64) float sc[R][2 * kDecodeChunkBlocks];
-  const auto widen = [](const uint8_t* p) { return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)))); };
-  for (int64_t b0 = 0; b0 < nb; b0 += kDecodeChunkBlocks) {
-    const int64_t n = std::min<int64_t>(kDecodeChunkBlocks, nb - b0), ns = n / 8;
-    const uint8_t* chunk = g + b0 * R * bb;
-    for (int i = 0; i < R; ++i)
-      for (int64_t s = 0; s < ns; ++s) {
-        const uint8_t* h = chunk + (i * ns + s) * kQ6KPanelHeader;
-        _mm512_store_ps(sc[i] + 16 * s, _mm512_mul_ps(_mm512_set1_ps(simd::half_at(h + 16)), widen(h)));
-      }
-    const uint8_t* q = chunk + R * ns * kQ6KPanelHeader;
-    for (int64_t j = 0; j < n; ++j, q += R * 32) {
-      for (int64_t o = 0; o < R * bb; o += 64) _mm_prefetch(reinterpret_cast<const char*>(pf + o), _MM_HINT_T0);
-      pf += R * bb;
-      const float* xb = x + 32 * (b0 + j);
-      const __m512 x0 = _mm512_loadu_ps(xb), x1 = _mm512_loadu_ps(xb + 16);
-      for (int i = 0; i < R; ++i) {
-        const uint8_t* qi = q + i * 32;
-        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(sc[i][2 * j]), widen(qi)), x0, acc[i]);
-        acc[i] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(sc[i][2 * j + 1]), widen(qi + 16)), x1, acc[i]);
-      }
-    }
-  }
-  for (int i = 0; i < R; ++i) y[r + i] = simd::reduce16(V16{acc[i]});
+// One panel block's weights from its constants dc, mc (the chunk's, as group_x1_panels reads
+// them): the values deq32 gives from the GGUF row. Q5_0/Q5_1/Q5_K: the 5-bit tables on the panel
+// order (Q5_K's sub-blocks are Q5_1-shaped with d·sc and −dmin·m); Q6_K: its halves' scales
+// times the q − 32 bytes; the others as deq32c.
+template <DType Q>
+inline void deq32_panel_q(const uint8_t* q, float dc, float mc, V16& w0, V16& w1) {
+  if constexpr (Q == DType::Q5_0 || Q == DType::Q5_1) simd::deq32_q5_panel<Q>(q, dc, mc, w0, w1);
+  else if constexpr (Q == DType::Q5_K) simd::deq32_q5_panel<DType::Q5_1>(q, dc, mc, w0, w1);
+  else if constexpr (Q == DType::Q6_K) {
+    w0 = simd::mul16(simd::set16(dc), simd::i8x16(reinterpret_cast<const int8_t*>(q)));
+    w1 = simd::mul16(simd::set16(mc), simd::i8x16(reinterpret_cast<const int8_t*>(q + 16)));
+  } else simd::deq32q<Q>(q, dc, Q == DType::Q4_1 ? mc : 0.0f, w0, w1);
 }
 
 template <DType T>
@@ -226,6 +170,19 @@ void group_x1_panels(const WeightMatrix& w, int64_t r, const float* x, float* y)
         _mm512_store_ps(dc[i], _mm512_permutexvar_ps(pairs, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, chunk + i * ns * 2))));
         _mm512_store_ps(mc[i], _mm512_permutexvar_ps(pairs, _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(k, chunk + (R + i) * ns * 2))));
       }
+    } else if constexpr (T == DType::Q5_K) {  // Q4_K's headers
+      chunk_k_consts(chunk, n / 8, dc, mc);
+    } else if constexpr (T == DType::Q6_K) {  // the halves' scales d·sc as q6k_half_scales: evens to dc, odds to mc
+      const __m512i split = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
+      for (int i = 0; i < R; ++i)
+        for (int s = 0; s < n / 8; ++s) {
+          const uint8_t* h = chunk + (i * (n / 8) + s) * kQ6KPanelHeader;
+          const __m512 sc = _mm512_mul_ps(_mm512_set1_ps(simd::half_at(h + 16)),
+                                          _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)))));
+          const __m512 v = _mm512_permutexvar_ps(split, sc);
+          _mm256_storeu_ps(dc[i] + 8 * s, _mm512_castps512_ps256(v));
+          _mm256_storeu_ps(mc[i] + 8 * s, _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+        }
     } else {
       const __mmask16 k = static_cast<__mmask16>(n >= 16 ? 0xffff : (1u << n) - 1);
       for (int i = 0; i < R; ++i) {
@@ -244,8 +201,7 @@ void group_x1_panels(const WeightMatrix& w, int64_t r, const float* x, float* y)
       const __m512 x0 = _mm512_loadu_ps(x + 32 * b), x1 = _mm512_loadu_ps(x + 32 * b + 16);
       for (int i = 0; i < R; ++i) {
         V16 w0, w1;
-        if constexpr (Q == DType::Q5_0 || Q == DType::Q5_1) simd::deq32_q5_panel<Q>(q + i * qb, dc[i][j], mc[i][j], w0, w1);
-        else simd::deq32q<Q>(q + i * qb, dc[i][j], Q == DType::Q4_1 ? mc[i][j] : 0.0f, w0, w1);
+        deq32_panel_q<Q>(q + i * qb, dc[i][j], mc[i][j], w0, w1);
         acc[i] = _mm512_fmadd_ps(w0.v, x0, acc[i]);
         acc[i] = _mm512_fmadd_ps(w1.v, x1, acc[i]);
       }
@@ -254,24 +210,23 @@ void group_x1_panels(const WeightMatrix& w, int64_t r, const float* x, float* y)
   for (int i = 0; i < R; ++i) y[r + i] = simd::reduce16(V16{acc[i]});
 }
 
-// Block b of a Q5_0/Q5_1/Q5_K/Q6_K row read from its decode panel (panel_block): the weights
-// deq32 gives from the GGUF row (the same constants, tables and products).
+// Block b of a Q5_0/Q5_1/Q5_K/Q6_K row read from its decode panel (panel_block): its constants
+// from the panel, then deq32_panel_q (the weights deq32 gives from the GGUF row).
 template <DType T>
 inline void deq32_panel(const PanelBlock& p, int64_t b, V16& w0, V16& w1) {
+  float dc, mc = 0.0f;
   if constexpr (T == DType::Q5_0 || T == DType::Q5_1) {
-    simd::deq32_q5_panel<T>(p.q, simd::half_at(p.d), T == DType::Q5_1 ? simd::half_at(p.m) : 0.0f, w0, w1);
+    dc = simd::half_at(p.d);
+    if constexpr (T == DType::Q5_1) mc = simd::half_at(p.m);
   } else if constexpr (T == DType::Q5_K) {  // the header is the file's: Q4_K's scales and mins
-    float dc, mc;
     q4k_sub_scale_min(p.d, static_cast<int>(b % 8), dc, mc);
-    simd::deq32_q5_panel<DType::Q5_1>(p.q, dc, mc, w0, w1);
-  } else {  // Q6_K: header sc[16], d; quants q − 32 as bytes
+  } else {  // Q6_K: header sc[16], d
     const int j = static_cast<int>(b % 8);
     const float d = simd::half_at(p.d + 16);
-    const float s0 = d * static_cast<float>(static_cast<int8_t>(p.d[2 * j])),
-                s1 = d * static_cast<float>(static_cast<int8_t>(p.d[2 * j + 1]));
-    w0 = simd::mul16(simd::set16(s0), simd::i8x16(reinterpret_cast<const int8_t*>(p.q)));
-    w1 = simd::mul16(simd::set16(s1), simd::i8x16(reinterpret_cast<const int8_t*>(p.q + 16)));
+    dc = d * static_cast<float>(static_cast<int8_t>(p.d[2 * j]));
+    mc = d * static_cast<float>(static_cast<int8_t>(p.d[2 * j + 1]));
   }
+  deq32_panel_q<T>(p.q, dc, mc, w0, w1);
 }
 
 // Prefill micro-kernel on packed operands: R rows x TT tokens, both stored chunk-interleaved
@@ -409,8 +364,6 @@ void matmul_rows_t(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x
       if (w.row_panels && r0 % kDecodeGroupRows == 0) {
         for (; r + kDecodeGroupRows <= r1; r += kDecodeGroupRows) {
           if constexpr (T == DType::Q4_K) group_x1_panels_q4k(w, r, x, y);
-          else if constexpr (T == DType::Q5_K) group_x1_panels_q5k(w, r, x, y);
-          else if constexpr (T == DType::Q6_K) group_x1_panels_q6k(w, r, x, y);
           else group_x1_panels<T>(w, r, x, y);
         }
         for (; r < r1; ++r) rows_x1<T, 1>(w, r, x, y);  // a range ending inside a group: the GGUF rows
