@@ -29,6 +29,9 @@ for xzf in tests/fixtures/vision/tiny/*.gguf.xz; do
 done
 
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j"$(nproc)" 2>&1 | grep -E "error:|warning: unused" || true
-test -x build/tessera || { echo "setup: build failed" >&2; exit 1; }
+if ! cmake --build build -j"$(nproc)" >build/build.log 2>&1; then
+  grep -E "error" -A3 build/build.log | head -n 60
+  echo "setup: build failed (the whole log: build/build.log)" >&2
+  exit 1
+fi
 echo "setup: built build/tessera"

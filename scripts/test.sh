@@ -1,18 +1,32 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs every test: unit and model tests (ctest), the CLI bad-input
-# checks, the ARM kernels under qemu, the instruction-count regression check (callgrind), and a
-# time-bounded libFuzzer run of the file parsers.
+# checks, the fast suites again under AddressSanitizer + UBSan, the ARM kernels under qemu,
+# the instruction-count regression check (callgrind), and a time-bounded libFuzzer run of the
+# file parsers.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bash "$root/scripts/setup.sh"
 cd "$root"
 
+# a build step's output is shown only when it fails, and then it stops the run
+build() {  # log name, then the cmake --build arguments
+  local log="$1"; shift
+  cmake --build "$@" >"$log" 2>&1 || { grep -E "error|Error" -A3 "$log" | head -n 60; echo "build failed: $*" >&2; exit 1; }
+}
+
 (cd build && ctest --output-on-failure -j1)
+
+# the fast suites and the CLI's bad-input checks under AddressSanitizer + UndefinedBehaviorSanitizer
+# (the two ~30 s numerical sweeps are left to the plain build above)
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTESSERA_SANITIZE=ON >/dev/null
+build build-asan/build.log build-asan -j"$(nproc)"
+(cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  ctest --output-on-failure -j1 -E 'Attention.MatchesFloat64AndEveryIsaBitwise|Model.FiveAndSixBitMixturesMatchFloat64ReferenceAndAreInvariant')
 
 # ARM NEON kernels (Apple Silicon's instruction set): cross-compiled, run under qemu-user
 cmake -S . -B build-arm -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DTESSERA_KERNELS_ONLY=ON \
   -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build-arm -j"$(nproc)" 2>&1 | grep -E "error:" || true
+build build-arm/build.log build-arm -j"$(nproc)"
 echo "arm64 (qemu-aarch64 -cpu max): $(qemu-aarch64-static -cpu max -L /usr/aarch64-linux-gnu build-arm/kernel_check | tail -n 1)"
 qemu-aarch64-static -cpu max -L /usr/aarch64-linux-gnu build-arm/kernel_check >/dev/null
 
@@ -20,13 +34,14 @@ qemu-aarch64-static -cpu max -L /usr/aarch64-linux-gnu build-arm/kernel_check >/
 bash bench/regress/callgrind.sh
 
 fuzz_seconds="${TESSERA_FUZZ_SECONDS:-45}"
+fuzzers=(fuzz_gguf fuzz_tokenizer fuzz_safetensors fuzz_image fuzz_json)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_FUZZERS=ON >/dev/null
-cmake --build build-fuzz -j"$(nproc)" --target fuzz_gguf fuzz_tokenizer fuzz_safetensors fuzz_image make_fuzz_seeds 2>&1 | grep -E "error:" || true
+build build-fuzz/build.log build-fuzz -j"$(nproc)" --target "${fuzzers[@]}" make_fuzz_seeds
 seeds="$(mktemp -d)"
 trap 'rm -rf "$seeds"' EXIT
 build-fuzz/make_fuzz_seeds "$seeds"
-for target in fuzz_gguf fuzz_tokenizer fuzz_safetensors fuzz_image; do
+for target in "${fuzzers[@]}"; do
   mkdir -p "$seeds/$target-corpus"
   echo "fuzz: $target for ${fuzz_seconds}s"
   build-fuzz/$target -max_total_time="$fuzz_seconds" -max_len=65536 -rss_limit_mb=2048 \

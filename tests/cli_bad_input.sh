@@ -15,7 +15,7 @@ long="$(printf 'word %.0s' $(seq 1 400))"
 pass=0 fail=0
 check() {  # name, then the command's arguments
   local name="$1"; shift
-  "$bin" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null
+  timeout 120 "$bin" "$@" >"$tmp/out" 2>"$tmp/err" </dev/null  # a hang fails (124) instead of stalling CI
   local rc=$? lines
   lines=$(wc -l <"$tmp/err")
   if [ $rc -ne 0 ] && [ $rc -lt 128 ] && [ "$lines" -eq 1 ] && grep -q '^tessera: error: ' "$tmp/err"; then
@@ -109,5 +109,7 @@ if [ -n "$second" ] && [ "$second" -lt 20 ]; then
 else
   fail=$((fail + 1)); echo "FAIL chat second turn prompt tokens: '$second'"
 fi
+
+bash "$root/tests/cli_hostile_input.sh" "$bin" "$tmp" || fail=$((fail + 1))
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

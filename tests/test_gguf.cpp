@@ -191,6 +191,20 @@ TEST(Gguf, DuplicateKeysAndTensorsAreRejected) {
   EXPECT_NE(parse_error(tb).find("duplicate tensor"), std::string::npos);
 }
 
+TEST(Gguf, OverlappingTensorsAreRejected) {
+  GgufWriter w;
+  w.add_tensor("alpha_t", DType::F32, {16}, std::vector<uint8_t>(64, 1));
+  w.add_tensor("beta_t", DType::F32, {16}, std::vector<uint8_t>(64, 2));
+  const auto good = w.to_bytes();
+  EXPECT_EQ(parse_error(good), "");
+  auto b = good;
+  const size_t beta_offset = find_bytes(b, "beta_t") + 6 + 4 + 8 + 4;  // name, dim count, one dim, type
+  poke<uint64_t>(b, beta_offset, 32);  // beta starts inside alpha's 64 bytes
+  EXPECT_NE(parse_error(b).find("tensors overlap"), std::string::npos);
+  poke<uint64_t>(b, beta_offset, 0);  // the very same bytes
+  EXPECT_NE(parse_error(b).find("tensors overlap"), std::string::npos);
+}
+
 TEST(Gguf, BadAlignmentIsRejected) {
   GgufWriter w;
   w.set("general.alignment", GgufValue::make_u32(24));

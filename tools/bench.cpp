@@ -92,7 +92,7 @@ void add_bench_options(CLI::App* sub, BenchArgs& b) {
 
 int cmd_bench(CommonArgs& a, const BenchArgs& b) {
   check_bf16_vision_applies(a, !b.mmproj.empty(), "--mmproj");
-  check_output_writable(b.output);
+  check_output_path(b.output);
   std::string image_path = b.image;
   if (!b.mmproj.empty() && image_path.empty())
     image_path = std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/vision/screens/desktop_1920x1080.png";

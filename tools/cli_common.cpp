@@ -6,12 +6,15 @@
 #include <chrono>
 
 #include <algorithm>
+#include <charconv>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
+#include <thread>
+#include <utility>
 
 #include "core/error.h"
+#include "core/output_file.h"
 #include "kernels/kernels.h"
 
 namespace tessera::cli {
@@ -56,11 +59,20 @@ HfModel load_any(CommonArgs& a) {
 
 std::unique_ptr<LlamaModel> load(CommonArgs& a) { return std::move(load_any(a).text); }
 
+int cap_threads(int requested) {
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  if (requested <= cores) return requested;
+  static bool warned = false;
+  if (!std::exchange(warned, true))
+    std::fprintf(stderr, "tessera: warning: -t %d is more threads than the %d cores here; using %d\n", requested, cores, cores);
+  return cores;
+}
+
 SessionOptions session_options(const CommonArgs& a) {
   SessionOptions o;
   o.n_ctx = a.ctx;
   o.n_batch = a.batch;
-  o.n_threads = a.threads;
+  o.n_threads = cap_threads(a.threads);
   o.kv_type = a.cache_type == "f32" ? DType::F32 : a.cache_type == "bf16" ? DType::BF16 : a.cache_type == "q8" ? DType::I8 : DType::F16;
   o.q8_activations = a.q8_act;
   return o;
@@ -76,46 +88,59 @@ std::unique_ptr<Idefics3Vision> vision_options(const CommonArgs& a, std::unique_
   return v;
 }
 
+namespace {
+
+// A real-number range whose ends may be open, checked and described exactly as the sampler
+// checks it at run time (CLI::Range only knows closed ranges).
+CLI::Validator real_range(double lo, bool lo_closed, double hi, bool hi_closed) {
+  const std::string desc = format("FLOAT in %c%g, %g%c", lo_closed ? '[' : '(', lo, hi, hi_closed ? ']' : ')');
+  return CLI::Validator(
+      [=](std::string& in) -> std::string {
+        double v;
+        const char* end = in.data() + in.size();
+        const auto r = std::from_chars(in.data(), end, v);
+        const bool ok = r.ec == std::errc() && r.ptr == end && (lo_closed ? v >= lo : v > lo) && (hi_closed ? v <= hi : v < hi);
+        return ok ? std::string() : "value " + in + " is not in " + desc.substr(9);
+      },
+      desc);
+}
+
+// A 64-bit seed: any whole number in [0, 2^64 - 1]; anything else (negative, too large, not a
+// number) is refused rather than wrapped or clamped.
+CLI::Validator seed_range() {
+  return CLI::Validator(
+      [](std::string& in) -> std::string {
+        uint64_t v;
+        const char* end = in.data() + in.size();
+        const auto r = std::from_chars(in.data(), end, v);
+        return r.ec == std::errc() && r.ptr == end ? std::string() : "seed " + in + " is not a whole number in [0, 18446744073709551615]";
+      },
+      "UINT64");
+}
+
+}  // namespace
+
 void add_sampling(CLI::App* app, SamplerOptions& s) {
-  app->add_option("--temp", s.temperature, "temperature (0: greedy)")->check(CLI::Range(0.0, 100.0));
+  app->add_option("--temp", s.temperature, "temperature (0: greedy)")->check(real_range(0.0, true, 100.0, true));
   app->add_option("--top-k", s.top_k, "top-k (0: off)")->check(CLI::Range(0, 1 << 24));
-  app->add_option("--top-p", s.top_p, "top-p (1: off)")->check(CLI::Range(0.0, 1.0));
-  app->add_option("--min-p", s.min_p, "min-p (0: off)")->check(CLI::Range(0.0, 1.0));
-  app->add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)")->check(CLI::Range(0.0, 100.0));
+  app->add_option("--top-p", s.top_p, "top-p (1: off)")->check(real_range(0.0, false, 1.0, true));
+  app->add_option("--min-p", s.min_p, "min-p (0: off)")->check(real_range(0.0, true, 1.0, false));
+  app->add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)")->check(real_range(0.0, false, 100.0, true));
   app->add_option("--repeat-last-n", s.repeat_last_n, "tokens the penalty looks back over")->check(CLI::Range(0, 1 << 20));
-  app->add_option("-s,--seed", s.seed, "random seed");
+  app->add_option("-s,--seed", s.seed, "random seed")->check(seed_range());
 }
 
 void print_stats(const GenerateStats& st) {
+  note_context_full(st);
   std::fprintf(stderr, "\n[prompt: %d tokens, %.1f tok/s | generation: %d tokens, %.1f tok/s]\n",
                st.prompt_tokens, st.prompt_tps(), st.generated_tokens, st.generate_tps());
 }
 
-void write_atomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    if (!f) fail("cannot write output file '%s'", path.c_str());
-    f << text;
-    f.close();
-    if (!f) {
-      std::remove(tmp.c_str());
-      fail("cannot write output file '%s'", path.c_str());
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    fail("cannot write output file '%s'", path.c_str());
-  }
-}
+void write_atomically(const std::string& path, const std::string& text) { write_output_file(path, text.data(), text.size()); }
 
-void check_output_writable(const std::string& path) {
-  if (path.empty()) return;
-  const std::filesystem::path p(path);
-  const std::filesystem::path dir = p.has_parent_path() ? p.parent_path() : ".";
-  if (!std::filesystem::is_directory(dir) || ::access(dir.c_str(), W_OK) != 0 ||
-      std::filesystem::is_directory(p) || (std::filesystem::exists(p) && ::access(p.c_str(), W_OK) != 0))
-    fail("cannot write output file '%s'", path.c_str());
+void note_context_full(const GenerateStats& st) {
+  if (st.stopped_by_context)
+    std::fprintf(stderr, "\nnote: stopped after %d generated tokens: the context is full (raise -c)\n", st.generated_tokens);
 }
 
 double median(std::vector<double> v) {

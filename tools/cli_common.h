@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "core/output_file.h"
 #include "models/hf_loader.h"
 #include "models/llama.h"
 #include "runtime/generate.h"
@@ -32,16 +33,20 @@ void add_common(CLI::App* app, CommonArgs& a);
 HfModel load_any(CommonArgs& a);
 std::unique_ptr<LlamaModel> load(CommonArgs& a);
 SessionOptions session_options(const CommonArgs& a);
+// -t above the machine's core count runs no faster and spins: warn once and use the cores.
+int cap_threads(int requested);
 // The vision tower as the common flags ask for it (--q8-activations: 8-bit activations on a
 // quantized mmproj's layers); null stays null.
 std::unique_ptr<Idefics3Vision> vision_options(const CommonArgs& a, std::unique_ptr<Idefics3Vision> v);
 // --bf16-vision where this command runs no vision encoder is an error, not a silent no-op.
 void check_bf16_vision_applies(const CommonArgs& a, bool runs_vision, const char* what_runs_it);
 void add_sampling(CLI::App* app, SamplerOptions& s);
-void print_stats(const GenerateStats& st);
-// Writes text to `path` via a temporary file and a rename: never a half-written output.
+void print_stats(const GenerateStats& st);  // with note_context_full
+// A note on stderr when generation stopped short of -n because the context filled up.
+void note_context_full(const GenerateStats& st);
+// Writes text to an output file by core/output_file.h's rules (atomic over regular files,
+// straight into devices and FIFOs).
 void write_atomically(const std::string& path, const std::string& text);
-void check_output_writable(const std::string& path);
 double median(std::vector<double> v);
 // The text as the inside of a JSON string (quotes, backslashes and control characters escaped).
 std::string json_escape(const std::string& s);

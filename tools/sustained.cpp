@@ -12,6 +12,7 @@
 
 #include "bench.h"
 #include "core/error.h"
+#include "core/output_file.h"
 #include "formats/image.h"
 #include "models/idefics3.h"
 
@@ -98,7 +99,7 @@ int cmd_sustained(CommonArgs& a, const SustainedArgs& s) {
       else
         std::printf("| %d | %.0f | %zu | %.1f | %.1f | %.1f | %.2f |\n", window, t - t_start, lat.size(), median(lat), pct(lat, 0.9),
                     pct(lat, 1.0), busy);
-      std::fflush(stdout);
+      flush_stdout();
       lat.clear();
       w_start = t;
       w_cpu = cpu_seconds();

@@ -18,6 +18,8 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "core/mapped_file.h"
+#include "core/output_file.h"
 #include "kernels/kernels.h"
 #include "profile/profiler.h"
 #include "formats/image.h"
@@ -67,7 +69,7 @@ void finish_profile(const ProfileArgs& pa, int threads) {
 int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, const std::string& system,
             const SamplerOptions& so, const std::string& out_path, const VisionArgs& va, const ProfileArgs& pa) {
   if (prompt.empty()) fail("the prompt is empty (pass -p TEXT)");
-  check_output_writable(out_path);
+  check_output_path(out_path);
   if (va.image.empty() && !va.mmproj.empty()) fail("--mmproj given without --image");
   const bool hf_dir = !a.model.empty() && std::filesystem::is_directory(a.model);
   if (!va.image.empty() && va.mmproj.empty() && !hf_dir)
@@ -78,8 +80,8 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
   limits.max_pixels = va.max_pixels;
   check_bf16_vision_applies(a, !va.image.empty(), "--image");
   if (!va.image.empty()) image = load_image(va.image, limits);
-  check_output_writable(pa.json);
-  check_output_writable(pa.trace);
+  check_output_path(pa.json);
+  check_output_path(pa.trace);
   HfModel loaded = load_any(a);
   std::unique_ptr<LlamaModel>& model = loaded.text;
   Sampler sampler(so);
@@ -97,13 +99,11 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
     std::string collected;
     const GenerateStats st = generate(session, ip.tokens, n_predict, sampler, [&](const std::string& piece) {
       collected += piece;
-      if (out_path.empty()) {
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
-      }
+      if (out_path.empty()) write_stdout(piece);  // a lost write stops the generation
     }, nullptr, &ip.embeddings);
     if (out_path.empty()) std::fputc('\n', stdout);
     else write_atomically(out_path, collected);
+    note_context_full(st);
     std::fprintf(stderr, "\n[image %dx%d -> %d tiles (%dx%d grid + global) | preprocess %.1f ms | vision encode %.1f ms (%.1f ms/tile) | connector %.1f ms]\n",
                  image.width, image.height, ip.tiles, ip.rows, ip.cols, tm.preprocess_s * 1e3, tm.encode_total() * 1e3,
                  tm.encode_total() * 1e3 / std::max(1, ip.tiles), tm.connector_s * 1e3);
@@ -127,10 +127,7 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
   if (pa.on) prof::start(!pa.trace.empty());
   const GenerateStats st = generate(session, ids, n_predict, sampler, [&](const std::string& piece) {
     collected += piece;
-    if (out_path.empty()) {
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
-    }
+    if (out_path.empty()) write_stdout(piece);  // a lost write stops the generation
   });
   if (out_path.empty()) std::fputc('\n', stdout);
   else write_atomically(out_path, collected);
@@ -166,10 +163,7 @@ int cmd_chat(CommonArgs& a, int n_predict, const std::string& system, const Samp
       std::fprintf(stderr, "tessera: error: the conversation no longer fits in the context of %d tokens\n", session.n_ctx());
       return 1;
     }
-    const GenerateStats st = generate(session, ids, n_predict, sampler, [](const std::string& piece) {
-      std::fwrite(piece.data(), 1, piece.size(), stdout);
-      std::fflush(stdout);
-    });
+    const GenerateStats st = generate(session, ids, n_predict, sampler, [](const std::string& piece) { write_stdout(piece); });
     std::fputc('\n', stdout);
     print_stats(st);
     first = false;
@@ -180,7 +174,7 @@ int cmd_chat(CommonArgs& a, int n_predict, const std::string& system, const Samp
 // `tessera convert`: models/gguf_convert.h does the work.
 int cmd_convert(const std::string& in, const std::string& out, const std::string& type) {
   if (in.empty()) fail("pass the input model with -m");
-  check_output_writable(out);
+  check_output_path(out);
   static const std::map<std::string, DType> kTypes = {{"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16},
                                                       {"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1},
                                                       {"q4_k", DType::Q4_K}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1},
@@ -204,6 +198,8 @@ int cmd_tokenize(CommonArgs& a, const std::string& text, bool special) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  guard_standard_descriptors();    // a closed stdout must not become the next file opened
+  report_sigbus_in_mapped_files();  // a model file truncated while mapped: one line, exit 1
   CLI::App app{"tessera: on-device inference for small vision-language models"};
   app.require_subcommand(1);
   CommonArgs common;
@@ -296,7 +292,9 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tessera: error: %s (see tessera --help)\n", msg.c_str());
     return 2;
   }
-  try {
+  // every command's exit status covers its standard output: a write lost to a full disk or a
+  // closed descriptor is an error (flush_stdout), not exit 0
+  auto dispatch = [&]() -> int {
     if (*run) return cmd_run(common, prompt, n_predict, raw, system, samp, out_path, vision, ProfileArgs{});
     if (*profile) {
       pa.on = true;
@@ -310,7 +308,8 @@ int main(int argc, char** argv) {
     if (*convert) return cmd_convert(conv_in, out_path, conv_type);
     if (*probe) {
       const std::string path = probe_out.empty() ? std::string(TESSERA_SOURCE_DIR) + "/models/probe.json" : probe_out;
-      check_output_writable(path);
+      check_output_path(path);
+      if (po.threads > 0) po.threads = cap_threads(po.threads);
       const auto res = run_probe(po);
       std::printf("| measure | threads | median | unit | min | max |\n|---|---|---|---|---|---|\n");
       for (const auto& r : res) {
@@ -326,6 +325,12 @@ int main(int argc, char** argv) {
       vlm_init(vi);
       return 0;
     }
+    return 0;
+  };
+  try {
+    const int rc = dispatch();
+    flush_stdout();
+    return rc;
   } catch (const Error& e) {
     std::fprintf(stderr, "tessera: error: %s\n", e.what());
     return 1;
@@ -336,5 +341,4 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tessera: error: %s\n", e.what());
     return 1;
   }
-  return 0;
 }

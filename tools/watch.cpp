@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/output_file.h"
 #include "models/idefics3.h"
 #include "screen/frame_source.h"
 #include "screen/watcher.h"
@@ -84,7 +85,7 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
     if (!f.error.empty()) {
       ++skipped;
       std::printf("{\"frame\": %d, \"source\": \"%s\", \"skipped\": \"%s\"}\n", i, json_escape(f.name).c_str(), json_escape(f.error).c_str());
-      std::fflush(stdout);
+      flush_stdout();
       continue;
     }
     FrameResult r;
@@ -93,7 +94,7 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
     } catch (const Error& e) {
       ++skipped;
       std::printf("{\"frame\": %d, \"source\": \"%s\", \"skipped\": \"%s\"}\n", i, json_escape(f.name).c_str(), json_escape(e.what()).c_str());
-      std::fflush(stdout);
+      flush_stdout();
       continue;
     }
     ++n;
@@ -149,7 +150,7 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
                   enc_work, tok_work, full_ms > 0 ? r.total_ms / full_ms : 1.0, measured ? "measured" : "estimated", full_ms);
     o << buf;
     std::printf("%s\n", o.str().c_str());
-    std::fflush(stdout);
+    flush_stdout();
   }
   const double wall = now_seconds() - t_begin, cpu = cpu_seconds() - cpu_begin;
   const TileCache& c = watcher.cache();
@@ -166,7 +167,7 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
     return 3;
   }
   if (n == 0) {
-    std::fprintf(stderr, "watch: no frame could be read\n");
+    std::fprintf(stderr, "tessera: error: watch: no frame could be read (%d skipped)\n", skipped);
     return 1;
   }
   return 0;

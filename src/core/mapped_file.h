@@ -1,4 +1,6 @@
 // A read-only memory map of a whole file. Model weights are used in place from the map.
+// Only regular files are mapped: a FIFO, device or socket is refused at open (opened
+// non-blocking, so a FIFO with no writer cannot hang the caller).
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -25,6 +27,16 @@ class MappedFile {
   std::string path_;
   const uint8_t* data_ = nullptr;
   size_t size_ = 0;
+  int slot_ = -1;  // this map's entry in the SIGBUS report's table
 };
+
+// A file that is truncated (or replaced in place) while mapped makes the next read of a lost
+// page raise SIGBUS. Installs a handler that names the mapped file, prints one line
+// ("tessera: error: ...") and exits with status 1; a SIGBUS outside every map keeps the
+// default action. For programs (the CLI); a library never installs signal handlers itself.
+void report_sigbus_in_mapped_files();
+
+// Reads a whole regular file of at most `max_bytes` (e.g. a frame list) into memory.
+std::string read_small_file(const std::string& path, size_t max_bytes, const char* what);
 
 }  // namespace tessera

@@ -18,7 +18,11 @@ namespace tessera {
 static constexpr int kSpinIterations = 20000;  // ~100 µs of spinning before sleeping
 static constexpr int kChunksPerThread = 4;
 
-ThreadPool::ThreadPool(int n_threads) : n_threads_(std::max(1, n_threads)) {
+ThreadPool::ThreadPool(int n_threads)
+    : n_threads_(std::max(1, n_threads)),
+      // more threads than cores: a spinning waiter takes the core from the thread it waits for,
+      // so waiters sleep (workers) or yield (the caller) at once
+      oversubscribed_(n_threads_ > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {
   for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
 }
 
@@ -48,7 +52,7 @@ void ThreadPool::worker_loop() {
     uint32_t e;
     int spins = 0;
     while ((e = epoch_.load()) == seen) {
-      if (++spins < kSpinIterations) TESSERA_PAUSE();
+      if (!oversubscribed_ && ++spins < kSpinIterations) TESSERA_PAUSE();
       else epoch_.wait(seen);
     }
     seen = e;
@@ -92,7 +96,12 @@ void ThreadPool::run(int64_t n, int64_t grain, const std::function<void(int64_t,
   epoch_.store(e);
   epoch_.notify_all();
   run_chunks(e);
-  while (done_.load() != chunks_) TESSERA_PAUSE();  // only chunks already being run remain
+  // only chunks already being run remain; their thread may have been descheduled, so after a
+  // short spin the caller yields its core rather than burn it
+  for (int spins = 0; done_.load() != chunks_;) {
+    if (!oversubscribed_ && ++spins < kSpinIterations) TESSERA_PAUSE();
+    else std::this_thread::yield();
+  }
 }
 
 }  // namespace tessera

@@ -3,7 +3,8 @@
 // is descheduled (a laptop's cores are shared with the user's apps): no waiting on a sleeper.
 // Chunk boundaries depend only on the range, never on timing, and each output is computed by
 // exactly one thread, so results are identical whoever runs which chunk.
-// Workers spin briefly on an epoch counter, then sleep on it (C++20 atomic wait).
+// Workers spin briefly on an epoch counter, then sleep on it (C++20 atomic wait); with more
+// threads than cores they sleep at once.
 #pragma once
 #include <atomic>
 #include <cstdint>
@@ -32,6 +33,7 @@ class ThreadPool {
   void run_chunks(uint32_t epoch);
 
   int n_threads_;
+  bool oversubscribed_;  // more threads than the machine has cores
   std::vector<std::thread> workers_;
   // the current job, valid while claim_ carries its epoch
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;

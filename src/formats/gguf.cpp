@@ -1,5 +1,6 @@
 #include "formats/gguf.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -321,6 +322,16 @@ void GgufFile::parse_impl(const uint8_t* data, size_t size) {
            static_cast<unsigned long long>(t.offset), static_cast<unsigned long long>(data_size));
     t.data = data + data_start + t.offset;
   }
+  // each tensor owns its bytes: two views of one range (one tensor's writes or repacking
+  // showing through another) are refused, as the safetensors reader refuses them
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;
+  ranges.reserve(tensors_.size());
+  for (const GgufTensor& t : tensors_) ranges.emplace_back(t.offset, t.offset + t.n_bytes);
+  std::sort(ranges.begin(), ranges.end());
+  for (size_t i = 1; i < ranges.size(); ++i)
+    if (ranges[i].first < ranges[i - 1].second)
+      fail("%s: tensors overlap in the data section (bytes %llu..%llu)", file.c_str(),
+           static_cast<unsigned long long>(ranges[i].first), static_cast<unsigned long long>(ranges[i - 1].second));
 }
 
 const GgufValue* GgufFile::find(const std::string& key) const {

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/output_file.h"
 
 namespace tessera {
 
@@ -101,20 +102,7 @@ std::vector<uint8_t> GgufWriter::to_bytes() const {
 
 void GgufWriter::write(const std::string& path) const {
   const std::vector<uint8_t> bytes = to_bytes();
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  if (!f) fail("cannot write '%s': %s", path.c_str(), std::strerror(errno));
-  const bool ok = std::fwrite(bytes.data(), 1, bytes.size(), f) == bytes.size();
-  const bool closed = std::fclose(f) == 0;
-  if (!ok || !closed) {
-    std::remove(tmp.c_str());
-    fail("cannot write '%s': write failed", path.c_str());
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int e = errno;
-    std::remove(tmp.c_str());
-    fail("cannot write '%s': %s", path.c_str(), std::strerror(e));
-  }
+  write_output_file(path, bytes.data(), bytes.size());
 }
 
 }  // namespace tessera

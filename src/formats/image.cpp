@@ -63,6 +63,16 @@ ImageRGB decode_png(const uint8_t* data, size_t size, const std::string& name, c
     png_destroy_read_struct(&png, &info, nullptr);
     check_size(w, h, name, lim);
   }
+  // Deflate packs at most 1032 bytes into one (a 258-byte match in two 1-bit codes), so the
+  // file must hold at least 1/1032 of the filtered rows it declares: a small file claiming a
+  // huge image is refused before the pixels are allocated.
+  const int64_t bits_per_px = int64_t{png_get_channels(png, info)} * png_get_bit_depth(png, info);
+  const int64_t raw_bytes = h * (1 + (w * bits_per_px + 7) / 8);
+  if (static_cast<int64_t>(size) < raw_bytes / 1032) {
+    png_destroy_read_struct(&png, &info, nullptr);
+    fail("%s: PNG of %lldx%lld pixels cannot fit in %zu bytes (truncated or hostile)", name.c_str(),
+         static_cast<long long>(w), static_cast<long long>(h), size);
+  }
   const int color = png_get_color_type(png, info);
   bool has_alpha = (color & PNG_COLOR_MASK_ALPHA) != 0;
   if (png_get_bit_depth(png, info) == 16) png_set_strip_16(png);
@@ -105,14 +115,18 @@ void jpeg_error_exit(j_common_ptr cinfo) {
   (*cinfo->err->format_message)(cinfo, e->msg);
   std::longjmp(e->jump, 1);
 }
-void jpeg_quiet(j_common_ptr, int) {}
+// libjpeg reports recoverable damage (premature end of data, corrupt entropy data) as a
+// warning, msg_level -1, and decodes on with grey filler; PIL refuses such files, and so do we.
+void jpeg_warning_is_error(j_common_ptr cinfo, int msg_level) {
+  if (msg_level < 0) jpeg_error_exit(cinfo);
+}
 
 ImageRGB decode_jpeg(const uint8_t* data, size_t size, const std::string& name, const ImageLimits& lim) {
   jpeg_decompress_struct cinfo;
   JpegErr err;
   cinfo.err = jpeg_std_error(&err.mgr);
   err.mgr.error_exit = jpeg_error_exit;
-  err.mgr.emit_message = jpeg_quiet;
+  err.mgr.emit_message = jpeg_warning_is_error;
   ImageRGB out;
   std::string failure;
   if (setjmp(err.jump)) {
@@ -132,6 +146,16 @@ ImageRGB decode_jpeg(const uint8_t* data, size_t size, const std::string& name, 
   if (w <= 0 || h <= 0 || w > (1 << 20) || h > (1 << 20) || w * h > lim.max_pixels) {
     jpeg_destroy_decompress(&cinfo);
     check_size(w, h, name, lim);
+  }
+  // Huffman coding spends at least one bit on every 8x8 luma block's DC term (a progressive
+  // file's end-of-band runs cover only the AC terms), so the file must be at least
+  // blocks / 8 bytes: a 761-byte file declaring 8192x8192 is refused before decoding.
+  // Arithmetic-coded files have no such floor; the pixel budget bounds them.
+  const int64_t blocks = ((w + 7) / 8) * ((h + 7) / 8);
+  if (!cinfo.arith_code && static_cast<int64_t>(size) < blocks / 8) {
+    jpeg_destroy_decompress(&cinfo);
+    fail("%s: JPEG of %lldx%lld pixels cannot fit in %zu bytes (truncated or hostile)", name.c_str(),
+         static_cast<long long>(w), static_cast<long long>(h), size);
   }
   jpeg_start_decompress(&cinfo);
   out.width = static_cast<int>(cinfo.output_width);

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "formats/json_input.h"
 
 namespace tessera {
 
@@ -51,12 +52,7 @@ void SafetensorsFile::parse_impl(const uint8_t* data, size_t size) {
   std::memcpy(&n, data, 8);
   if (n < 2 || n > kMaxHeader || n > size - 8)
     fail("%s: safetensors header length %llu does not fit the file (%zu bytes)", file, static_cast<unsigned long long>(n), size);
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(data + 8, data + 8 + n);
-  } catch (const nlohmann::json::exception& e) {
-    fail("%s: safetensors header is not valid JSON", file);
-  }
+  const nlohmann::json header = parse_json(data + 8, static_cast<size_t>(n), name_ + ": safetensors header");
   if (!header.is_object()) fail("%s: safetensors header is not a JSON object", file);
   const uint8_t* base = data + 8 + n;
   const uint64_t data_size = size - 8 - n;

@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "core/mapped_file.h"
+#include "formats/json_input.h"
 #include "formats/unicode.h"
 
 #include <nlohmann/json.hpp>
@@ -102,12 +103,11 @@ void Tokenizer::init(TokenizerSpec sp) {
 
 TokenizerSpec Tokenizer::spec_from_hf_json(const std::string& path) {
   MappedFile f(path);
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(f.data(), f.data() + f.size());
-  } catch (const nlohmann::json::exception&) {
-    fail("%s: not valid JSON", path.c_str());
-  }
+  return spec_from_hf_json(f.data(), f.size(), path);
+}
+
+TokenizerSpec Tokenizer::spec_from_hf_json(const uint8_t* data, size_t size, const std::string& path) {
+  const nlohmann::json j = parse_json(data, size, path);  // depth-bounded
   TokenizerSpec sp;
   sp.source = path;
   try {
@@ -117,26 +117,25 @@ TokenizerSpec Tokenizer::spec_from_hf_json(const std::string& path) {
     if (!vocab.is_object() || vocab.empty() || vocab.size() > static_cast<size_t>(kMaxVocab)) fail("%s: bad vocabulary", path.c_str());
     // the vocabulary may be sparse where added tokens fill in: size it by the largest id
     int64_t n = 0;
-    for (auto it = vocab.begin(); it != vocab.end(); ++it) n = std::max<int64_t>(n, it.value().get<int64_t>() + 1);
+    auto token_id = [&](const nlohmann::json& v) { return json_int_value(v, 0, kMaxVocab - 1, path + ": token id"); };
+    for (auto it = vocab.begin(); it != vocab.end(); ++it) n = std::max<int64_t>(n, token_id(it.value()) + 1);
     std::vector<std::pair<std::string, int64_t>> added;
     if (j.contains("added_tokens"))
       for (const auto& a : j["added_tokens"]) {
-        added.emplace_back(a.at("content").get<std::string>(), a.at("id").get<int64_t>());
+        added.emplace_back(a.at("content").get<std::string>(), token_id(a.at("id")));
         n = std::max<int64_t>(n, added.back().second + 1);
       }
     if (n > kMaxVocab) fail("%s: token id %lld is out of range", path.c_str(), static_cast<long long>(n - 1));
     sp.tokens.assign(static_cast<size_t>(n), std::string());
     sp.types.assign(static_cast<size_t>(n), TokenType::Unused);
     for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-      const int64_t id = it.value().get<int64_t>();
-      if (id < 0) fail("%s: negative token id", path.c_str());
+      const int64_t id = token_id(it.value());
       sp.tokens[static_cast<size_t>(id)] = it.key();
       sp.types[static_cast<size_t>(id)] = TokenType::Normal;
     }
     if (j.contains("added_tokens"))
       for (const auto& a : j["added_tokens"]) {
-        const int64_t id = a.at("id").get<int64_t>();
-        if (id < 0) fail("%s: negative token id", path.c_str());
+        const int64_t id = token_id(a.at("id"));
         sp.tokens[static_cast<size_t>(id)] = a.at("content").get<std::string>();
         sp.types[static_cast<size_t>(id)] = a.value("special", false) ? TokenType::Control : TokenType::UserDefined;
       }

@@ -29,6 +29,8 @@ class Tokenizer {
   explicit Tokenizer(TokenizerSpec spec);
   // Hugging Face tokenizer.json (BPE model, ByteLevel pre-tokenizer, optionally individual digits).
   static TokenizerSpec spec_from_hf_json(const std::string& path);
+  // The same from the file's bytes; `path` names it in errors.
+  static TokenizerSpec spec_from_hf_json(const uint8_t* data, size_t size, const std::string& path);
 
   // parse_special: text like "<|im_start|>" becomes that control token.
   std::vector<int32_t> encode(std::string_view text, bool parse_special) const;

@@ -6,10 +6,12 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <type_traits>
 
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/mapped_file.h"
+#include "formats/json_input.h"
 #include "formats/safetensors.h"
 
 namespace tessera {
@@ -18,14 +20,9 @@ namespace {
 
 using nlohmann::json;
 
-json read_json(const std::string& path) {
-  MappedFile f(path);
-  try {
-    return json::parse(f.data(), f.data() + f.size());
-  } catch (const json::exception&) {
-    fail("%s: not valid JSON", path.c_str());
-  }
-}
+json read_json(const std::string& path) { return read_json_file(path); }
+
+constexpr size_t kMaxConfigBytes = size_t{16} << 20;  // config.json files are a few KiB
 
 // One or more safetensors shards presented as one TensorSource (shapes reversed to GGUF order).
 class SafetensorsSource : public TensorSource {
@@ -162,14 +159,19 @@ class SafetensorsSource : public TensorSource {
   std::map<std::string, TensorView> views_;
 };
 
+// Integers are range-checked as 64-bit values before narrowing (json_int); floats as doubles.
 template <typename T>
 T get(const json& j, const char* key, T lo, T hi, const std::string& file) {
-  if (!j.contains(key)) fail("%s: missing '%s'", file.c_str(), key);
-  const json& v = j[key];
-  if (!v.is_number()) fail("%s: '%s' must be a number", file.c_str(), key);
-  const T x = v.get<T>();
-  if (!(x >= lo && x <= hi)) fail("%s: '%s' is out of range", file.c_str(), key);
-  return x;
+  if constexpr (std::is_integral_v<T>) {
+    return static_cast<T>(json_int(j, key, lo, hi, file));
+  } else {
+    if (!j.contains(key)) fail("%s: missing '%s'", file.c_str(), key);
+    const json& v = j[key];
+    if (!v.is_number()) fail("%s: '%s' must be a number", file.c_str(), key);
+    const double x = v.get<double>();
+    if (!(x >= static_cast<double>(lo) && x <= static_cast<double>(hi))) fail("%s: '%s' is out of range", file.c_str(), key);
+    return static_cast<T>(x);
+  }
 }
 template <typename T>
 T get(const json& j, const char* key, T lo, T hi, T fallback, const std::string& file) {
@@ -191,18 +193,19 @@ LlamaConfig text_config(const json& t, bool tie_default, const std::string& file
     theta = get<float>(t["rope_parameters"], "rope_theta", 1.0f, 1e12f, theta, file);
   c.rope_base = theta;
   c.tied_embeddings = t.contains("tie_word_embeddings") && t["tie_word_embeddings"].is_boolean() ? t["tie_word_embeddings"].get<bool>() : tie_default;
-  if (t.contains("head_dim") && t["head_dim"].is_number() && t["head_dim"].get<int>() * c.n_head != c.n_embd)
+  if (t.contains("head_dim") && !t["head_dim"].is_null() && get<int>(t, "head_dim", 1, 65536, file) * c.n_head != c.n_embd)
     fail("%s: head_dim other than hidden_size / heads is not supported", file.c_str());
   return c;
 }
 
 }  // namespace
 
-HfModel load_hf_dir(const std::string& dir) {
-  const std::string cfg_path = dir + "/config.json";
-  const json cfg = read_json(cfg_path);
-  const std::string type = cfg.value("model_type", "");
-  auto src = std::make_shared<SafetensorsSource>(dir);
+HfConfig parse_hf_config(const std::string& config_text, const std::string& processor_text, const std::string& cfg_path,
+                         const std::string& pp_path) {
+  const json cfg = parse_json(reinterpret_cast<const uint8_t*>(config_text.data()), config_text.size(), cfg_path);
+  if (!cfg.is_object()) fail("%s: not a JSON object", cfg_path.c_str());
+  HfConfig h;
+  h.type = cfg.contains("model_type") && cfg["model_type"].is_string() ? cfg["model_type"].get<std::string>() : "";
   if (cfg.contains("quantization")) {  // mlx-lm's quantized checkpoints
     const json& q = cfg["quantization"];
     if (!q.is_object()) fail("%s: 'quantization' is not an object", cfg_path.c_str());
@@ -211,29 +214,26 @@ HfModel load_hf_dir(const std::string& dir) {
     if (bits != 4 || mode != "affine" || (group != 32 && group != 64))
       fail("%s: MLX quantization bits=%d group_size=%d mode=%s is not supported (4-bit affine, group 32 or 64)", cfg_path.c_str(),
            bits, group, mode.c_str());
-    if (src->repack_mlx_affine(group, cfg_path) == 0) fail("%s: 'quantization' is set but no tensor is quantized", cfg_path.c_str());
+    h.mlx_group = group;
   }
-  TokenizerSpec spec = Tokenizer::spec_from_hf_json(dir + "/tokenizer.json");
   const bool tie_top = cfg.contains("tie_word_embeddings") && cfg["tie_word_embeddings"].is_boolean() ? cfg["tie_word_embeddings"].get<bool>() : false;
-  HfModel m;
-  if (type == "llama") {
-    LlamaConfig c = text_config(cfg, tie_top, cfg_path);
-    spec.bos = get<int>(cfg, "bos_token_id", -1, c.n_vocab - 1, -1, cfg_path);
-    spec.eos = cfg.contains("eos_token_id") && cfg["eos_token_id"].is_number() ? get<int>(cfg, "eos_token_id", -1, c.n_vocab - 1, cfg_path) : -1;
-    m.text = LlamaModel::from_hf(c, std::make_unique<Tokenizer>(std::move(spec)), src, "model.");
-    return m;
+  if (h.type == "llama") {
+    h.text = text_config(cfg, tie_top, cfg_path);
+    h.bos = get<int>(cfg, "bos_token_id", -1, h.text.n_vocab - 1, -1, cfg_path);
+    h.eos = cfg.contains("eos_token_id") && cfg["eos_token_id"].is_number() ? get<int>(cfg, "eos_token_id", -1, h.text.n_vocab - 1, cfg_path) : -1;
+    return h;
   }
-  if (type != "idefics3" && type != "smolvlm") fail("%s: model_type '%s' is not supported (llama, idefics3)", cfg_path.c_str(), type.c_str());
+  if (h.type != "idefics3" && h.type != "smolvlm") fail("%s: model_type '%s' is not supported (llama, idefics3)", cfg_path.c_str(), h.type.c_str());
   if (!cfg.contains("text_config") || !cfg["text_config"].is_object() || !cfg.contains("vision_config") || !cfg["vision_config"].is_object())
     fail("%s: text_config and vision_config are required", cfg_path.c_str());
   const json& tc = cfg["text_config"];
   const json& vc = cfg["vision_config"];
-  LlamaConfig c = text_config(tc, tie_top, cfg_path);
-  spec.bos = get<int>(tc, "bos_token_id", -1, c.n_vocab - 1, -1, cfg_path);
-  if (tc.contains("eos_token_id") && tc["eos_token_id"].is_number()) spec.eos = get<int>(tc, "eos_token_id", -1, c.n_vocab - 1, cfg_path);
-  m.text = LlamaModel::from_hf(c, std::make_unique<Tokenizer>(std::move(spec)), src, "model.text_model.");
+  h.text = text_config(tc, tie_top, cfg_path);
+  h.bos = get<int>(tc, "bos_token_id", -1, h.text.n_vocab - 1, -1, cfg_path);
+  h.eos = tc.contains("eos_token_id") && tc["eos_token_id"].is_number() ? get<int>(tc, "eos_token_id", -1, h.text.n_vocab - 1, cfg_path) : -1;
 
-  SiglipConfig v;
+  h.has_vision = true;
+  SiglipConfig& v = h.vision;
   v.hidden = get<int>(vc, "hidden_size", 1, 16384, cfg_path);
   v.layers = get<int>(vc, "num_hidden_layers", 1, 256, cfg_path);
   v.heads = get<int>(vc, "num_attention_heads", 1, 1024, cfg_path);
@@ -241,23 +241,19 @@ HfModel load_hf_dir(const std::string& dir) {
   v.image_size = get<int>(vc, "image_size", 1, 4096, cfg_path);
   v.patch_size = get<int>(vc, "patch_size", 1, 64, cfg_path);
   v.eps = get<float>(vc, "layer_norm_eps", 1e-12f, 0.1f, 1e-6f, cfg_path);
-  const std::string act = vc.value("hidden_act", "gelu_pytorch_tanh");
+  const std::string act = vc.contains("hidden_act") && vc["hidden_act"].is_string() ? vc["hidden_act"].get<std::string>() : "gelu_pytorch_tanh";
   if (act != "gelu_pytorch_tanh") fail("%s: vision activation '%s' is not supported", cfg_path.c_str(), act.c_str());
   v.scale_factor = get<int>(cfg, "scale_factor", 1, 64, 2, cfg_path);
-  v.text_hidden = c.n_embd;
+  v.text_hidden = h.text.n_embd;
 
-  Idefics3PreprocessConfig pre;
+  Idefics3PreprocessConfig& pre = h.preprocess;
   pre.tile = v.image_size;
   pre.longest_edge = 4 * v.image_size;
-  // transformers 4 writes preprocessor_config.json; 5 nests it in processor_config.json
-  std::string pp_path = dir + "/preprocessor_config.json";
   json pp;
-  if (std::filesystem::exists(pp_path)) {
-    pp = read_json(pp_path);
-  } else if (std::filesystem::exists(dir + "/processor_config.json")) {
-    pp_path = dir + "/processor_config.json";
-    const json proc = read_json(pp_path);
-    if (proc.contains("image_processor") && proc["image_processor"].is_object()) pp = proc["image_processor"];
+  if (!processor_text.empty()) {
+    pp = parse_json(reinterpret_cast<const uint8_t*>(processor_text.data()), processor_text.size(), pp_path);
+    // transformers 4 writes preprocessor_config.json; 5 nests it in processor_config.json
+    if (pp.is_object() && pp.contains("image_processor") && pp["image_processor"].is_object()) pp = json(pp["image_processor"]);
   }
   if (pp.is_object()) {
     if (pp.contains("size") && pp["size"].is_object()) pre.longest_edge = get<int>(pp["size"], "longest_edge", 1, 1 << 16, pre.longest_edge, pp_path);
@@ -272,17 +268,36 @@ HfModel load_hf_dir(const std::string& dir) {
       if (!a.is_array() || a.size() != 3) fail("%s: %s must be a list of 3 numbers", pp_path.c_str(), key);
       for (int i = 0; i < 3; ++i) {
         if (!a[static_cast<size_t>(i)].is_number()) fail("%s: %s must be a list of 3 numbers", pp_path.c_str(), key);
-        const float x = a[static_cast<size_t>(i)].get<float>();
+        const double x = a[static_cast<size_t>(i)].get<double>();
         const bool is_std = std::string(key) == "image_std";
-        if (!std::isfinite(x) || (is_std && !(x > 1e-6f)) || std::fabs(x) > 1e3f) fail("%s: %s out of range", pp_path.c_str(), key);
-        (is_std ? pre.std : pre.mean)[i] = x;
+        if (!std::isfinite(x) || (is_std && !(x > 1e-6)) || std::fabs(x) > 1e3) fail("%s: %s out of range", pp_path.c_str(), key);
+        (is_std ? pre.std : pre.mean)[i] = static_cast<float>(x);
       }
     }
-    if (pp.contains("resample") && pp["resample"].is_number() && pp["resample"].get<int>() != 1)
+    if (pp.contains("resample") && pp["resample"].is_number() && get<int>(pp, "resample", 0, 5, pp_path) != 1)
       fail("%s: only LANCZOS resampling (1) is supported", pp_path.c_str());
   }
   if (pre.longest_edge < pre.tile) fail("%s: longest_edge is smaller than the tile", pp_path.c_str());
-  m.vision = Idefics3Vision::from_hf(v, src, pre);
+  return h;
+}
+
+HfModel load_hf_dir(const std::string& dir) {
+  namespace fs = std::filesystem;
+  const std::string cfg_path = dir + "/config.json";
+  std::string pp_path = dir + "/preprocessor_config.json";
+  if (!fs::exists(pp_path) && fs::exists(dir + "/processor_config.json")) pp_path = dir + "/processor_config.json";
+  const HfConfig h = parse_hf_config(read_small_file(cfg_path, kMaxConfigBytes, "config"),
+                                     fs::exists(pp_path) ? read_small_file(pp_path, kMaxConfigBytes, "processor config") : std::string(),
+                                     cfg_path, pp_path);
+  auto src = std::make_shared<SafetensorsSource>(dir);
+  if (h.mlx_group && src->repack_mlx_affine(h.mlx_group, cfg_path) == 0)
+    fail("%s: 'quantization' is set but no tensor is quantized", cfg_path.c_str());
+  TokenizerSpec spec = Tokenizer::spec_from_hf_json(dir + "/tokenizer.json");
+  spec.bos = h.bos;
+  spec.eos = h.eos;
+  HfModel m;
+  m.text = LlamaModel::from_hf(h.text, std::make_unique<Tokenizer>(std::move(spec)), src, h.has_vision ? "model.text_model." : "model.");
+  if (h.has_vision) m.vision = Idefics3Vision::from_hf(h.vision, src, h.preprocess);
   return m;
 }
 

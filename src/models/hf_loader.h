@@ -16,4 +16,19 @@ struct HfModel {
 
 HfModel load_hf_dir(const std::string& dir);
 
+// What config.json (and, for SmolVLM, the preprocessor config) say, every number range-checked:
+// read before any weight is touched.
+struct HfConfig {
+  std::string type;   // config.json's model_type: "llama", "idefics3" or "smolvlm"
+  int mlx_group = 0;  // mlx-lm 4-bit affine checkpoints: the group size (32 or 64); 0 otherwise
+  LlamaConfig text;
+  int32_t bos = -1, eos = -1;
+  bool has_vision = false;
+  SiglipConfig vision;
+  Idefics3PreprocessConfig preprocess;
+};
+// `processor_text` may be empty (no preprocessor file); the paths name the files in errors.
+HfConfig parse_hf_config(const std::string& config_text, const std::string& processor_text, const std::string& config_path,
+                         const std::string& processor_path);
+
 }  // namespace tessera

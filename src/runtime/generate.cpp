@@ -77,7 +77,8 @@ GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int
       prof::PhaseScope phase(prof::Phase::Decode);
       session.eval({next});
     } else if (!eog) {
-      break;  // context full
+      st.stopped_by_context = true;  // the sampled token has no room: it is not emitted
+      break;
     }
     if (eog) {
       st.stopped_by_eog = true;

@@ -22,6 +22,7 @@ struct GenerateStats {
   int prompt_tokens = 0, generated_tokens = 0;
   double prompt_seconds = 0, generate_seconds = 0;
   bool stopped_by_eog = false;
+  bool stopped_by_context = false;  // n_predict not reached: the context filled up
   double prompt_tps() const { return prompt_seconds > 0 ? prompt_tokens / prompt_seconds : 0; }
   double generate_tps() const { return generate_seconds > 0 ? generated_tokens / generate_seconds : 0; }
 };

@@ -3,15 +3,18 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
+#include <sstream>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 
 namespace tessera {
 
 namespace {
 
 namespace fs = std::filesystem;
+
+constexpr size_t kMaxFrameListBytes = size_t{16} << 20;  // ~100,000 paths
 
 class FileList : public FrameSource {
  public:
@@ -57,10 +60,20 @@ class RawStdin : public FrameSource {
       f.error = "raw frame header has a bad size " + std::to_string(w) + "x" + std::to_string(hh) + "x" + std::to_string(c);
       return true;
     }
-    std::vector<uint8_t> data(static_cast<size_t>(w) * hh * c);
-    if (std::fread(data.data(), 1, data.size(), stdin) != data.size()) {
+    // The buffer grows as pixels arrive (at most doubling), so a header alone cannot make
+    // this allocate the whole frame.
+    const size_t want = static_cast<size_t>(w) * hh * c;
+    std::vector<uint8_t> data;
+    size_t have = 0;
+    while (have < want) {
+      data.resize(std::min(want, std::max<size_t>(have * 2, size_t{1} << 20)));
+      const size_t got_now = std::fread(data.data() + have, 1, data.size() - have, stdin);
+      have += got_now;
+      if (have < data.size()) break;  // end of input or a read error
+    }
+    if (have < want) {
       done_ = true;
-      f.error = "truncated frame: expected " + std::to_string(data.size()) + " bytes of pixels";
+      f.error = "truncated frame: expected " + std::to_string(want) + " bytes of pixels, got " + std::to_string(have);
       return true;
     }
     f.image = image_from_raw(data.data(), static_cast<int>(w), static_cast<int>(hh), static_cast<int>(c), static_cast<size_t>(w) * c);
@@ -93,8 +106,9 @@ std::unique_ptr<FrameSource> FrameSource::open(const std::string& spec, const Im
     std::sort(paths.begin(), paths.end());
     return std::make_unique<FileList>(std::move(paths), limits);
   }
-  std::ifstream f(spec);
-  if (!f) fail("cannot open frames '%s' (a directory, a list file, or - for raw frames on stdin)", spec.c_str());
+  if (!fs::exists(spec, ec)) fail("cannot open frames '%s' (a directory, a list file, or - for raw frames on stdin)", spec.c_str());
+  // a list is a regular file of bounded size: /dev/urandom or a FIFO is refused, not read forever
+  std::istringstream f(read_small_file(spec, kMaxFrameListBytes, "frame list"));
   std::vector<std::string> paths;
   const fs::path base = fs::path(spec).parent_path();
   std::string line;

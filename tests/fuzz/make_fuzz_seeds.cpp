@@ -46,6 +46,18 @@ int main(int argc, char** argv) {
     std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/tests/fixtures/vision/screens/" + img, std::ios::binary);
     std::ofstream(dir + "/" + img, std::ios::binary) << in.rdbuf();
   }
+  // Hugging Face JSON for fuzz_json: real configs and a tokenizer, and the nesting that once
+  // overflowed the stack (30,000 deep fits the 64 KiB input limit; the bound is 64 levels)
+  for (const char* rel : {"tests/fixtures/mlx/tiny-g32/config.json", "tests/fixtures/mlx/tiny-g32/tokenizer.json",
+                          "tests/fixtures/vision/tiny/hf/config.json", "tests/fixtures/vision/tiny/hf/processor_config.json"}) {
+    std::ifstream in(std::string(TESSERA_SOURCE_DIR) + "/" + rel, std::ios::binary);
+    std::string name = rel;
+    for (char& c : name) c = c == '/' ? '_' : c;
+    std::ofstream(dir + "/" + name, std::ios::binary) << in.rdbuf();
+  }
+  std::ofstream(dir + "/nested_pre_tokenizer.json")
+      << R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}, "pre_tokenizer": )" << std::string(30000, '[')
+      << R"("ByteLevel")" << std::string(30000, ']') << "}";
   std::ofstream(dir + "/text1.txt") << "<|im_start|>user\nHello, world! 12345 don't\t\n  x<|im_end|>";
   std::ofstream(dir + "/text2.txt") << "int main() {\n    return 0; // ünïcödé 日本語 🙂\n}\n";
   return 0;
