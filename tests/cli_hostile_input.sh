@@ -70,6 +70,7 @@ check "FIFO as -m"       run -m fifo -p hi -n 2
 check "FIFO as --mmproj" run -m "$tiny/text.gguf" --mmproj fifo --image "$screens/xterm_700x450.png" -p hi -n 2
 check "FIFO as --image"  run "${vlm[@]}" --image fifo -p hi -n 2
 check "FIFO as --frames" watch "${vlm[@]}" --frames fifo -n 2
+check "FIFO as --probe"  profile -m "$model" -p hi -n 2 --probe fifo
 echo "$tmp/fifo" >fifo.list
 check "FIFO in a frame list (skipped, then no frame)" watch "${vlm[@]}" --frames fifo.list -n 2
 grep -q '"skipped": ".*pipe or FIFO' out && ok "the FIFO frame's skip reason is reported" || bad "FIFO frame skip line: $(head -c 300 out)"

@@ -52,11 +52,21 @@ struct ProfileArgs {
   std::string trace, json, probe;
 };
 
+std::string probe_path(const ProfileArgs& pa) {
+  return pa.probe.empty() ? std::string(TESSERA_SOURCE_DIR) + "/models/probe.json" : pa.probe;
+}
+
+// The probe's saved peaks, when present, must be a readable regular file (MappedFile's rule).
+void probe_path_readable(const ProfileArgs& pa) {
+  std::error_code ec;
+  if (std::filesystem::exists(probe_path(pa), ec)) MappedFile check(probe_path(pa));
+}
+
 // After a profiled request: the report on stdout, JSON and trace files if asked.
 void finish_profile(const ProfileArgs& pa, int threads) {
   if (!pa.on) return;
   prof::stop();
-  const std::string probe = pa.probe.empty() ? std::string(TESSERA_SOURCE_DIR) + "/models/probe.json" : pa.probe;
+  const std::string probe = probe_path(pa);
   const prof::Peaks peaks = prof::load_peaks(probe, threads);
   std::printf("\n%s", prof::report_text(peaks).c_str());
   if (!pa.json.empty()) write_atomically(pa.json, prof::report_json(peaks));
@@ -82,6 +92,7 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
   if (!va.image.empty()) image = load_image(va.image, limits);
   check_output_path(pa.json);
   check_output_path(pa.trace);
+  if (pa.on) probe_path_readable(pa);  // a bad --probe fails now, not after the whole request
   HfModel loaded = load_any(a);
   std::unique_ptr<LlamaModel>& model = loaded.text;
   Sampler sampler(so);

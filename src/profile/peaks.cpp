@@ -1,7 +1,7 @@
 // The profiler's roofline denominators, read from the probe's saved JSON.
-#include <fstream>
-#include <sstream>
+#include <filesystem>
 
+#include "core/mapped_file.h"
 #include "profile/probe.h"
 #include "profile/profiler.h"
 
@@ -10,11 +10,9 @@ namespace tessera::prof {
 Peaks load_peaks(const std::string& path, int threads) {
   Peaks p;
   p.threads = threads;
-  std::ifstream f(path);
-  if (!f) return p;
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string j = ss.str();
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return p;  // no probe run yet: no roofline verdicts
+  const std::string j = read_small_file(path, size_t{1} << 20, "probe results");  // a regular file, not a FIFO
   auto get = [&](const char* name) {
     double v = probe_lookup(j, name, threads);
     if (v <= 0) v = probe_lookup(j, name, 1) * threads;  // only the 1-thread figure stored
