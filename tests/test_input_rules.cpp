@@ -17,9 +17,9 @@
 #include "core/mapped_file.h"
 #include "core/output_file.h"
 #include "core/thread_pool.h"
-#include "formats/image.h"
+#include "image/image.h"
 #include "formats/json_input.h"
-#include "formats/tokenizer.h"
+#include "text/tokenizer.h"
 #include "models/hf_loader.h"
 #include "test_util.h"
 

@@ -11,7 +11,7 @@
 #include "formats/gguf.h"
 #include "formats/gguf_writer.h"
 #include "models/gguf_convert.h"
-#include "models/llama.h"
+#include "models/llama/llama.h"
 #include "runtime/generate.h"
 #include "runtime/session.h"
 #include "test_util.h"

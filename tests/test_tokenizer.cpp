@@ -4,8 +4,8 @@
 
 #include "core/error.h"
 #include "formats/gguf.h"
-#include "formats/tokenizer.h"
-#include "formats/unicode.h"
+#include "text/tokenizer.h"
+#include "text/unicode.h"
 #include "test_util.h"
 
 using namespace tessera;

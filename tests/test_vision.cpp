@@ -11,18 +11,18 @@
 
 #include "core/error.h"
 #include "formats/gguf_writer.h"
-#include "formats/image.h"
+#include "image/image.h"
 #include "kernels/bf16_tiles.h"
 #include "models/gguf_convert.h"
 #include "models/hf_loader.h"
-#include "models/idefics3.h"
-#include "models/llama.h"
-#include "models/siglip.h"
+#include "models/smolvlm/idefics3.h"
+#include "models/llama/llama.h"
+#include "models/smolvlm/siglip.h"
 #include "npy.h"
 #include "runtime/session.h"
 #include "sha256.h"
 #include "test_util.h"
-#include "vision/idefics3_preprocess.h"
+#include "models/smolvlm/preprocess.h"
 
 using namespace tessera;
 
@@ -195,7 +195,7 @@ TEST(Vision, PromptAndLogitsMatchTransformers) {
     const std::vector<int64_t> want_ids = test::load_npy(golden(c.stem, "input_ids.npy")).i64();
     std::vector<int64_t> ids(p.tokens.begin(), p.tokens.end());
     for (auto& t : ids)
-      if (t == Session::kEmbeddingSlot) t = image_id;
+      if (t == kEmbeddingSlot) t = image_id;
     EXPECT_EQ(ids, want_ids) << c.stem;
     s.eval(p.tokens, p.embeddings.data(), p.embeddings.size() / static_cast<size_t>(m.text->config().n_embd));
     const int V = m.text->config().n_vocab;

@@ -9,12 +9,12 @@
 #include <filesystem>
 
 #include "core/error.h"
-#include "formats/image.h"
-#include "models/llama.h"
-#include "models/siglip.h"
-#include "screen/frame_source.h"
-#include "screen/tile_cache.h"
-#include "screen/watcher.h"
+#include "image/image.h"
+#include "models/llama/llama.h"
+#include "models/smolvlm/siglip.h"
+#include "watch/frame_source.h"
+#include "watch/tile_cache.h"
+#include "watch/watcher.h"
 #include "test_util.h"
 
 using namespace tessera;

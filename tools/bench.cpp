@@ -11,10 +11,10 @@
 
 #include "core/cpu.h"
 #include "core/error.h"
-#include "formats/image.h"
+#include "image/image.h"
 #include "kernels/kernels.h"
-#include "models/idefics3.h"
-#include "vision/idefics3_preprocess.h"
+#include "models/smolvlm/idefics3.h"
+#include "models/smolvlm/preprocess.h"
 
 namespace tessera::cli {
 

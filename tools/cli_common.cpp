@@ -39,22 +39,17 @@ void add_common(CLI::App* app, CommonArgs& a) {
       ->check(CLI::IsMember({"scalar", "neon", "avx2", "avx512", "avx512vnni", "amx"}));
 }
 
-HfModel load_any(CommonArgs& a) {
-  if (a.isa == "scalar") set_isa_cap(Isa::Scalar);
-  if (a.isa == "neon") set_isa_cap(Isa::Neon);
-  if (a.isa == "avx2") set_isa_cap(Isa::Avx2);
-  if (a.isa == "avx512") set_isa_cap(Isa::Avx512);
-  if (a.isa == "avx512vnni") set_isa_cap(Isa::Avx512Vnni);
-  if (a.isa == "amx") set_isa_cap(Isa::Amx);
+void apply_isa_cap(const CommonArgs& a) {
+  if (!a.isa.empty()) set_isa_cap(isa_from_name(a.isa, "--isa"));
+}
+
+HfModel load_any(CommonArgs& a, const std::string& mmproj) {
   if (a.model.empty()) {
     a.model = default_model_path();
     if (!std::filesystem::exists(a.model))
       fail("default model not found at '%s': run scripts/setup.sh (or pass -m MODEL.gguf)", a.model.c_str());
   }
-  if (std::filesystem::is_directory(a.model)) return load_hf_dir(a.model);
-  HfModel m;
-  m.text = LlamaModel::load(a.model);
-  return m;
+  return open_model(a.model, mmproj);
 }
 
 std::unique_ptr<LlamaModel> load(CommonArgs& a) { return std::move(load_any(a).text); }

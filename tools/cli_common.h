@@ -8,7 +8,8 @@
 
 #include "core/output_file.h"
 #include "models/hf_loader.h"
-#include "models/llama.h"
+#include "models/open_model.h"
+#include "models/llama/llama.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 #include "runtime/session.h"
@@ -29,8 +30,11 @@ struct CommonArgs {
 };
 
 void add_common(CLI::App* app, CommonArgs& a);
-// -m FILE.gguf, or -m DIR for a Hugging Face directory (which may hold a vision tower too).
-HfModel load_any(CommonArgs& a);
+// --isa: caps the kernels' instruction set for the whole process (called once, after parsing).
+void apply_isa_cap(const CommonArgs& a);
+// -m FILE.gguf, or -m DIR for a Hugging Face directory (which may hold a vision tower too), with
+// an optional mmproj (models/open_model.h); the default model when -m is absent.
+HfModel load_any(CommonArgs& a, const std::string& mmproj = "");
 std::unique_ptr<LlamaModel> load(CommonArgs& a);
 SessionOptions session_options(const CommonArgs& a);
 // -t above the machine's core count runs no faster and spins: warn once and use the cores.

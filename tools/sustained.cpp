@@ -13,8 +13,8 @@
 #include "bench.h"
 #include "core/error.h"
 #include "core/output_file.h"
-#include "formats/image.h"
-#include "models/idefics3.h"
+#include "image/image.h"
+#include "models/smolvlm/idefics3.h"
 
 namespace tessera::cli {
 

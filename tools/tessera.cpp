@@ -22,11 +22,11 @@
 #include "core/output_file.h"
 #include "kernels/kernels.h"
 #include "profile/profiler.h"
-#include "formats/image.h"
+#include "image/image.h"
 #include "models/gguf_convert.h"
 #include "models/hf_loader.h"
-#include "models/idefics3.h"
-#include "models/llama.h"
+#include "models/smolvlm/idefics3.h"
+#include "models/llama/llama.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
 #include "profile/probe.h"
@@ -93,13 +93,12 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
   check_output_path(pa.json);
   check_output_path(pa.trace);
   if (pa.on) probe_path_readable(pa);  // a bad --probe fails now, not after the whole request
-  HfModel loaded = load_any(a);
+  HfModel loaded = load_any(a, va.mmproj);
   std::unique_ptr<LlamaModel>& model = loaded.text;
   Sampler sampler(so);
   Session session(*model, session_options(a));
   if (!va.image.empty()) {
-    std::unique_ptr<Idefics3Vision> vision =
-        vision_options(a, va.mmproj.empty() ? std::move(loaded.vision) : Idefics3Vision::load_mmproj(va.mmproj));
+    std::unique_ptr<Idefics3Vision> vision = vision_options(a, std::move(loaded.vision));
     if (!vision) fail("'%s' has no vision tower", a.model.c_str());
     Idefics3 vlm(*model, *vision);
     VisionTimings tm;
@@ -306,6 +305,7 @@ int main(int argc, char** argv) {
   // every command's exit status covers its standard output: a write lost to a full disk or a
   // closed descriptor is an error (flush_stdout), not exit 0
   auto dispatch = [&]() -> int {
+    apply_isa_cap(common);
     if (*run) return cmd_run(common, prompt, n_predict, raw, system, samp, out_path, vision, ProfileArgs{});
     if (*profile) {
       pa.on = true;

@@ -12,9 +12,9 @@
 
 #include "core/error.h"
 #include "core/output_file.h"
-#include "models/idefics3.h"
-#include "screen/frame_source.h"
-#include "screen/watcher.h"
+#include "models/smolvlm/idefics3.h"
+#include "watch/frame_source.h"
+#include "watch/watcher.h"
 
 namespace tessera::cli {
 
@@ -41,9 +41,8 @@ void add_watch_options(CLI::App* sub, WatchArgs& w) {
 
 int cmd_watch(CommonArgs& a, const WatchArgs& w) {
   auto source = FrameSource::open(w.frames, ImageLimits{});  // an empty or missing source fails before loading models
-  HfModel loaded = load_any(a);
-  std::unique_ptr<Idefics3Vision> vision =
-      vision_options(a, w.mmproj.empty() ? std::move(loaded.vision) : Idefics3Vision::load_mmproj(w.mmproj));
+  HfModel loaded = load_any(a, w.mmproj);
+  std::unique_ptr<Idefics3Vision> vision = vision_options(a, std::move(loaded.vision));
   if (!vision) fail("watch needs the vision model: pass --mmproj MMPROJ.gguf (or -m a SmolVLM Hugging Face directory)");
   const LlamaModel& text = *loaded.text;
   WatchOptions wo;

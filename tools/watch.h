@@ -1,5 +1,5 @@
 // `tessera watch`: a standing question over a stream of screen frames with exact (default) and
-// opt-in approximate reuse of the previous frames' work (src/screen/watcher.h).
+// opt-in approximate reuse of the previous frames' work (src/watch/watcher.h).
 #pragma once
 #include <string>
 

@@ -31,7 +31,7 @@ typedef void (*tessera_piece_fn)(const char* piece, size_t len, void* user);
 const char* tessera_last_error(void);
 tessera_generate_params tessera_default_params(void);
 
-tessera_model* tessera_model_load(const char* gguf_path);
+tessera_model* tessera_model_load(const char* path);  /* a GGUF file or a Hugging Face directory */
 void tessera_model_free(tessera_model* model);
 
 /* n_ctx: context size in tokens; n_threads: 0 for all cores. */
@@ -91,7 +91,7 @@ int tessera_ask_image(tessera_session* session, const tessera_vision* vision, co
                       const char* question, const tessera_generate_params* params, tessera_piece_fn on_piece,
                       void* user, tessera_image_timings* timings);
 
-/* ---- Watching a screen (src/screen/watcher.h) ----------------------------------------
+/* ---- Watching a screen (src/watch/watcher.h) ----------------------------------------
  * A standing question asked of frame after frame, reusing the previous frames' work: tiles
  * whose pixels are unchanged and the KV cache up to the first change (exact: bitwise what a
  * full recompute gives), plus opt-in approximations. The watcher owns the session's KV cache

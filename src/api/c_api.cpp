@@ -7,12 +7,13 @@
 #include <string>
 
 #include "core/error.h"
-#include "formats/image.h"
-#include "models/idefics3.h"
-#include "models/llama.h"
+#include "image/image.h"
+#include "models/smolvlm/idefics3.h"
+#include "models/llama/llama.h"
+#include "models/open_model.h"
 #include "runtime/generate.h"
 #include "runtime/session.h"
-#include "screen/watcher.h"
+#include "watch/watcher.h"
 #include "profile/profiler.h"
 
 struct tessera_model {
@@ -77,7 +78,7 @@ tessera_generate_params tessera_default_params(void) {
 tessera_model* tessera_model_load(const char* path) {
   return guarded([&]() -> tessera_model* {
     if (!path) tessera::fail("model path is NULL");
-    return new tessera_model{tessera::LlamaModel::load(path)};
+    return new tessera_model{tessera::open_model(path).text};  // a GGUF file or a Hugging Face directory
   }, nullptr);
 }
 

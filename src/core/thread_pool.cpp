@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "profile/profiler.h"
-
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define TESSERA_PAUSE() _mm_pause()
@@ -14,6 +12,10 @@
 #endif
 
 namespace tessera {
+
+static std::atomic<const ChunkObserver*> g_chunk_observer{nullptr};
+
+void set_chunk_observer(const ChunkObserver* observer) { g_chunk_observer.store(observer, std::memory_order_release); }
 
 static constexpr int kSpinIterations = 20000;  // ~100 µs of spinning before sleeping
 static constexpr int kChunksPerThread = 4;
@@ -62,14 +64,15 @@ void ThreadPool::worker_loop() {
 }
 
 void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
-  if (prof::tracing()) {  // each chunk becomes a slice on the track of the thread that ran it
-    const char* label = prof::current_label();
-    const std::function<void(int64_t, int64_t)> traced = [&fn, label](int64_t a, int64_t b) {
-      const int64_t t0 = prof::now_ns();
+  const ChunkObserver* o = g_chunk_observer.load(std::memory_order_acquire);
+  if (o && o->active()) {  // each chunk is reported from the thread that ran it
+    const void* context = o->context();
+    const std::function<void(int64_t, int64_t)> observed = [&fn, o, context](int64_t a, int64_t b) {
+      const int64_t t0 = o->now_ns();
       fn(a, b);
-      prof::chunk(label, t0, prof::now_ns());
+      o->chunk(context, t0, o->now_ns());
     };
-    return run(n, grain, traced);
+    return run(n, grain, observed);
   }
   run(n, grain, fn);
 }

@@ -14,6 +14,18 @@
 
 namespace tessera {
 
+// A watcher of the chunks a pool runs, installed by a layer above the pool (the profiler draws
+// them as per-thread slices in its trace). `active` is asked once per parallel_for; when it is
+// true, `context` is read on the calling thread and `chunk` is told each chunk's times on the
+// thread that ran it. The pool itself knows nothing of profiling.
+struct ChunkObserver {
+  bool (*active)();
+  const void* (*context)();
+  int64_t (*now_ns)();
+  void (*chunk)(const void* context, int64_t t0_ns, int64_t t1_ns);
+};
+void set_chunk_observer(const ChunkObserver* observer);  // null: none
+
 class ThreadPool {
  public:
   explicit ThreadPool(int n_threads);

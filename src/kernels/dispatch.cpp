@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "kernels/elementwise.h"
 #include "kernels/kernels.h"
+#include "kernels/resample.h"
 
 namespace tessera {
 
@@ -17,13 +18,7 @@ std::atomic<int> g_cap{-1};
 Isa cap_from_env() {
   const char* e = std::getenv("TESSERA_ISA");
   if (!e || !*e) return Isa::Amx;
-  if (std::strcmp(e, "amx") == 0) return Isa::Amx;
-  if (std::strcmp(e, "scalar") == 0) return Isa::Scalar;
-  if (std::strcmp(e, "avx512vnni") == 0) return Isa::Avx512Vnni;
-  if (std::strcmp(e, "avx512") == 0) return Isa::Avx512;
-  if (std::strcmp(e, "avx2") == 0) return Isa::Avx2;
-  if (std::strcmp(e, "neon") == 0) return Isa::Neon;
-  fail("TESSERA_ISA='%s' is not one of: scalar, neon, avx2, avx512, avx512vnni, amx", e);
+  return isa_from_name(e, "TESSERA_ISA");
 }
 
 // Decode (one token) streams each weight row once: one contiguous range per thread keeps each
@@ -45,6 +40,12 @@ const char* isa_name(Isa isa) {
     case Isa::Amx: return "amx";
   }
   return "unknown";
+}
+
+Isa isa_from_name(const std::string& name, const char* what) {
+  for (Isa i : {Isa::Scalar, Isa::Neon, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni, Isa::Amx})
+    if (name == isa_name(i)) return i;
+  fail("%s='%s' is not one of: %s", what, name.c_str(), kIsaNames);
 }
 
 Isa detected_isa() {
@@ -119,6 +120,14 @@ void parallel_row_groups(int64_t n_rows, ThreadPool& pool, const std::function<v
 void softmax_row(float* x, int64_t n, float scale) { TESSERA_PICK(softmax_row)(x, n, scale); }
 void gelu_tanh(float* x, int64_t n) { TESSERA_PICK(gelu_tanh)(x, n); }
 void swiglu(float* g, const float* u, int64_t n) { TESSERA_PICK(swiglu)(g, u, n); }
+
+void combine_rows_u8(const uint8_t* const* rows, const int32_t* k, int n, int64_t len, int precision, uint8_t* out) {
+#if defined(TESSERA_HAVE_AVX512)
+  if (active_isa() >= Isa::Avx512) return avx512::combine_rows_u8(rows, k, n, len, precision, out);
+  if (active_isa() == Isa::Avx2) return avx2::combine_rows_u8(rows, k, n, len, precision, out);
+#endif
+  ref::combine_rows_u8(rows, k, n, len, precision, out);
+}
 
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k) {
 #if defined(TESSERA_HAVE_AVX512)

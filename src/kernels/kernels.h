@@ -5,6 +5,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <functional>
 #include <memory>
 
@@ -22,6 +23,10 @@ const char* isa_name(Isa isa);
 Isa detected_isa();  // best level the CPU and OS support
 Isa active_isa();    // detected, capped by set_isa_cap() or TESSERA_ISA=scalar|neon|avx2|avx512|avx512vnni|amx
 void set_isa_cap(Isa cap);
+// The one reading of an ISA name ("scalar", "neon", "avx2", "avx512", "avx512vnni", "amx"), for
+// --isa and TESSERA_ISA alike; `what` names the source in the error.
+constexpr const char* kIsaNames = "scalar, neon, avx2, avx512, avx512vnni, amx";
+Isa isa_from_name(const std::string& name, const char* what);
 
 struct Bf16QkvTarget;  // kernels/attention_bf16.h
 

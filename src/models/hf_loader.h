@@ -4,8 +4,8 @@
 #include <memory>
 #include <string>
 
-#include "models/llama.h"
-#include "models/siglip.h"
+#include "models/llama/llama.h"
+#include "models/smolvlm/siglip.h"
 
 namespace tessera {
 

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/thread_pool.h"
 #include "profile/counters.h"
 
 namespace tessera::prof {
@@ -142,7 +143,18 @@ int64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+namespace {
+// The thread pool's slices of a trace: the pool reports its chunks through this observer
+const tessera::ChunkObserver kChunkObserver = {
+    [] { return tracing(); },
+    [] { return static_cast<const void*>(current_label()); },
+    [] { return now_ns(); },
+    [](const void* label, int64_t t0, int64_t t1) { chunk(static_cast<const char*>(label), t0, t1); },
+};
+}  // namespace
+
 void start(bool trace) {
+  set_chunk_observer(&kChunkObserver);
   State& s = st();
   {
     std::lock_guard<std::mutex> lk(s.mu);

@@ -30,7 +30,7 @@ struct GenerateStats {
 // Evaluates `prompt` (appended to what the session already holds), then samples up to
 // n_predict tokens, calling on_piece with each token's text as soon as it is known.
 // Stops at an end-of-generation token (which is evaluated into the cache, so a chat can go on).
-// `embeddings` fills the prompt's Session::kEmbeddingSlot positions (image features).
+// `embeddings` fills the prompt's kEmbeddingSlot positions (image features).
 GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int n_predict,
                        Sampler& sampler, const std::function<void(const std::string&)>& on_piece,
                        std::vector<int32_t>* out_tokens = nullptr,

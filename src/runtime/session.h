@@ -9,7 +9,7 @@
 #include "core/thread_pool.h"
 #include "kernels/attention.h"
 #include "kernels/q8_panels.h"
-#include "models/llama.h"
+#include "models/llama/llama.h"
 
 namespace tessera {
 
@@ -31,7 +31,6 @@ class Session {
   void eval(const std::vector<int32_t>& tokens);
   // Like eval, but every token equal to kEmbeddingSlot takes the next row of `embeddings`
   // (n_embd floats each) instead of a token embedding: how image features enter the prompt.
-  static constexpr int32_t kEmbeddingSlot = -1;
   void eval(const std::vector<int32_t>& tokens, const float* embeddings, size_t n_embeddings);
   // Like eval, but calls on_logits(i, logits) for every token i of `tokens`.
   void eval_all(const std::vector<int32_t>& tokens,

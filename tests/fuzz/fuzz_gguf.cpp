@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "formats/gguf.h"
-#include "formats/tokenizer.h"
+#include "text/tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::vector<uint8_t> copy(data, data + size);  // the parser keeps pointers into its span

@@ -3,8 +3,8 @@
 #include <cstdint>
 
 #include "core/error.h"
-#include "formats/image.h"
-#include "vision/idefics3_preprocess.h"
+#include "image/image.h"
+#include "models/smolvlm/preprocess.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   tessera::ImageLimits lim;

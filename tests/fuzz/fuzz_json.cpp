@@ -6,7 +6,7 @@
 #include <string>
 
 #include "core/error.h"
-#include "formats/tokenizer.h"
+#include "text/tokenizer.h"
 #include "models/hf_loader.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -6,8 +6,8 @@
 
 #include "core/error.h"
 #include "formats/gguf.h"
-#include "formats/tokenizer.h"
-#include "formats/unicode.h"
+#include "text/tokenizer.h"
+#include "text/unicode.h"
 
 static const tessera::Tokenizer* tokenizer() {
   static std::unique_ptr<tessera::GgufFile> f;

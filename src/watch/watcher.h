@@ -24,12 +24,12 @@
 #include <string>
 #include <vector>
 
-#include "formats/image.h"
-#include "models/idefics3.h"
-#include "models/llama.h"
-#include "models/siglip.h"
+#include "image/image.h"
+#include "models/smolvlm/idefics3.h"
+#include "models/llama/llama.h"
+#include "models/smolvlm/siglip.h"
 #include "runtime/session.h"
-#include "screen/tile_cache.h"
+#include "watch/tile_cache.h"
 
 namespace tessera {
 

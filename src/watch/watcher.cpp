@@ -1,4 +1,4 @@
-#include "screen/watcher.h"
+#include "watch/watcher.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,7 @@
 #include "profile/profiler.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
-#include "vision/idefics3_preprocess.h"
+#include "models/smolvlm/preprocess.h"
 
 namespace tessera {
 
@@ -179,7 +179,7 @@ FrameResult Watcher::process(const ImageRGB& frame) {
   std::vector<int> slot_of(static_cast<size_t>(N), -1);
   std::vector<int> slot_pos;
   for (int i = 0; i < N; ++i)
-    if (tokens[static_cast<size_t>(i)] == Session::kEmbeddingSlot) {
+    if (tokens[static_cast<size_t>(i)] == kEmbeddingSlot) {
       slot_of[static_cast<size_t>(i)] = static_cast<int>(slot_pos.size());
       slot_pos.push_back(i);
     }

@@ -1,4 +1,4 @@
-#include "screen/frame_source.h"
+#include "watch/frame_source.h"
 
 #include <algorithm>
 #include <cstring>

@@ -1,8 +1,4 @@
-#include "vision/resize.h"
-
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
+#include "image/resize.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,6 +8,7 @@
 
 #include "core/error.h"
 #include "kernels/kernels.h"
+#include "kernels/resample.h"
 
 namespace tessera {
 
@@ -96,80 +93,6 @@ Coeffs precompute(int in_size, int out_size, ResampleFilter f, ResampleArithmeti
   return c;
 }
 
-inline uint8_t clip8(int32_t v, int precision) {
-  if (v <= 0) return 0;
-  v >>= precision;
-  return v > 255 ? 255 : static_cast<uint8_t>(v);
-}
-
-// Both passes are one operation: out[i] = clip8(2^(precision-1) + Σ_t in_t[i] · k[t]) over len
-// bytes, in_t = rows[t] (the vertical pass: source rows; the horizontal pass: source columns of
-// the transposed image). Integer sums, so any order and any vector width give Pillow's bytes.
-// Portable: one output at a time; AVX2 and AVX-512 (where the CPU has them): 32 or 64 bytes at a
-// time in int32 lanes.
-void combine_tail(const uint8_t* const* rows, const int32_t* k, int n, int64_t len, int precision, uint8_t* out, int64_t i) {
-  const int32_t bias = 1 << (precision - 1);
-  for (; i < len; ++i) {
-    int32_t s = bias;
-    for (int t = 0; t < n; ++t) s += rows[t][i] * k[t];
-    out[i] = clip8(s, precision);
-  }
-}
-void combine_rows_portable(const uint8_t* const* rows, const int32_t* k, int n, int64_t len, int precision, uint8_t* out) {
-  combine_tail(rows, k, n, len, precision, out, 0);
-}
-#if defined(__x86_64__)
-[[gnu::target("avx2")]] void combine_rows_avx2(const uint8_t* const* rows, const int32_t* k, int n, int64_t len,
-                                                int precision, uint8_t* out) {
-  const __m256i bias = _mm256_set1_epi32(1 << (precision - 1)), zero = _mm256_setzero_si256(), max = _mm256_set1_epi32(255);
-  const __m128i shift = _mm_cvtsi32_si128(precision);
-  int64_t i = 0;
-  for (; i + 32 <= len; i += 32) {
-    __m256i a[4] = {bias, bias, bias, bias};
-    for (int t = 0; t < n; ++t) {
-      const __m256i kt = _mm256_set1_epi32(k[t]);
-      for (int v = 0; v < 4; ++v) {
-        const __m256i x = _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(rows[t] + i + 8 * v)));
-        a[v] = _mm256_add_epi32(a[v], _mm256_mullo_epi32(x, kt));
-      }
-    }
-    for (int v = 0; v < 4; ++v) a[v] = _mm256_min_epi32(_mm256_sra_epi32(_mm256_max_epi32(a[v], zero), shift), max);
-    // packs interleave 128-bit halves: bytes come out as dwords 0,4,1,5,2,6,3,7 of the 8 groups
-    const __m256i b = _mm256_packus_epi16(_mm256_packus_epi32(a[0], a[1]), _mm256_packus_epi32(a[2], a[3]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), _mm256_permutevar8x32_epi32(b, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
-  }
-  combine_tail(rows, k, n, len, precision, out, i);
-}
-[[gnu::target("avx512f,avx512bw")]] void combine_rows_avx512(const uint8_t* const* rows, const int32_t* k, int n,
-                                                             int64_t len, int precision, uint8_t* out) {
-  const __m512i bias = _mm512_set1_epi32(1 << (precision - 1)), zero = _mm512_setzero_si512(), max = _mm512_set1_epi32(255);
-  const __m128i shift = _mm_cvtsi32_si128(precision);
-  int64_t i = 0;
-  for (; i + 64 <= len; i += 64) {
-    __m512i a[4] = {bias, bias, bias, bias};
-    for (int t = 0; t < n; ++t) {
-      const __m512i kt = _mm512_set1_epi32(k[t]);
-      for (int v = 0; v < 4; ++v) {
-        const __m512i x = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[t] + i + 16 * v)));
-        a[v] = _mm512_add_epi32(a[v], _mm512_mullo_epi32(x, kt));
-      }
-    }
-    for (int v = 0; v < 4; ++v)
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i + 16 * v),
-                       _mm512_cvtepi32_epi8(_mm512_min_epi32(_mm512_sra_epi32(_mm512_max_epi32(a[v], zero), shift), max)));
-  }
-  combine_tail(rows, k, n, len, precision, out, i);
-}
-#endif
-using CombineFn = void (*)(const uint8_t* const*, const int32_t*, int, int64_t, int, uint8_t*);
-CombineFn pick_combine() {
-#if defined(__x86_64__)
-  if (active_isa() >= Isa::Avx512) return combine_rows_avx512;
-  if (active_isa() >= Isa::Avx2) return combine_rows_avx2;
-#endif
-  return combine_rows_portable;
-}
-
 // Pixel transposes in blocks of 32 × 32 pixels (each block's reads and writes stay in L1; pixel
 // by pixel, every write of a column-major copy was a cache miss). src has `rows` rows of
 // `cols` pixels, src_stride bytes apart; dst gets `cols` rows of `rows` pixels, dst_stride apart.
@@ -201,7 +124,7 @@ ImageRGB resize_like_pil(const ImageRGB& in, int out_w, int out_h, ResampleFilte
   const bool need_h = out_w != in.width, need_v = out_h != in.height;
   const Coeffs ch = precompute(in.width, out_w, f, arith);
   Coeffs cv = precompute(in.height, out_h, f, arith);
-  const CombineFn combine = pick_combine();
+  const auto combine = combine_rows_u8;  // kernels/resample.h, vectorised per ISA
   const auto run = [&](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
     if (pool) pool->parallel_for(n, 8, fn);
     else fn(0, n);

@@ -1,4 +1,4 @@
-#include "formats/image.h"
+#include "image/image.h"
 
 #include <jpeglib.h>
 #include <png.h>

@@ -1,4 +1,4 @@
-#include "models/siglip.h"
+#include "models/smolvlm/siglip.h"
 
 #include <algorithm>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "vision/idefics3_preprocess.h"
+#include "models/smolvlm/preprocess.h"
 
 #include <algorithm>
 #include <cmath>

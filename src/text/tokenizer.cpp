@@ -1,4 +1,4 @@
-#include "formats/tokenizer.h"
+#include "text/tokenizer.h"
 
 #include <algorithm>
 #include <queue>
@@ -6,7 +6,7 @@
 #include "core/error.h"
 #include "core/mapped_file.h"
 #include "formats/json_input.h"
-#include "formats/unicode.h"
+#include "text/unicode.h"
 
 #include <nlohmann/json.hpp>
 

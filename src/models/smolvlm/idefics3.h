@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "formats/image.h"
-#include "models/llama.h"
-#include "models/siglip.h"
-#include "runtime/session.h"
+#include "image/image.h"
+#include "models/llama/llama.h"
+#include "models/smolvlm/siglip.h"
+#include "core/thread_pool.h"
 
 namespace tessera {
 
@@ -23,7 +23,7 @@ struct VisionTimings {
 };
 
 struct ImagePrompt {
-  std::vector<int32_t> tokens;  // Session::kEmbeddingSlot where an image embedding goes
+  std::vector<int32_t> tokens;  // kEmbeddingSlot where an image embedding goes
   std::vector<float> embeddings;  // slots x n_embd, in slot order
   int rows = 0, cols = 0, tiles = 0;
 };

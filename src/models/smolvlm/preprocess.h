@@ -6,8 +6,8 @@
 #include <vector>
 
 #include "core/thread_pool.h"
-#include "formats/image.h"
-#include "vision/resize.h"
+#include "image/image.h"
+#include "image/resize.h"
 
 namespace tessera {
 

@@ -1,4 +1,4 @@
-#include "screen/tile_cache.h"
+#include "watch/tile_cache.h"
 
 #include <cstring>
 

@@ -3,7 +3,7 @@
 // between passes), so preprocessing matches Hugging Face's PIL-based processors pixel for pixel.
 #pragma once
 #include "core/thread_pool.h"
-#include "formats/image.h"
+#include "image/image.h"
 
 namespace tessera {
 

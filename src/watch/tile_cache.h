@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "formats/image.h"
+#include "image/image.h"
 
 namespace tessera {
 

@@ -6,11 +6,16 @@
 #include <vector>
 
 #include "formats/gguf.h"
-#include "formats/tokenizer.h"
+#include "text/tokenizer.h"
 #include "kernels/kernels.h"
 #include "models/tensor_source.h"
 
 namespace tessera {
+
+// A prompt position whose input is a row of embeddings handed over with the tokens (an image
+// feature from a vision tower) rather than a token id. The model layer defines it; the
+// runtime's Session fills such positions (Session::eval with embeddings).
+constexpr int32_t kEmbeddingSlot = -1;
 
 struct LlamaConfig {
   int n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0;

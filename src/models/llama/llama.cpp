@@ -1,4 +1,4 @@
-#include "models/llama.h"
+#include "models/llama/llama.h"
 
 #include "core/error.h"
 #include "models/gguf_source.h"

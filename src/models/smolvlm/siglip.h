@@ -12,7 +12,7 @@
 #include "kernels/gemm_panels.h"
 #include "kernels/kernels.h"
 #include "models/tensor_source.h"
-#include "vision/idefics3_preprocess.h"
+#include "models/smolvlm/preprocess.h"
 
 namespace tessera {
 

@@ -1,4 +1,4 @@
-#include "formats/unicode.h"
+#include "text/unicode.h"
 
 #include <algorithm>
 #include <array>
@@ -9,7 +9,7 @@ namespace {
 struct CodepointRange {
   uint32_t lo, hi;
 };
-#include "formats/unicode_ranges.inc"
+#include "text/unicode_ranges.inc"
 
 template <size_t N>
 bool in_ranges(const CodepointRange (&r)[N], uint32_t cp) {

@@ -1,4 +1,4 @@
-#include "models/idefics3.h"
+#include "models/smolvlm/idefics3.h"
 
 #include "profile/profiler.h"
 
@@ -49,7 +49,7 @@ std::vector<int32_t> Idefics3::tokenize_with_slots(const std::string& text) cons
       out.insert(out.end(), ids.begin(), ids.end());
     }
     if (hit == std::string::npos) break;
-    out.push_back(Session::kEmbeddingSlot);
+    out.push_back(kEmbeddingSlot);
     pos = hit + len;
   }
   return out;

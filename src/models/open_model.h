@@ -1,0 +1,15 @@
+// Opening a model as a user names it: a GGUF file (llama.cpp's text model) or a Hugging Face
+// directory (safetensors, which may hold a SmolVLM vision tower too), with an optional llama.cpp
+// mmproj GGUF for the vision tower. The one place this policy lives: the CLI, the C API and a
+// server all call it.
+#pragma once
+#include <string>
+
+#include "models/hf_loader.h"
+
+namespace tessera {
+
+// `mmproj`, when given, is the vision tower (a directory's own tower is then not used).
+HfModel open_model(const std::string& path, const std::string& mmproj = "");
+
+}  // namespace tessera
