@@ -64,29 +64,17 @@ Watcher::Watcher(const LlamaModel& text, const Idefics3Vision& vision, Session& 
   if (opt.approx_kv > 1) fail("watch: --approx-kv is a fraction in [0, 1]");
 }
 
+// A frame one step at a time: unchanged frame -> preprocess -> tiles (exact cache, kept global
+// thumbnail, gated or full encoding) -> prompt -> exact KV prefix -> same prompt, same answer ->
+// stale K/V kept for unchanged tiles (approximate) -> the rest of the prompt and the answer.
 FrameResult Watcher::process(const ImageRGB& frame) {
+  const double t_start = now_ms();
+  if (opt_.reuse && have_prev_ && frame.width == prev_frame_.width && frame.height == prev_frame_.height &&
+      frame.pixels == prev_frame_.pixels)
+    return unchanged_frame(t_start);
   FrameResult r;
   r.width = frame.width;
   r.height = frame.height;
-  const double t_start = now_ms();
-  if (opt_.reuse && have_prev_ && frame.width == prev_frame_.width && frame.height == prev_frame_.height &&
-      frame.pixels == prev_frame_.pixels) {
-    FrameResult same = prev_result_;
-    same.frame_unchanged = true;
-    same.tiles_encoded = same.tiles_gated = 0;
-    same.encoder_work = 0;
-    same.tiles_reused = same.tiles;
-    same.tokens_reused = same.prompt_tokens;
-    same.tokens_recomputed = same.tokens_kept_stale = 0;
-    same.global_kept_approx = false;
-    same.preprocess_ms = same.encode_ms = same.prefill_ms = same.decode_ms = 0;
-    same.total_ms = now_ms() - t_start;
-    return same;
-  }
-  const SiglipConfig& vc = vision_.config();
-  const int tpt = vc.tokens_per_tile();
-  const size_t E = static_cast<size_t>(text_.config().n_embd), per_tile = static_cast<size_t>(tpt) * E;
-
   PreprocessedImage pre;
   {
     prof::PhaseScope phase(prof::Phase::Preprocess);
@@ -95,8 +83,62 @@ FrameResult Watcher::process(const ImageRGB& frame) {
   const double t_pre = now_ms();
   r.preprocess_ms = t_pre - t_start;
   r.tiles = static_cast<int>(pre.tiles.size());
+  const std::vector<bool> changed = encode_tiles(pre, r);
+  r.encode_ms = now_ms() - t_pre;
 
-  // Tiles: the cache (exact), the kept global thumbnail (approximate), or the encoder.
+  const PromptLayout p = layout(vlm_.tokenize_with_slots(vlm_.prompt_text(pre.rows, pre.cols, opt_.question)));
+  const int N = static_cast<int>(p.tokens.size());
+  r.prompt_tokens = N;
+  if (N + opt_.n_predict > session_.n_ctx())
+    fail("watch: the frame's prompt (%d tokens) plus the answer does not fit the context of %d tokens (raise -c)", N, session_.n_ctx());
+  const int d = opt_.reuse ? exact_prefix(p, r.embeddings) : 0;
+  // The same prompt as last time (every token and embedding): greedy decoding is deterministic,
+  // so the answer and the next-token logits are the previous ones.
+  if (opt_.reuse && have_prev_ && d == N - 1 && prev_tokens_ == p.tokens &&
+      std::memcmp(r.embeddings.data(), prev_emb_.data(), r.embeddings.size() * sizeof(float)) == 0) {
+    r.answer = prev_result_.answer;
+    r.answer_tokens = prev_result_.answer_tokens;
+    r.next_logits = prev_result_.next_logits;
+    r.tokens_reused = N;
+    r.answer_reused = true;
+    r.total_ms = now_ms() - t_start;
+    remember(frame, r);
+    return r;
+  }
+  session_.truncate(d);
+  r.tokens_reused = d;
+  const double t_pf0 = now_ms();
+  int pos = d;
+  if (opt_.reuse && opt_.approx_kv >= 0 && prev_tokens_ == p.tokens && !prev_emb_.empty() && session_.n_filled() >= N)
+    pos = prefill_keeping_stale(p, changed, pos, r);
+  answer_from(p, pos, t_pf0, r);
+  prev_tokens_ = p.tokens;
+  prev_emb_ = r.embeddings;
+  r.total_ms = now_ms() - t_start;
+  remember(frame, r);
+  return r;
+}
+
+FrameResult Watcher::unchanged_frame(double t_start) const {
+  FrameResult same = prev_result_;
+  same.frame_unchanged = true;
+  same.tiles_encoded = same.tiles_gated = 0;
+  same.encoder_work = 0;
+  same.tiles_reused = same.tiles;
+  same.tokens_reused = same.prompt_tokens;
+  same.tokens_recomputed = same.tokens_kept_stale = 0;
+  same.global_kept_approx = false;
+  same.preprocess_ms = same.encode_ms = same.prefill_ms = same.decode_ms = 0;
+  same.total_ms = now_ms() - t_start;
+  return same;
+}
+
+// Tile reuse: each tile's connector output from the content cache (exact), the kept global
+// thumbnail (approximate), or the encoder (gated: only the changed patches). Fills r.embeddings;
+// returns which tiles' outputs differ from the previous frame's (asked only by approx-kv).
+std::vector<bool> Watcher::encode_tiles(const PreprocessedImage& pre, FrameResult& r) {
+  const SiglipConfig& vc = vision_.config();
+  const size_t per_tile = static_cast<size_t>(vc.tokens_per_tile()) * static_cast<size_t>(text_.config().n_embd);
   r.embeddings.resize(pre.tiles.size() * per_tile);
   std::vector<float> chw(static_cast<size_t>(3) * vc.image_size * vc.image_size);
   std::vector<float> enc(static_cast<size_t>(vc.n_patches()) * vc.hidden), out(per_tile);
@@ -115,37 +157,11 @@ FrameResult Watcher::process(const ImageRGB& frame) {
       std::copy(hit->begin(), hit->end(), out.begin());
       ++r.tiles_reused;
     } else {
-      bool gated = false;
+      bool gated;
       {
         prof::PhaseScope phase(prof::Phase::VisionEncode);
         tile_to_chw(tile, vision_.preprocess_config(), chw.data());
-        GateEntry* g = opt_.approx_gate ? gate_entry(static_cast<int>(t), tile) : nullptr;
-        if (g && !g->state.encoded.empty()) {
-          const std::vector<int> changed_patches = changed_patches_of(g->tile, tile, vc.patch_size);
-          if (static_cast<double>(changed_patches.size()) <= opt_.gate_max_fraction * vc.n_patches()) {
-            vision_.encode_tile_gated(chw.data(), changed_patches, g->state, enc.data(), session_.pool());
-            gated = true;
-            r.encoder_work += static_cast<double>(changed_patches.size()) / vc.n_patches();
-          }
-        }
-        if (!gated) {
-          // a position seen changing once is likely to change again: keep its per-layer K/V,
-          // for at most gate_positions positions (least recently used give theirs up)
-          const bool record = g && g->tile.width;
-          if (record && g->state.encoded.empty()) {
-            size_t with_state = 0;
-            GateEntry* lru = nullptr;
-            for (GateEntry& e : gate_)
-              if (!e.state.encoded.empty()) {
-                ++with_state;
-                if (!lru || e.used < lru->used) lru = &e;
-              }
-            if (with_state >= static_cast<size_t>(std::max(1, opt_.gate_positions)) && lru) lru->state = Idefics3Vision::TileState{};
-          }
-          vision_.encode_tile(chw.data(), enc.data(), session_.pool(), record ? &g->state : nullptr);
-          r.encoder_work += 1.0;
-        }
-        if (g) g->tile = tile;
+        gated = encode_tile(static_cast<int>(t), tile, chw.data(), enc.data(), r);
       }
       {
         prof::PhaseScope phase(prof::Phase::Connector);
@@ -165,105 +181,131 @@ FrameResult Watcher::process(const ImageRGB& frame) {
   }
   r.encoder_work /= std::max<size_t>(1, pre.tiles.size());
   prof::note_memory("vision cache", cache_.bytes());
-  const double t_enc = now_ms();
-  r.encode_ms = t_enc - t_pre;
+  return changed;
+}
 
-  const std::string text = "<|im_start|>User:" + Idefics3::image_block_text(pre.rows, pre.cols, tpt) + opt_.question +
-                           "<end_of_utterance>\nAssistant:";
-  const std::vector<int32_t> tokens = vlm_.tokenize_with_slots(text);
-  const int N = static_cast<int>(tokens.size());
-  r.prompt_tokens = N;
-  if (N + opt_.n_predict > session_.n_ctx())
-    fail("watch: the frame's prompt (%d tokens) plus the answer does not fit the context of %d tokens (raise -c)", N, session_.n_ctx());
-  // slot index of every position (-1: a text token)
-  std::vector<int> slot_of(static_cast<size_t>(N), -1);
-  std::vector<int> slot_pos;
-  for (int i = 0; i < N; ++i)
-    if (tokens[static_cast<size_t>(i)] == kEmbeddingSlot) {
-      slot_of[static_cast<size_t>(i)] = static_cast<int>(slot_pos.size());
-      slot_pos.push_back(i);
+// One tile through the encoder: with --approx-gate, only its changed 16x16 patches when few
+// changed since the state recorded at this position. Returns whether it was gated.
+bool Watcher::encode_tile(int position, const ImageRGB& tile, const float* chw, float* enc, FrameResult& r) {
+  const SiglipConfig& vc = vision_.config();
+  GateEntry* g = opt_.approx_gate ? gate_entry(position, tile) : nullptr;
+  bool gated = false;
+  if (g && !g->state.encoded.empty()) {
+    const std::vector<int> changed_patches = changed_patches_of(g->tile, tile, vc.patch_size);
+    if (static_cast<double>(changed_patches.size()) <= opt_.gate_max_fraction * vc.n_patches()) {
+      vision_.encode_tile_gated(chw, changed_patches, g->state, enc, session_.pool());
+      gated = true;
+      r.encoder_work += static_cast<double>(changed_patches.size()) / vc.n_patches();
     }
+  }
+  if (!gated) {
+    // a position seen changing once is likely to change again: keep its per-layer K/V,
+    // for at most gate_positions positions (least recently used give theirs up)
+    const bool record = g && g->tile.width;
+    if (record && g->state.encoded.empty()) {
+      size_t with_state = 0;
+      GateEntry* lru = nullptr;
+      for (GateEntry& e : gate_)
+        if (!e.state.encoded.empty()) {
+          ++with_state;
+          if (!lru || e.used < lru->used) lru = &e;
+        }
+      if (with_state >= static_cast<size_t>(std::max(1, opt_.gate_positions)) && lru) lru->state = Idefics3Vision::TileState{};
+    }
+    vision_.encode_tile(chw, enc, session_.pool(), record ? &g->state : nullptr);
+    r.encoder_work += 1.0;
+  }
+  if (g) g->tile = tile;
+  return gated;
+}
 
-  // Exact KV reuse: the longest common prefix of tokens and embeddings with the last prompt.
+Watcher::PromptLayout Watcher::layout(std::vector<int32_t> tokens) {
+  PromptLayout p;
+  p.tokens = std::move(tokens);
+  p.slot_of.assign(p.tokens.size(), -1);
+  for (size_t i = 0; i < p.tokens.size(); ++i)
+    if (p.tokens[i] == kEmbeddingSlot) {
+      p.slot_of[i] = static_cast<int>(p.slot_pos.size());
+      p.slot_pos.push_back(static_cast<int>(i));
+    }
+  return p;
+}
+
+// Prefix reuse (exact): the longest common prefix of tokens and embeddings with the last prompt
+// still in the cache; the last position is always evaluated, its logits start the answer.
+int Watcher::exact_prefix(const PromptLayout& p, const std::vector<float>& embeddings) const {
+  const size_t E = static_cast<size_t>(text_.config().n_embd);
+  const int N = static_cast<int>(p.tokens.size());
+  const int n_prev = std::min<int>(static_cast<int>(prev_tokens_.size()), session_.n_past());
   int d = 0;
-  if (opt_.reuse) {
-    const int n_prev = std::min<int>(static_cast<int>(prev_tokens_.size()), session_.n_past());
-    while (d < std::min(N, n_prev) && tokens[static_cast<size_t>(d)] == prev_tokens_[static_cast<size_t>(d)]) {
-      const int s = slot_of[static_cast<size_t>(d)];
-      if (s >= 0 && std::memcmp(&r.embeddings[static_cast<size_t>(s) * E], &prev_emb_[static_cast<size_t>(s) * E], E * sizeof(float)) != 0)
-        break;
-      ++d;
-    }
-    d = std::min(d, N - 1);  // the last prompt position is always evaluated: its logits start the answer
+  while (d < std::min(N, n_prev) && p.tokens[static_cast<size_t>(d)] == prev_tokens_[static_cast<size_t>(d)]) {
+    const int s = p.slot_of[static_cast<size_t>(d)];
+    if (s >= 0 && std::memcmp(&embeddings[static_cast<size_t>(s) * E], &prev_emb_[static_cast<size_t>(s) * E], E * sizeof(float)) != 0)
+      break;
+    ++d;
   }
-  // The same prompt as last time (every token and embedding): greedy decoding is deterministic,
-  // so the answer and the next-token logits are the previous ones.
-  if (opt_.reuse && have_prev_ && d == N - 1 && prev_tokens_ == tokens &&
-      std::memcmp(r.embeddings.data(), prev_emb_.data(), r.embeddings.size() * sizeof(float)) == 0) {
-    r.answer = prev_result_.answer;
-    r.answer_tokens = prev_result_.answer_tokens;
-    r.next_logits = prev_result_.next_logits;
-    r.tokens_reused = N;
-    r.answer_reused = true;
-    r.total_ms = now_ms() - t_start;
-    remember(frame, r);
-    return r;
-  }
-  session_.truncate(d);
-  r.tokens_reused = d;
+  return std::min(d, N - 1);
+}
 
-  auto slice = [&](int a, int b, std::vector<int32_t>& toks, std::vector<float>& emb) {
-    toks.assign(tokens.begin() + a, tokens.begin() + b);
-    emb.clear();
-    for (int i = a; i < b; ++i)
-      if (const int s = slot_of[static_cast<size_t>(i)]; s >= 0)
-        emb.insert(emb.end(), r.embeddings.begin() + static_cast<std::ptrdiff_t>(s * E), r.embeddings.begin() + static_cast<std::ptrdiff_t>((s + 1) * E));
-  };
+// Tokens [a, b) of the prompt and the embedding rows of their slots.
+void Watcher::slice(const PromptLayout& p, const std::vector<float>& embeddings, int a, int b, std::vector<int32_t>& toks,
+                    std::vector<float>& emb) const {
+  const size_t E = static_cast<size_t>(text_.config().n_embd);
+  toks.assign(p.tokens.begin() + a, p.tokens.begin() + b);
+  emb.clear();
+  for (int i = a; i < b; ++i)
+    if (const int s = p.slot_of[static_cast<size_t>(i)]; s >= 0)
+      emb.insert(emb.end(), embeddings.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(s) * E),
+                 embeddings.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(s + 1) * E));
+}
+
+// Approximate reuse (--approx-kv): after the first change, unchanged tiles keep their stale K/V
+// except a leading fraction, recomputed. Returns the position evaluated up to.
+int Watcher::prefill_keeping_stale(const PromptLayout& p, const std::vector<bool>& changed, int pos, FrameResult& r) {
+  prof::PhaseScope phase(prof::Phase::Prefill);
+  const size_t E = static_cast<size_t>(text_.config().n_embd);
+  const size_t tpt = static_cast<size_t>(vision_.config().tokens_per_tile());
   std::vector<int32_t> toks;
   std::vector<float> emb;
-  int pos = d;
-  const double t_pf0 = now_ms();
-  // Approximate KV reuse: later unchanged tiles keep their stale K/V except a leading fraction.
-  if (opt_.reuse && opt_.approx_kv >= 0 && prev_tokens_ == tokens && !prev_emb_.empty() && session_.n_filled() >= N) {
-    prof::PhaseScope phase(prof::Phase::Prefill);
-    for (size_t t = 0; t + 1 < pre.tiles.size(); ++t) {  // the global thumbnail and the tail are recomputed below
-      const int first = slot_pos[t * static_cast<size_t>(tpt)], end = slot_pos[(t + 1) * static_cast<size_t>(tpt) - 1] + 1;
-      if (end <= pos) continue;
-      if (changed[t] || first <= pos) {  // recompute up to the end of this tile
-        slice(pos, end, toks, emb);
+  for (size_t t = 0; t + 1 < changed.size(); ++t) {  // the global thumbnail and the tail are recomputed after
+    const int first = p.slot_pos[t * tpt], end = p.slot_pos[(t + 1) * tpt - 1] + 1;
+    if (end <= pos) continue;
+    if (changed[t] || first <= pos) {  // recompute up to the end of this tile
+      slice(p, r.embeddings, pos, end, toks, emb);
+      session_.eval(toks, emb.data(), emb.size() / E);
+      r.tokens_recomputed += end - pos;
+    } else {
+      const int keep_from = first + static_cast<int>(std::ceil(opt_.approx_kv * (end - first)));
+      if (keep_from > pos) {
+        slice(p, r.embeddings, pos, keep_from, toks, emb);
         session_.eval(toks, emb.data(), emb.size() / E);
-        r.tokens_recomputed += end - pos;
-      } else {
-        const int keep_from = first + static_cast<int>(std::ceil(opt_.approx_kv * (end - first)));
-        if (keep_from > pos) {
-          slice(pos, keep_from, toks, emb);
-          session_.eval(toks, emb.data(), emb.size() / E);
-          r.tokens_recomputed += keep_from - pos;
-        }
-        session_.skip_to(end);
-        r.tokens_kept_stale += end - std::max(keep_from, pos);
+        r.tokens_recomputed += keep_from - pos;
       }
-      pos = end;
+      session_.skip_to(end);
+      r.tokens_kept_stale += end - std::max(keep_from, pos);
     }
+    pos = end;
   }
-  // The rest of the prompt, then the answer.
-  slice(pos, N, toks, emb);
+  return pos;
+}
+
+// The rest of the prompt from `pos`, then the greedy answer.
+void Watcher::answer_from(const PromptLayout& p, int pos, double t_prefill_start, FrameResult& r) {
+  const int N = static_cast<int>(p.tokens.size());
+  std::vector<int32_t> toks;
+  std::vector<float> emb;
+  slice(p, r.embeddings, pos, N, toks, emb);
   r.tokens_recomputed += N - pos;
   SamplerOptions greedy;
   greedy.temperature = 0;
   Sampler sampler(greedy);
   for (int i = 0; i < pos; ++i)
-    if (tokens[static_cast<size_t>(i)] >= 0) sampler.accept(tokens[static_cast<size_t>(i)]);
+    if (p.tokens[static_cast<size_t>(i)] >= 0) sampler.accept(p.tokens[static_cast<size_t>(i)]);
   const double t_pf1 = now_ms();
   const GenerateStats st = generate(session_, toks, opt_.n_predict, sampler, [&](const std::string& piece) { r.answer += piece; },
                                     &r.answer_tokens, &emb, &r.next_logits);
-  r.prefill_ms = (t_pf1 - t_pf0) + st.prompt_seconds * 1e3;
+  r.prefill_ms = (t_pf1 - t_prefill_start) + st.prompt_seconds * 1e3;
   r.decode_ms = st.generate_seconds * 1e3;
-  prev_tokens_ = tokens;
-  prev_emb_ = r.embeddings;
-  r.total_ms = now_ms() - t_start;
-  remember(frame, r);
-  return r;
 }
 
 void Watcher::remember(const ImageRGB& frame, const FrameResult& r) {

@@ -80,6 +80,20 @@ class Watcher {
   static Divergence compare(const FrameResult& reused, const FrameResult& full);
 
  private:
+  // A prompt's tokens and where its embedding slots are (slot_of: -1 for a text token).
+  struct PromptLayout {
+    std::vector<int32_t> tokens;
+    std::vector<int> slot_of, slot_pos;
+  };
+  static PromptLayout layout(std::vector<int32_t> tokens);
+  FrameResult unchanged_frame(double t_start) const;
+  std::vector<bool> encode_tiles(const PreprocessedImage& pre, FrameResult& r);
+  bool encode_tile(int position, const ImageRGB& tile, const float* chw, float* enc, FrameResult& r);
+  int exact_prefix(const PromptLayout& p, const std::vector<float>& embeddings) const;
+  void slice(const PromptLayout& p, const std::vector<float>& embeddings, int a, int b, std::vector<int32_t>& toks,
+             std::vector<float>& emb) const;
+  int prefill_keeping_stale(const PromptLayout& p, const std::vector<bool>& changed, int pos, FrameResult& r);
+  void answer_from(const PromptLayout& p, int pos, double t_prefill_start, FrameResult& r);
   void remember(const ImageRGB& frame, const FrameResult& r);
   struct GateEntry;
   GateEntry* gate_entry(int position, const ImageRGB& tile);

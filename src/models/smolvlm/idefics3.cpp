@@ -22,6 +22,11 @@ Idefics3::Idefics3(const LlamaModel& text, const Idefics3Vision& vision) : text_
       fail("the text model's vocabulary lacks SmolVLM's special token %s: use the text GGUF that belongs to this mmproj", t);
 }
 
+std::string Idefics3::prompt_text(int rows, int cols, const std::string& question) const {
+  return "<|im_start|>User:" + image_block_text(rows, cols, vision_.config().tokens_per_tile()) + question +
+         "<end_of_utterance>\nAssistant:";
+}
+
 std::string Idefics3::image_block_text(int rows, int cols, int n) {
   std::string image;
   for (int i = 0; i < n; ++i) image += kImage;
@@ -97,9 +102,7 @@ ImagePrompt Idefics3::build(const ImageRGB& image, const std::string& question, 
   p.cols = pre.cols;
   p.tiles = static_cast<int>(pre.tiles.size());
   p.embeddings = encode(pre, pool, tm);
-  const std::string text = "<|im_start|>User:" + image_block_text(pre.rows, pre.cols, vision_.config().tokens_per_tile()) +
-                           question + "<end_of_utterance>\nAssistant:";
-  p.tokens = tokenize_with_slots(text);
+  p.tokens = tokenize_with_slots(prompt_text(pre.rows, pre.cols, question));
   return p;
 }
 

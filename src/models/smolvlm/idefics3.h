@@ -36,6 +36,9 @@ class Idefics3 {
   // The text of the image block for a grid (the processor's _prompt_split_image) with "<image>"
   // standing for each embedding position.
   static std::string image_block_text(int rows, int cols, int tokens_per_tile);
+  // SmolVLM's user turn around the image block:
+  // "<|im_start|>User:<image block>QUESTION<end_of_utterance>\nAssistant:" (build and watch).
+  std::string prompt_text(int rows, int cols, const std::string& question) const;
 
   // Preprocesses, encodes every tile and builds the user turn
   // "<|im_start|>User:<image block>QUESTION<end_of_utterance>\nAssistant:".
