@@ -68,7 +68,7 @@ SessionOptions session_options(const CommonArgs& a) {
   o.n_ctx = a.ctx;
   o.n_batch = a.batch;
   o.n_threads = cap_threads(a.threads);
-  o.kv_type = a.cache_type == "f32" ? DType::F32 : a.cache_type == "bf16" ? DType::BF16 : a.cache_type == "q8" ? DType::I8 : DType::F16;
+  o.kv_type = kv_type_from_name(a.cache_type);
   o.q8_activations = a.q8_act;
   return o;
 }

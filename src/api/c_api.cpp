@@ -110,11 +110,11 @@ tessera_session* tessera_session_new_with(const tessera_model* model, const tess
     o.n_ctx = params->n_ctx;
     o.n_threads = params->n_threads;
     o.n_batch = params->n_batch;
-    if (kv == "f16") o.kv_type = tessera::DType::F16;
-    else if (kv == "f32") o.kv_type = tessera::DType::F32;
-    else if (kv == "bf16") o.kv_type = tessera::DType::BF16;
-    else if (kv == "q8") o.kv_type = tessera::DType::I8;
-    else tessera::fail("cache_type '%s' is not one of f16, f32, bf16, q8", kv.c_str());
+    try {
+      o.kv_type = tessera::kv_type_from_name(kv);
+    } catch (const tessera::Error&) {  // named as the C API's field
+      tessera::fail("cache_type '%s' is not one of %s", kv.c_str(), tessera::kKvTypeNames);
+    }
     o.q8_activations = params->q8_activations != 0;
     return new tessera_session{std::make_unique<tessera::Session>(*model->model, o)};
   }, nullptr);

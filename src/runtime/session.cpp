@@ -15,6 +15,14 @@
 
 namespace tessera {
 
+DType kv_type_from_name(const std::string& name) {
+  if (name == "f16") return DType::F16;
+  if (name == "f32") return DType::F32;
+  if (name == "bf16") return DType::BF16;
+  if (name == "q8") return DType::I8;
+  fail("KV cache type '%s' is not one of %s", name.c_str(), kKvTypeNames);
+}
+
 Session::Session(const LlamaModel& model, const SessionOptions& opt)
     : model_(model),
       pool_(opt.n_threads > 0 ? opt.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <string>
 #include <unordered_map>
 #include <vector>
 
@@ -17,11 +18,15 @@ struct SessionOptions {
   int n_ctx = 4096;    // KV cache capacity in tokens (clamped to the model's training context)
   int n_batch = 512;   // tokens per forward pass; longer prompts are split
   int n_threads = 0;   // 0: all cores
-  DType kv_type = DType::F16;  // KV cache element type: F16 (default, as llama.cpp) or F32
+  DType kv_type = DType::F16;  // KV cache element type: F16 (default, as llama.cpp), F32, BF16 or I8 (q8)
   // Quantize matmul inputs to 8 bits per block of 32, as ggml's CPU backend does (W4A8/W8A8):
   // llama.cpp's numerics. Off by default: fp32 activations track the float64 reference closer.
   bool q8_activations = false;
 };
+
+// The KV cache type a user names ("f16", "f32", "bf16", "q8"), for the CLI and the C API alike.
+constexpr const char* kKvTypeNames = "f16, f32, bf16, q8";
+DType kv_type_from_name(const std::string& name);
 
 class Session {
  public:
