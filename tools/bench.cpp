@@ -216,7 +216,7 @@ int cmd_bench(CommonArgs& a, const BenchArgs& b) {
     }
   }
   if (b.output.empty()) std::fputs(o.str().c_str(), stdout);
-  else write_atomically(b.output, o.str());
+  else write_output_file(b.output, o.str());
   return 0;
 }
 

@@ -131,8 +131,6 @@ void print_stats(const GenerateStats& st) {
                st.prompt_tokens, st.prompt_tps(), st.generated_tokens, st.generate_tps());
 }
 
-void write_atomically(const std::string& path, const std::string& text) { write_output_file(path, text.data(), text.size()); }
-
 void note_context_full(const GenerateStats& st) {
   if (st.stopped_by_context)
     std::fprintf(stderr, "\nnote: stopped after %d generated tokens: the context is full (raise -c)\n", st.generated_tokens);

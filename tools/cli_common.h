@@ -48,9 +48,6 @@ void add_sampling(CLI::App* app, SamplerOptions& s);
 void print_stats(const GenerateStats& st);  // with note_context_full
 // A note on stderr when generation stopped short of -n because the context filled up.
 void note_context_full(const GenerateStats& st);
-// Writes text to an output file by core/output_file.h's rules (atomic over regular files,
-// straight into devices and FIFOs).
-void write_atomically(const std::string& path, const std::string& text);
 double median(std::vector<double> v);
 // The text as the inside of a JSON string (quotes, backslashes and control characters escaped).
 std::string json_escape(const std::string& s);

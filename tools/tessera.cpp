@@ -69,9 +69,9 @@ void finish_profile(const ProfileArgs& pa, int threads) {
   const std::string probe = probe_path(pa);
   const prof::Peaks peaks = prof::load_peaks(probe, threads);
   std::printf("\n%s", prof::report_text(peaks).c_str());
-  if (!pa.json.empty()) write_atomically(pa.json, prof::report_json(peaks));
+  if (!pa.json.empty()) write_output_file(pa.json, prof::report_json(peaks));
   if (!pa.trace.empty()) {
-    write_atomically(pa.trace, prof::trace_json());
+    write_output_file(pa.trace, prof::trace_json());
     std::fprintf(stderr, "trace written to %s (open it in https://ui.perfetto.dev)\n", pa.trace.c_str());
   }
 }
@@ -112,7 +112,7 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
       if (out_path.empty()) write_stdout(piece);  // a lost write stops the generation
     }, nullptr, &ip.embeddings);
     if (out_path.empty()) std::fputc('\n', stdout);
-    else write_atomically(out_path, collected);
+    else write_output_file(out_path, collected);
     note_context_full(st);
     std::fprintf(stderr, "\n[image %dx%d -> %d tiles (%dx%d grid + global) | preprocess %.1f ms | vision encode %.1f ms (%.1f ms/tile) | connector %.1f ms]\n",
                  image.width, image.height, ip.tiles, ip.rows, ip.cols, tm.preprocess_s * 1e3, tm.encode_total() * 1e3,
@@ -140,7 +140,7 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
     if (out_path.empty()) write_stdout(piece);  // a lost write stops the generation
   });
   if (out_path.empty()) std::fputc('\n', stdout);
-  else write_atomically(out_path, collected);
+  else write_output_file(out_path, collected);
   print_stats(st);
   finish_profile(pa, session.pool().size());
   return 0;
@@ -327,7 +327,7 @@ int main(int argc, char** argv) {
         const auto [mn, mx] = std::minmax_element(r.samples.begin(), r.samples.end());
         std::printf("| %s | %d | %.1f | %s | %.1f | %.1f |\n", r.name.c_str(), r.threads, r.value, r.unit.c_str(), *mn, *mx);
       }
-      write_atomically(path, probe_to_json(res));
+      write_output_file(path, probe_to_json(res));
       std::fprintf(stderr, "saved %s\n", path.c_str());
       return 0;
     }

@@ -21,10 +21,10 @@ bool is_descriptor_path(const std::string& p) { return p.rfind("/proc/", 0) == 0
 // to the path it names, which will be created. `via_descriptor`: a hop went through an open
 // descriptor's name (/dev/stdout -> /proc/self/fd/1): the file behind it is another
 // program's open file, to be appended to, never replaced.
-std::string resolve_links(std::string path, bool* via_descriptor = nullptr) {
+std::string resolve_links(std::string path, bool* via_descriptor) {
   for (int hops = 0; hops < 40; ++hops) {
     if (is_descriptor_path(path)) {  // the kernel's own links (pipe:[N], deleted files): stat follows them
-      if (via_descriptor) *via_descriptor = true;
+      *via_descriptor = true;
       return path;
     }
     struct stat st {};
@@ -147,6 +147,8 @@ void write_output_file(const std::string& path, const void* data, size_t size) {
   if (classify(path, target, via_descriptor) == Target::Stream) stream_into(path, target, p, size);
   else replace_atomically(path, target, p, size);
 }
+
+void write_output_file(const std::string& path, const std::string& text) { write_output_file(path, text.data(), text.size()); }
 
 void flush_stdout() {
   errno = 0;

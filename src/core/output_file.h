@@ -13,6 +13,7 @@ namespace tessera {
 // Fails (tessera::Error) unless `path` could be written as above: checked before a long job.
 void check_output_path(const std::string& path);
 void write_output_file(const std::string& path, const void* data, size_t size);
+void write_output_file(const std::string& path, const std::string& text);
 
 // Standard output: fails with one line when a write or flush fails (a full disk, a closed
 // descriptor), so a command whose output was lost does not exit 0.

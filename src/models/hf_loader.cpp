@@ -20,8 +20,6 @@ namespace {
 
 using nlohmann::json;
 
-json read_json(const std::string& path) { return read_json_file(path); }
-
 constexpr size_t kMaxConfigBytes = size_t{16} << 20;  // config.json files are a few KiB
 
 // One or more safetensors shards presented as one TensorSource (shapes reversed to GGUF order).
@@ -34,7 +32,7 @@ class SafetensorsSource : public TensorSource {
     if (fs::exists(dir + "/model.safetensors")) {
       shards.push_back(dir + "/model.safetensors");
     } else if (fs::exists(index)) {
-      const json j = read_json(index);
+      const json j = read_json_file(index);
       std::map<std::string, bool> seen;
       try {
         for (auto it = j.at("weight_map").begin(); it != j.at("weight_map").end(); ++it) {
