@@ -14,6 +14,7 @@
 #include "kernels/kernels.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm_panels.h"
+#include "kernels/kernel_table.h"
 #include "kernels/q8_panels.h"
 #include "kernels/quant_blocks.h"
 #include "kernel_cases.h"
@@ -159,28 +160,26 @@ TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
                 << "avx2 differs from scalar: " << dtype_name(t) << " K=" << K << " N=" << N << " M=" << M;
           }
           if (!has_avx512()) continue;
-          const Isa before = active_isa();
           for (Isa level : {Isa::Avx512, Isa::Avx512Vnni}) {
             if (level == Isa::Avx512Vnni && !has_vnni()) continue;
-            set_isa_cap(level);
+            const auto q8_rows = kernel_table(level).matmul_q8_rows;  // VNNI's tries vpdpbusd first
             std::fill(y_simd.begin(), y_simd.end(), -1.0f);
-            avx512::matmul_q8_rows(P.matrix, 0, N, xq.data(), M, nb, y_simd.data(), N);
+            q8_rows(P.matrix, 0, N, xq.data(), M, nb, y_simd.data(), N);
             ASSERT_EQ(std::memcmp(y_ref.data(), y_simd.data(), y_ref.size() * 4), 0)
                 << isa_name(level) << " differs from scalar: " << dtype_name(t) << " K=" << K << " N=" << N
                 << " M=" << M;
             // batch invariance: token 0 alone, and any row range, give the same bits
             std::vector<float> single(static_cast<size_t>(N));
-            avx512::matmul_q8_rows(P.matrix, 0, N, xq.data(), 1, nb, single.data(), N);
+            q8_rows(P.matrix, 0, N, xq.data(), 1, nb, single.data(), N);
             ASSERT_EQ(std::memcmp(single.data(), y_simd.data(), N * 4), 0);
             if (N > 1) {  // ranges that start and end inside a panel
               std::fill(y_simd.begin(), y_simd.end(), -1.0f);
               const int64_t cut = N / 3 + 1;
-              avx512::matmul_q8_rows(P.matrix, cut, N, xq.data(), M, nb, y_simd.data(), N);
-              avx512::matmul_q8_rows(P.matrix, 0, cut, xq.data(), M, nb, y_simd.data(), N);
+              q8_rows(P.matrix, cut, N, xq.data(), M, nb, y_simd.data(), N);
+              q8_rows(P.matrix, 0, cut, xq.data(), M, nb, y_simd.data(), N);
               ASSERT_EQ(std::memcmp(y_ref.data(), y_simd.data(), y_ref.size() * 4), 0);
             }
           }
-          set_isa_cap(before);
         }
       }
     }
@@ -421,8 +420,8 @@ TEST(Kernels, NormsMatchScalarTwinAndFloat64) {
   }
 }
 
-// Vectorised softmax and GELU-tanh against their scalar twins (libm exp/tanh): the polynomial exp
-// keeps them within a few ulp.
+// Vectorised softmax and GELU-tanh against their scalar twins (softmax: the same polynomial exp,
+// summed in another order; GELU: libm tanh) and softmax against float64: within a few ulp.
 TEST(Kernels, SoftmaxAndGeluMatchScalar) {
   std::mt19937 rng(11);
   std::normal_distribution<float> nd(0.0f, 4.0f);
@@ -433,9 +432,16 @@ TEST(Kernels, SoftmaxAndGeluMatchScalar) {
     std::vector<float> g1 = a, g2 = a;
     ref::softmax_row(a.data(), n, 0.125f);
     softmax_row(b.data(), n, 0.125f);
+    std::vector<double> want(static_cast<size_t>(n));
+    double mx = -INFINITY, sum = 0.0;
+    for (int64_t i = 0; i < n; ++i) mx = std::max(mx, 0.125 * g1[static_cast<size_t>(i)]);
+    for (int64_t i = 0; i < n; ++i) sum += want[static_cast<size_t>(i)] = std::exp(0.125 * g1[static_cast<size_t>(i)] - mx);
     ref::gelu_tanh(g1.data(), n);
     gelu_tanh(g2.data(), n);
     for (int64_t i = 0; i < n; ++i) {
+      const double w = want[static_cast<size_t>(i)] / sum;
+      EXPECT_NEAR(a[i], w, 2e-6 * w) << n;
+      EXPECT_NEAR(b[i], w, 2e-6 * w) << n;
       EXPECT_NEAR(a[i], b[i], 1e-6f * std::max(1e-3f, a[i])) << n;
       EXPECT_NEAR(g1[i], g2[i], 2e-6f * std::max(1.0f, std::fabs(g1[i]))) << n;
     }

@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "kernels/exp_poly.h"
+#include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
 
 namespace tessera {
@@ -100,47 +101,7 @@ void kv_load_tile_slot(DType t, const uint8_t* tile, int head_dim, int slot, flo
   load_values(t, tile + e * slot, head_dim, kKvTile, scale, dst);
 }
 
-namespace {
-
-using BlockFn = void (*)(const AttnRows&, int, float, const KvSpan&, int64_t, int64_t);
-
-struct BlockPick {
-  BlockFn fn;
-  const char* name;
-};
-
-// Every level is listed (no default), so -Wswitch flags a level added to Isa but not here; a
-// level without its own kernel in this build falls through to the scalar one.
-BlockPick pick_block() {
-  switch (active_isa()) {
-    case Isa::Amx:
-    case Isa::Avx512Vnni:
-    case Isa::Avx512:
-#if defined(TESSERA_HAVE_AVX512)
-      return {&avx512::attention_block, "avx512"};
-#else
-      break;
-#endif
-    case Isa::Avx2:
-#if defined(TESSERA_HAVE_AVX512)
-      return {&avx2::attention_block, "avx2"};
-#else
-      break;
-#endif
-    case Isa::Neon:
-#if defined(__aarch64__)
-      return {&neon::attention_block, "neon"};
-#else
-      break;
-#endif
-    case Isa::Scalar: break;
-  }
-  return {&ref::attention_block, "scalar"};
-}
-
-}  // namespace
-
-const char* attention_kernel_name() { return pick_block().name; }
+const char* attention_kernel_name() { return kernels().attention_name; }
 
 void flash_attention(const AttentionShape& s, const float* q, int64_t n_q, int64_t q_stride, const KvView& kv,
                      float* out, int64_t out_stride, ThreadPool& pool) {
@@ -159,7 +120,7 @@ void flash_attention(const AttentionShape& s, const float* q, int64_t n_q, int64
   const size_t need = static_cast<size_t>(n_q * s.n_head * n_seg * part_len);
   if (parts.size() < need) parts.resize(need);
   float* P = parts.data();
-  const BlockFn block = pick_block().fn;
+  const auto block = kernels().attention_block;
 
   auto row_end = [&](int64_t i) { return s.causal ? std::min(s.n_kv, s.q_pos0 + i + 1) : s.n_kv; };
   // items: (kv head g, block of rows, segment); a row is (query i, head h) with h in g's group

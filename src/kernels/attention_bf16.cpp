@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "kernels/bf16_tiles.h"
+#include "kernels/kernel_table.h"
 
 namespace tessera {
 
@@ -107,21 +108,15 @@ Bf16AttnBuffers bf16_attn_scratch(const Bf16AttnDims& D) {
 
 void attention_bf16_packed(const Bf16AttnDims& D, const Bf16AttnBuffers& b, float* out, int64_t out_stride,
                            ThreadPool& pool, uint16_t* out_b16) {
-  [[maybe_unused]] const bool amx = attention_bf16_available();
+  const KernelTable& kt = kernels();
   const int64_t qblocks = D.nqp / kBf16AttnRows, width = D.n_head * D.hd;
   // the AMX kernel rounds its rows into out_b16 itself where each 16-value half of a tile line
   // belongs to one head; otherwise the fp32 rows are rounded after
-  const bool direct_b16 = out_b16 && amx && D.hd % 16 == 0 && width % kBf16K == 0;
+  const bool direct_b16 = out_b16 && kt.bf16_tiles && D.hd % 16 == 0 && width % kBf16K == 0;
   pool.parallel_for(D.n_head * qblocks, 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t h = t / qblocks, i0 = (t % qblocks) * kBf16AttnRows;
-#if defined(TESSERA_HAVE_AVX512)
-      if (amx) {
-        avx512::attention_bf16_rows(D, b, h, i0, out, out_stride, direct_b16 ? out_b16 : nullptr);
-        continue;
-      }
-#endif
-      ref::attention_bf16_rows(D, b, h, i0, out, out_stride);
+      kt.attention_bf16_rows(D, b, h, i0, out, out_stride, direct_b16 ? out_b16 : nullptr);
     }
   });
   if (out_b16 && !direct_b16) round_out_rows(out, D.n_q, out_stride, width, out_b16, pool);
@@ -139,15 +134,12 @@ void attention_bf16(const AttentionShape& s, const float* q, int64_t n_q, int64_
   }
   const Bf16AttnDims D = bf16_attn_dims(s, n_q);
   const Bf16AttnBuffers b = bf16_attn_scratch(D);
-  [[maybe_unused]] const bool amx = attention_bf16_available();
+  const auto pack = kernels().pack_attn_bf16;
   // rows in pairs (a V tile line holds two keys); padded rows are written as zeros
   pool.parallel_for(std::max(D.nqp, D.nkp) / 2, 8, [&](int64_t a, int64_t e) {
     const int64_t r0 = 2 * a, r1 = 2 * e;
     const int64_t i0 = std::min(r0, D.nqp), i1 = std::min(r1, D.nqp), j0 = std::min(r0, D.nkp), j1 = std::min(r1, D.nkp);
-#if defined(TESSERA_HAVE_AVX512)
-    if (amx) return avx512::pack_attn_bf16(D, q, q_stride, k, v, kv_stride, i0, i1, j0, j1, b);
-#endif
-    ref::pack_attn_bf16(D, q, q_stride, k, v, kv_stride, i0, i1, j0, j1, b);
+    pack(D, q, q_stride, k, v, kv_stride, i0, i1, j0, j1, b);
   });
   attention_bf16_packed(D, b, out, out_stride, pool, out_b16);
 }
@@ -175,12 +167,9 @@ void attention_bf16_over(const AttentionShape& s, const float* q, int64_t n_q, i
   if (n_q <= 0 || s.n_kv <= 0) fail("bf16 attention over packed keys: needs queries and keys");
   const Bf16AttnDims D = bf16_attn_dims(s, n_q);
   const Bf16AttnBuffers b{bf16_attn_scratch(D).q, k16, v16};
-  [[maybe_unused]] const bool amx = attention_bf16_available();
+  const auto pack = kernels().pack_attn_bf16;
   pool.parallel_for(D.nqp / 2, 8, [&](int64_t a, int64_t e) {  // the queries only (j0 = j1: no keys)
-#if defined(TESSERA_HAVE_AVX512)
-    if (amx) return avx512::pack_attn_bf16(D, q, q_stride, nullptr, nullptr, 0, 2 * a, 2 * e, 0, 0, b);
-#endif
-    ref::pack_attn_bf16(D, q, q_stride, nullptr, nullptr, 0, 2 * a, 2 * e, 0, 0, b);
+    pack(D, q, q_stride, nullptr, nullptr, 0, 2 * a, 2 * e, 0, 0, b);
   });
   attention_bf16_packed(D, b, out, out_stride, pool);
 }

@@ -9,16 +9,11 @@
 #include "core/fp16.h"
 #include "kernels/attention_bf16.h"
 #include "kernels/gemm_panels.h"
+#include "kernels/kernel_table.h"
 
 namespace tessera {
 
-bool bf16_gemm_available() {
-#if defined(TESSERA_HAVE_AVX512)
-  return active_isa() >= Isa::Amx;
-#else
-  return false;
-#endif
-}
+bool bf16_gemm_available() { return kernels().bf16_tiles; }
 
 namespace {
 
@@ -164,11 +159,8 @@ void gemm_bf16_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_
 }  // namespace ref
 
 void round_row_bf16(const float* x, int64_t t, int64_t k, uint16_t* y) {
-#if defined(TESSERA_HAVE_AVX512)
-  // (built with the AMX kernel's flags, so only where AMX is in use)
-  if (bf16_gemm_available()) return avx512::round_rows_bf16_avx512(x, t, t + 1, 0, k, y, bf16_padded_k(k));
-#endif
-  round_rows_bf16(x, t, t + 1, 0, k, y, bf16_padded_k(k));
+  // the vector rounding is built with the AMX kernel's flags, so the table has it only where AMX is in use
+  kernels().round_rows_bf16(x, t, t + 1, 0, k, y, bf16_padded_k(k));
 }
 
 void zero_pad_tokens_bf16(uint16_t* y, int64_t m, int64_t k) {
@@ -195,10 +187,10 @@ void gemm_bf16_rounded(const WeightMatrix& w, const uint16_t* xb, int64_t m, flo
                        const float* bias, uint16_t* gelu_b16, const Bf16QkvTarget* qkv) {
   if (!w.bf16_tiles) fail("gemm_bf16: the %s weights were not repacked (pack_bf16_tiles)", dtype_name(w.type));
   const int64_t kp = bf16_padded_k(w.cols);
-  [[maybe_unused]] const bool amx = bf16_gemm_available();
+  const KernelTable& kt = kernels();
   if (qkv) {
     const Bf16AttnDims& D = *qkv->dims;
-    if (!amx) fail("gemm_bf16: results into the attention's layouts need AMX bf16");
+    if (!kt.bf16_tiles) fail("gemm_bf16: results into the attention's layouts need AMX bf16");
     if (D.hd % 32 != 0 || D.n_q != m || D.n_kv != m || w.rows != (D.n_head + 2 * D.n_head_kv) * D.hd)
       fail("gemm_bf16: a %lld-row q/k/v GEMM over %lld tokens does not fit the attention's shape",
            static_cast<long long>(w.rows), static_cast<long long>(m));
@@ -208,12 +200,7 @@ void gemm_bf16_rounded(const WeightMatrix& w, const uint16_t* xb, int64_t m, flo
       std::fill_n(qkv->bufs.v, bf16_attn_v_elems(D), uint16_t{0});
     }
   }
-  parallel_row_groups(w.rows, pool, [&](int64_t r0, int64_t r1) {
-#if defined(TESSERA_HAVE_AVX512)
-    if (amx) return avx512::gemm_bf16_rows_amx(w, r0, r1, xb, m, kp, y, ys, bias, gelu_b16, qkv);
-#endif
-    ref::gemm_bf16_rows(w, r0, r1, xb, m, kp, y, ys, bias, gelu_b16);
-  });
+  parallel_row_groups(w.rows, pool, [&](int64_t r0, int64_t r1) { kt.gemm_bf16_rows(w, r0, r1, xb, m, kp, y, ys, bias, gelu_b16, qkv); });
 }
 
 }  // namespace tessera

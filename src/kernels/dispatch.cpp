@@ -1,11 +1,16 @@
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
 
 #include "core/cpu.h"
 #include "core/error.h"
+#include "kernels/attention.h"
+#include "kernels/attention_bf16.h"
+#include "kernels/bf16_tiles.h"
 #include "kernels/elementwise.h"
+#include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
 #include "kernels/resample.h"
 
@@ -13,20 +18,145 @@ namespace tessera {
 
 namespace {
 
-std::atomic<int> g_cap{-1};
-
-Isa cap_from_env() {
-  const char* e = std::getenv("TESSERA_ISA");
-  if (!e || !*e) return Isa::Amx;
-  return isa_from_name(e, "TESSERA_ISA");
-}
-
 // Decode (one token) streams each weight row once: one contiguous range per thread keeps each
 // thread's prefetch stream unbroken. Larger batches keep 8-row ranges, balanced dynamically.
 int64_t decode_grain(int64_t rows, int64_t m, const ThreadPool& pool) {
   if (m != 1 || pool.size() <= 1) return 8;
   return (rows + 8 * pool.size() - 1) / (8 * pool.size()) * 8;
 }
+
+// The scalar twins under the table's signatures where the vector kernel takes more.
+void ref_gemm_bf16_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
+                        float* y, int64_t ys, const float* bias, uint16_t* gelu_b16, const Bf16QkvTarget* qkv) {
+  if (qkv) fail("gemm_bf16: results into the attention's layouts need AMX bf16");
+  ref::gemm_bf16_rows(w, r0, r1, xb, m, kp, y, ys, bias, gelu_b16);
+}
+void ref_attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_t h, int64_t i0, float* out,
+                             int64_t out_stride, uint16_t*) {
+  ref::attention_bf16_rows(D, b, h, i0, out, out_stride);
+}
+
+// Every level starts from the scalar twins; each vector level overrides what it has.
+KernelTable scalar_table() {
+  KernelTable t;
+  t.isa = Isa::Scalar;
+  t.matmul_rows = ref::matmul_rows;
+  t.gemm_rows = ref::gemm_rows;
+  t.quantize_row_q8_1 = ref::quantize_row_q8_1;
+  t.matmul_q8_rows = ref::matmul_q8_rows;
+  t.softmax_row = ref::softmax_row;
+  t.gelu_tanh = ref::gelu_tanh;
+  t.swiglu = ref::swiglu;
+  t.rms_norm = ref::rms_norm;
+  t.add_rms_norm = ref::add_rms_norm;
+  t.layer_norm = ref::layer_norm;
+  t.add_layer_norm = ref::add_layer_norm;
+  t.attention_block = ref::attention_block;
+  t.attention_name = "scalar";
+  t.combine_rows_u8 = ref::combine_rows_u8;
+  t.bf16_tiles = false;
+  t.round_rows_bf16 = tessera::round_rows_bf16;
+  t.gemm_bf16_rows = ref_gemm_bf16_rows;
+  t.pack_attn_bf16 = ref::pack_attn_bf16;
+  t.attention_bf16_rows = ref_attention_bf16_rows;
+  t.decode_panels = false;
+  return t;
+}
+
+#if defined(TESSERA_HAVE_AVX512)
+// The VNNI level: vpdpbusd for the weight types it covers, else the 256-bit maddubs kernel.
+void vnni_matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m,
+                         int64_t xq_stride, float* y, int64_t ys) {
+  if (!avx512::matmul_q8_rows_vnni(w, r0, r1, xq, m, xq_stride, y, ys))
+    avx512::matmul_q8_rows(w, r0, r1, xq, m, xq_stride, y, ys);
+}
+#endif
+
+KernelTable make_table(Isa level) {
+  KernelTable t = scalar_table();
+  switch (level) {  // every level listed (no default): -Wswitch flags one added to Isa but not here
+    case Isa::Scalar: break;
+    case Isa::Neon:
+#if defined(__aarch64__)
+      t.isa = Isa::Neon;
+      t.matmul_rows = neon::matmul_rows;
+      t.gemm_rows = neon::gemm_rows;
+      if (cpu_features().dotprod) t.matmul_q8_rows = neon::matmul_q8_rows_dotprod;
+      t.swiglu = neon::swiglu;
+      t.rms_norm = neon::rms_norm;
+      t.add_rms_norm = neon::add_rms_norm;
+      t.layer_norm = neon::layer_norm;
+      t.add_layer_norm = neon::add_layer_norm;
+      t.attention_block = neon::attention_block;
+      t.attention_name = "neon";
+#endif
+      break;
+    case Isa::Avx2:
+    case Isa::Avx512:
+    case Isa::Avx512Vnni:
+    case Isa::Amx:
+#if defined(TESSERA_HAVE_AVX512)
+      t.isa = Isa::Avx2;
+      t.matmul_rows = avx2::matmul_rows;
+      t.gemm_rows = avx2::gemm_rows;
+      t.matmul_q8_rows = avx2::matmul_q8_rows;
+      t.swiglu = avx2::swiglu;
+      t.attention_block = avx2::attention_block;
+      t.attention_name = "avx2";
+      t.combine_rows_u8 = avx2::combine_rows_u8;
+      if (level == Isa::Avx2) break;
+      t.isa = Isa::Avx512;
+      t.matmul_rows = avx512::matmul_rows;
+      t.gemm_rows = avx512::gemm_rows;
+      t.quantize_row_q8_1 = avx512::quantize_row_q8_1;
+      t.matmul_q8_rows = avx512::matmul_q8_rows;
+      t.softmax_row = avx512::softmax_row;
+      t.gelu_tanh = avx512::gelu_tanh;
+      t.swiglu = avx512::swiglu;
+      t.rms_norm = avx512::rms_norm;
+      t.add_rms_norm = avx512::add_rms_norm;
+      t.layer_norm = avx512::layer_norm;
+      t.add_layer_norm = avx512::add_layer_norm;
+      t.attention_block = avx512::attention_block;
+      t.attention_name = "avx512";
+      t.combine_rows_u8 = avx512::combine_rows_u8;
+      t.decode_panels = true;
+      if (level == Isa::Avx512) break;
+      t.isa = Isa::Avx512Vnni;
+      t.matmul_q8_rows = vnni_matmul_q8_rows;
+      if (level == Isa::Avx512Vnni) break;
+      t.isa = Isa::Amx;
+      t.bf16_tiles = true;
+      t.round_rows_bf16 = avx512::round_rows_bf16_avx512;
+      t.gemm_bf16_rows = avx512::gemm_bf16_rows_amx;
+      t.pack_attn_bf16 = avx512::pack_attn_bf16;
+      t.attention_bf16_rows = avx512::attention_bf16_rows;
+#endif
+      break;
+  }
+  return t;
+}
+
+constexpr int kLevels = static_cast<int>(Isa::Amx) + 1;
+
+const std::array<KernelTable, kLevels>& tables() {
+  static const std::array<KernelTable, kLevels> all = [] {
+    std::array<KernelTable, kLevels> a;
+    for (int i = 0; i < kLevels; ++i) a[static_cast<size_t>(i)] = make_table(static_cast<Isa>(i));
+    return a;
+  }();
+  return all;
+}
+
+// A cap lowered to what this CPU and OS support: levels above the detected one give the detected
+// one; Neon on x86 (or any level the build lacks) gives scalar.
+Isa lower_to_cpu(Isa cap) {
+  const Isa best = detected_isa();
+  if (cap >= best) return best;
+  return cap == Isa::Neon && best != Isa::Neon ? Isa::Scalar : cap;
+}
+
+std::atomic<const KernelTable*> g_active{nullptr};
 
 }  // namespace
 
@@ -67,38 +197,32 @@ Isa detected_isa() {
 #endif
 }
 
-void set_isa_cap(Isa cap) { g_cap.store(static_cast<int>(cap)); }
+void set_isa_cap(Isa cap) { g_active.store(&tables()[static_cast<size_t>(lower_to_cpu(cap))]); }
 
-Isa active_isa() {
-  int cap = g_cap.load();
-  if (cap < 0) {
-    cap = static_cast<int>(cap_from_env());
-    g_cap.store(cap);
-  }
-  const Isa best = detected_isa();
-  if (cap >= static_cast<int>(best)) return best;
-  return cap == static_cast<int>(Isa::Neon) && best != Isa::Neon ? Isa::Scalar : static_cast<Isa>(cap);
+const KernelTable& kernels() {
+  const KernelTable* t = g_active.load(std::memory_order_acquire);
+  if (t) return *t;
+  // first use without a cap: TESSERA_ISA, read once (--isa calls set_isa_cap before any kernel runs)
+  const char* e = std::getenv("TESSERA_ISA");
+  const Isa cap = e && *e ? isa_from_name(e, "TESSERA_ISA") : Isa::Amx;
+  const KernelTable* want = &tables()[static_cast<size_t>(lower_to_cpu(cap))];
+  g_active.compare_exchange_strong(t, want);  // a concurrent set_isa_cap wins
+  return *g_active.load();
 }
 
-// The kernel table entry for the active ISA level.
-#if defined(TESSERA_HAVE_AVX512)
-#define TESSERA_PICK(fn) \
-  (active_isa() >= Isa::Avx512 ? &avx512::fn : active_isa() == Isa::Avx2 ? &avx2::fn : &ref::fn)
-#elif defined(__aarch64__)
-#define TESSERA_PICK(fn) (active_isa() == Isa::Neon ? &neon::fn : &ref::fn)
-#else
-#define TESSERA_PICK(fn) (&ref::fn)
-#endif
+const KernelTable& kernel_table(Isa level) { return tables()[static_cast<size_t>(lower_to_cpu(level))]; }
+
+Isa active_isa() { return kernels().isa; }
 
 void matmul(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys,
             ThreadPool& pool) {
-  auto rows = TESSERA_PICK(matmul_rows);
+  const auto rows = kernels().matmul_rows;
   // Row ranges are multiples of 8 so the decode kernel runs full 8-row groups.
   pool.parallel_for(w.rows, decode_grain(w.rows, m, pool), [&](int64_t r0, int64_t r1) { rows(w, r0, r1, x, m, xs, y, ys); });
 }
 
 void gemm(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys, ThreadPool& pool) {
-  auto rows = TESSERA_PICK(gemm_rows);
+  const auto rows = kernels().gemm_rows;
   parallel_row_groups(w.rows, pool, [&](int64_t r0, int64_t r1) { rows(w, r0, r1, x, m, xs, y, ys); });
 }
 
@@ -117,28 +241,30 @@ void parallel_row_groups(int64_t n_rows, ThreadPool& pool, const std::function<v
   });
 }
 
-void softmax_row(float* x, int64_t n, float scale) { TESSERA_PICK(softmax_row)(x, n, scale); }
-void gelu_tanh(float* x, int64_t n) { TESSERA_PICK(gelu_tanh)(x, n); }
-void swiglu(float* g, const float* u, int64_t n) { TESSERA_PICK(swiglu)(g, u, n); }
+void softmax_row(float* x, int64_t n, float scale) { kernels().softmax_row(x, n, scale); }
+void gelu_tanh(float* x, int64_t n) { kernels().gelu_tanh(x, n); }
+void swiglu(float* g, const float* u, int64_t n) { kernels().swiglu(g, u, n); }
+void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) { kernels().rms_norm(x, w, y, n, eps); }
+void add_rms_norm(float* x, const float* d, const float* w, float* y, int64_t n, float eps) {
+  kernels().add_rms_norm(x, d, w, y, n, eps);
+}
+void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
+  kernels().layer_norm(x, w, b, y, n, eps);
+}
+void add_layer_norm(float* x, const float* d, const float* w, const float* b, float* y, int64_t n, float eps) {
+  kernels().add_layer_norm(x, d, w, b, y, n, eps);
+}
 
 void combine_rows_u8(const uint8_t* const* rows, const int32_t* k, int n, int64_t len, int precision, uint8_t* out) {
-#if defined(TESSERA_HAVE_AVX512)
-  if (active_isa() >= Isa::Avx512) return avx512::combine_rows_u8(rows, k, n, len, precision, out);
-  if (active_isa() == Isa::Avx2) return avx2::combine_rows_u8(rows, k, n, len, precision, out);
-#endif
-  ref::combine_rows_u8(rows, k, n, len, precision, out);
+  kernels().combine_rows_u8(rows, k, n, len, precision, out);
 }
 
-void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k) {
-#if defined(TESSERA_HAVE_AVX512)
-  if (active_isa() >= Isa::Avx512) return avx512::quantize_row_q8_1(x, y, k);
-#endif
-  ref::quantize_row_q8_1(x, y, k);
-}
+void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k) { kernels().quantize_row_q8_1(x, y, k); }
 
 void quantize_rows_q8_1(const float* x, int64_t n, int64_t xs, BlockQ8_1* y, int64_t k, ThreadPool& pool) {
+  const auto quantize = kernels().quantize_row_q8_1;
   const auto rows = [&](int64_t a, int64_t b) {
-    for (int64_t i = a; i < b; ++i) quantize_row_q8_1(x + i * xs, y + i * (k / 32), k);
+    for (int64_t i = a; i < b; ++i) quantize(x + i * xs, y + i * (k / 32), k);
   };
   if (n < 8) return rows(0, n);  // a decode row: not worth waking the pool
   pool.parallel_for(n, 4, rows);
@@ -148,7 +274,7 @@ void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq
                int64_t ys, ThreadPool& pool) {
   if (!supports_q8_activations(w.type)) fail("8-bit activations are not supported for %s weights", dtype_name(w.type));
   if (!w.panels) fail("matmul_q8: the %s weights were not repacked (pack_q8_panels)", dtype_name(w.type));
-  auto rows = TESSERA_PICK(matmul_q8_rows);
+  const auto rows = kernels().matmul_q8_rows;
   // Whole 16-row panels per range; a decode gets one contiguous run of panels per thread.
   const int64_t grain = m == 1 ? std::max<int64_t>(16, (decode_grain(w.rows, m, pool) + 15) / 16 * 16) : 16;
   pool.parallel_for(w.rows, grain, [&](int64_t r0, int64_t r1) { rows(w, r0, r1, xq, m, xq_stride, y, ys); });

@@ -56,26 +56,9 @@ void add_layer_norm(float* x, const float* d, const float* w, const float* b, fl
 
 }  // namespace ref
 
-// The norms per ISA level: AVX-512 and NEON keep sum8's partial sums in double vectors (the same
-// bits); AVX2 and the portable level run the scalar twins.
-#if defined(TESSERA_HAVE_AVX512)
-#define TESSERA_NORM_PICK(fn) (active_isa() >= Isa::Avx512 ? &avx512::fn : &ref::fn)
-#elif defined(__aarch64__)
-#define TESSERA_NORM_PICK(fn) (active_isa() == Isa::Neon ? &neon::fn : &ref::fn)
-#else
-#define TESSERA_NORM_PICK(fn) (&ref::fn)
-#endif
-void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) { TESSERA_NORM_PICK(rms_norm)(x, w, y, n, eps); }
-void add_rms_norm(float* x, const float* d, const float* w, float* y, int64_t n, float eps) {
-  TESSERA_NORM_PICK(add_rms_norm)(x, d, w, y, n, eps);
-}
-void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
-  TESSERA_NORM_PICK(layer_norm)(x, w, b, y, n, eps);
-}
-void add_layer_norm(float* x, const float* d, const float* w, const float* b, float* y, int64_t n, float eps) {
-  TESSERA_NORM_PICK(add_layer_norm)(x, d, w, b, y, n, eps);
-}
-#undef TESSERA_NORM_PICK
+// The dispatched norms (rms_norm, layer_norm, ...) are in dispatch.cpp: AVX-512 and NEON keep
+// sum8's partial sums in double vectors (the same bits); AVX2 and the portable level run the
+// scalar twins.
 
 void rope_angles(int64_t pos, int head_dim, float base, float* cs) {
   const float theta_scale = std::pow(base, -2.0f / static_cast<float>(head_dim));
@@ -131,7 +114,7 @@ void softmax_row(float* x, int64_t n, float scale) {
   float mx = -INFINITY;
   for (int64_t i = 0; i < n; ++i) mx = std::fmax(mx, x[i] * scale);
   double sum = 0;
-  for (int64_t i = 0; i < n; ++i) sum += x[i] = std::exp(x[i] * scale - mx);
+  for (int64_t i = 0; i < n; ++i) sum += x[i] = exp_nonpos(x[i] * scale - mx);
   const float inv = static_cast<float>(1.0 / sum);
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }

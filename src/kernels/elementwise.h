@@ -39,7 +39,8 @@ inline float rms_scale_from(double ss, int64_t n, float eps) {
 }
 inline float layer_norm_inv(double var, float eps) { return static_cast<float>(1.0 / std::sqrt(var + eps)); }
 
-// The norms per ISA (the functions above pick one by active_isa()); each bitwise its scalar twin.
+// The norms per ISA (the functions above run the active kernel table's, kernel_table.h); each bitwise
+// its scalar twin.
 #define TESSERA_NORM_DECLS                                                                           \
   void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps);                     \
   void add_rms_norm(float* x, const float* d, const float* w, float* y, int64_t n, float eps);       \

@@ -110,29 +110,42 @@ void quantize_rows_q8_1(const float* x, int64_t n, int64_t xs, BlockQ8_1* y, int
 void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq_stride, float* y,
                int64_t ys, ThreadPool& pool);
 
-// Per-ISA implementations (row range [r0, r1) of the output), used by matmul() and tests.
+// Per-ISA implementations (row range [r0, r1) of the output), entries of the kernel tables
+// (kernel_table.h) and called directly by tests.
 #define TESSERA_KERNEL_DECLS                                                                     \
   void matmul_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m,     \
                    int64_t xs, float* y, int64_t ys);                                            \
-  void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq,        \
-                      int64_t m, int64_t xq_stride, float* y, int64_t ys);                       \
   void gemm_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m,       \
                  int64_t xs, float* y, int64_t ys);                                            \
-  void softmax_row(float* x, int64_t n, float scale);                                           \
-  void gelu_tanh(float* x, int64_t n);                                                            \
   void swiglu(float* g, const float* u, int64_t n);
+#define TESSERA_Q8_DECL                                                                          \
+  void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq,        \
+                      int64_t m, int64_t xq_stride, float* y, int64_t ys);
+#define TESSERA_ENCODER_DECLS                                                                    \
+  void softmax_row(float* x, int64_t n, float scale);                                           \
+  void gelu_tanh(float* x, int64_t n);
 namespace ref {
 TESSERA_KERNEL_DECLS
+TESSERA_Q8_DECL
+TESSERA_ENCODER_DECLS
 }  // namespace ref
 namespace avx2 {
 TESSERA_KERNEL_DECLS
+TESSERA_Q8_DECL
 }  // namespace avx2
 namespace avx512 {
 TESSERA_KERNEL_DECLS
+TESSERA_Q8_DECL  // the 256-bit maddubs kernel; the VNNI level's table tries matmul_q8_rows_vnni first
+TESSERA_ENCODER_DECLS
 }  // namespace avx512
 namespace neon {
 TESSERA_KERNEL_DECLS
+// The dot-product kernel (arm/matmul_q8_dotprod.cpp), in the table where the CPU reports dotprod.
+void matmul_q8_rows_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m,
+                            int64_t xq_stride, float* y, int64_t ys);
 }  // namespace neon
+#undef TESSERA_Q8_DECL
+#undef TESSERA_ENCODER_DECLS
 #undef TESSERA_KERNEL_DECLS
 namespace ref {
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);

@@ -11,6 +11,7 @@
 #include "kernels/attention.h"
 #include "kernels/decode_panels.h"
 #include "kernels/elementwise.h"
+#include "kernels/kernel_table.h"
 #include "profile/profiler.h"
 
 namespace tessera {
@@ -58,7 +59,7 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
   // thread for the decode kernel; the same bits). Either replaces the GGUF bytes, whose pages are
   // then dropped (only the token embeddings read them again, a row per token; a dropped page of a
   // read-only mapping comes back from the file if touched).
-  const bool decode_panels = !q8_act_ && active_isa() >= Isa::Avx512;
+  const bool decode_panels = !q8_act_ && kernels().decode_panels;
   const auto pack = [&](const WeightMatrix& w) {
     if (packed_.count(w.data)) return;
     if (q8_act_) {

@@ -10,26 +10,27 @@
 #else
 #include "kernels/simd/vec16_x86.h"
 #endif
+#include "kernels/exp_poly.h"
 
 namespace tessera::simd {
 inline namespace TESSERA_SIMD_LEVEL {
 
-// exp(x) for x <= 0 (softmax numerators): x = n ln2 + r, degree-6 polynomial, n >= -126 so
-// 2^n is an exact normal number. Same steps as exp_nonpos() in kernels/exp_poly.h.
-inline V16 exp16_nonpos(V16 x) {
-  x = max16(min16(x, zero16()), set16(-87.33f));
-  const V16 n = round16(mul16(x, set16(1.44269504088896341f)));
-  V16 r = fma16(sub16(zero16(), n), set16(0.693359375f), x);
-  r = fma16(sub16(zero16(), n), set16(-2.12194440e-4f), r);
-  V16 p = set16(1.9875691500e-4f);
-  p = fma16(p, r, set16(1.3981999507e-3f));
-  p = fma16(p, r, set16(8.3334519073e-3f));
-  p = fma16(p, r, set16(4.1665795894e-2f));
-  p = fma16(p, r, set16(1.6666665459e-1f));
-  p = fma16(p, r, set16(5.0000001201e-1f));
-  p = fma16(p, mul16(r, r), add16(r, set16(1.0f)));
-  return scale_pow2(p, n);
-}
+// The V16 operations under the names exp_nonpos_lanes (kernels/exp_poly.h) is written against.
+struct Lane16 {
+  using V = V16;
+  static V16 set(float a) { return set16(a); }
+  static V16 min(V16 a, V16 b) { return min16(a, b); }
+  static V16 max(V16 a, V16 b) { return max16(a, b); }
+  static V16 round(V16 a) { return round16(a); }
+  static V16 mul(V16 a, V16 b) { return mul16(a, b); }
+  static V16 add(V16 a, V16 b) { return add16(a, b); }
+  static V16 sub(V16 a, V16 b) { return sub16(a, b); }
+  static V16 fma(V16 a, V16 b, V16 c) { return fma16(a, b, c); }
+  static V16 scale_pow2(V16 a, V16 n) { return simd::scale_pow2(a, n); }
+};
+
+// exp(x) for x <= 0 on 16 lanes: the same steps as exp_nonpos (one lane), so the same bits.
+inline V16 exp16_nonpos(V16 x) { return exp_nonpos_lanes<Lane16>(x); }
 
 }  // namespace TESSERA_SIMD_LEVEL
 }  // namespace tessera::simd

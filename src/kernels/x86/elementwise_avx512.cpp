@@ -1,5 +1,5 @@
-// Vectorised element-wise ops: the encoder's softmax rows and GELU-tanh (exp-based), SwiGLU, and
-// the RMS and Layer norms.
+// Vectorised element-wise ops: the encoder's softmax rows (with exp_nonpos on 16 lanes, the tail
+// on one) and GELU-tanh (its own exp2), SwiGLU, and the RMS and Layer norms.
 #include <immintrin.h>
 
 #include <cmath>
@@ -9,27 +9,6 @@
 #include "kernels/simd/vec16.h"
 
 namespace tessera::avx512 {
-
-namespace {
-
-// exp(x) by range reduction x = n ln2 + r, |r| <= ln2/2, and a degree-6 polynomial: within
-// 2 ulp over the float range; underflows to 0 below -87.3.
-inline __m512 exp16(__m512 x) {
-  x = _mm512_max_ps(_mm512_min_ps(x, _mm512_set1_ps(88.37f)), _mm512_set1_ps(-87.33f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(p, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
-  return _mm512_scalef_ps(p, n);
-}
-
-}  // namespace
 
 void softmax_row(float* x, int64_t n, float scale) {
   const __m512 s = _mm512_set1_ps(scale);
@@ -41,12 +20,12 @@ void softmax_row(float* x, int64_t n, float scale) {
   const __m512 mv = _mm512_set1_ps(m);
   __m512 sum = _mm512_setzero_ps();
   for (i = 0; i + 16 <= n; i += 16) {
-    const __m512 e = exp16(_mm512_fmsub_ps(_mm512_loadu_ps(x + i), s, mv));
+    const __m512 e = simd::exp16_nonpos({_mm512_fmsub_ps(_mm512_loadu_ps(x + i), s, mv)}).v;
     _mm512_storeu_ps(x + i, e);
     sum = _mm512_add_ps(sum, e);
   }
   double total = _mm512_reduce_add_ps(sum);
-  for (int64_t j = i; j < n; ++j) total += x[j] = std::exp(x[j] * scale - m);
+  for (int64_t j = i; j < n; ++j) total += x[j] = exp_nonpos(x[j] * scale - m);
   const __m512 inv = _mm512_set1_ps(static_cast<float>(1.0 / total));
   for (i = 0; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
   for (int64_t j = i; j < n; ++j) x[j] *= static_cast<float>(1.0 / total);

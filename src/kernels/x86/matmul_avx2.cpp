@@ -24,7 +24,4 @@ void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8
   matmul_q8_rows_256(w, r0, r1, xq, m, xq_stride, y, ys);
 }
 
-void softmax_row(float* x, int64_t n, float scale) { ref::softmax_row(x, n, scale); }
-void gelu_tanh(float* x, int64_t n) { ref::gelu_tanh(x, n); }
-
 }  // namespace tessera::avx2

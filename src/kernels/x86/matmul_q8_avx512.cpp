@@ -1,6 +1,6 @@
-// 8-bit-activation matmul (W4A8/W8A8 over repacked panels) at the AVX-512 level: the VNNI kernel
-// (matmul_q8_vnni.cpp) where the CPU has it, else the 256-bit maddubs kernel shared with AVX2;
-// and the vectorised activation quantizer.
+// 8-bit-activation matmul (W4A8/W8A8 over repacked panels) at the AVX-512 level: the 256-bit
+// maddubs kernel shared with AVX2 (the VNNI level adds matmul_q8_vnni.cpp), and the vectorised
+// activation quantizer.
 #include <immintrin.h>
 
 #include <cstring>
@@ -36,9 +36,9 @@ void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k) {
   }
 }
 
+// The AVX-512 level's kernel is the 256-bit one (the VNNI level's table tries vpdpbusd first).
 void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m,
                     int64_t xq_stride, float* y, int64_t ys) {
-  if (active_isa() >= Isa::Avx512Vnni && matmul_q8_rows_vnni(w, r0, r1, xq, m, xq_stride, y, ys)) return;
   matmul_q8_rows_256(w, r0, r1, xq, m, xq_stride, y, ys);
 }
 
