@@ -24,8 +24,8 @@
 namespace tessera {
 
 // Keys per online-softmax block: a whole 1024-patch vision tile is one block (no rescaling), and
-// its 32 rows' scores (130 KiB) and weights (66 KiB) stay in L2. 1.20x on the kernel against
-// blocks of 128 that fit L1 (paired, one 1024-token layer; 512: 1.17x).
+// its 32 rows' scores (130 KiB) and weights (66 KiB) stay in L2; faster than blocks of 128 that
+// fit L1 (docs/measurements.md, "Design choices").
 constexpr int64_t kBf16AttnKeys = 1024;
 constexpr int64_t kBf16AttnRows = 32;   // query rows per work item (two AMX tiles)
 
@@ -33,8 +33,8 @@ constexpr int64_t kBf16AttnRows = 32;   // query rows per work item (two AMX til
 // clamped at -126 (so the result is never denormal), t = n + f with n the nearest integer (ties to
 // even) and |f| <= 1/2, both exact, a degree-4 polynomial in f (fitted minimax on [-1/2, 1/2]),
 // times 2^n. The AMX kernel evaluates the same steps sixteen lanes at a time, bitwise: VREDUCEPS
-// gives f in one instruction, n = t - f, and VSCALEFPS multiplies by 2^n; that made the softmax
-// loop ~1.3x faster than rounding n with 1.5·2^23 and a degree-5 polynomial (docs/kernels.md).
+// gives f in one instruction, n = t - f, and VSCALEFPS multiplies by 2^n: a faster softmax loop
+// than rounding n with 1.5·2^23 and a degree-5 polynomial (docs/measurements.md, "Design choices").
 constexpr float kExp2Poly[5] = {1.0f, 0.693124175f, 0.240240991f, 0.0559064262f, 0.00958285294f};
 inline float exp2_bf16attn(float t) {
   t = t > -126.0f ? t : -126.0f;

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/op_cost.h"
+
 namespace tessera::prof {
 
 enum class Phase : int { Preprocess, VisionEncode, Connector, Prefill, Decode, Sample, Count };
@@ -44,6 +46,8 @@ class PhaseScope {
 class OpScope {
  public:
   OpScope(const char* kind, const char* detail, double flops, double bytes);
+  // the count from the kernel layer's formulas (kernels/op_cost.h)
+  OpScope(const char* kind, const char* detail, OpCost cost) : OpScope(kind, detail, cost.flops, cost.bytes) {}
   ~OpScope();
   OpScope(const OpScope&) = delete;
   OpScope& operator=(const OpScope&) = delete;

@@ -68,7 +68,7 @@ GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int
     int32_t next;
     {
       prof::PhaseScope phase(prof::Phase::Sample);
-      prof::OpScope op("sample", "", 0, 4.0 * n_vocab);
+      prof::OpScope op("sample", "", float_rows_cost(1, n_vocab));
       next = sampler.sample(session.logits(), n_vocab);
     }
     if (out_tokens) out_tokens->push_back(next);

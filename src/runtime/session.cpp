@@ -86,10 +86,8 @@ void Session::linear(const WeightMatrix& w, const float* x, int n, int64_t xs, f
   if (prof::on())
     std::snprintf(detail, sizeof detail, "%s %s %lldx%lld", what, dtype_name(w.type), static_cast<long long>(w.rows),
                   static_cast<long long>(w.cols));
-  const double wbytes = static_cast<double>(w.rows) * static_cast<double>(w.row_stride);
   const auto it = packed_.find(w.data);
-  prof::OpScope op(q8_act_ && it != packed_.end() ? "matmul_q8" : "matmul", detail, 2.0 * n * w.rows * w.cols,
-                   wbytes + 4.0 * n * (w.cols + w.rows));
+  prof::OpScope op(q8_act_ && it != packed_.end() ? "matmul_q8" : "matmul", detail, matmul_cost(w, n));
   if (!q8_act_ || it == packed_.end()) {
     matmul(it == packed_.end() ? w : it->second.matrix, x, n, xs, y, ys, pool_);
     return;
@@ -137,59 +135,74 @@ void Session::eval_all(const std::vector<int32_t>& tokens,
 void Session::forward(const int32_t* tokens, int n, bool all_logits,
                       const std::function<void(size_t, const float*)>* on_logits, size_t base,
                       const float* embeddings) {
-  const LlamaModel& M = model_;
-  const LlamaConfig& c = M.config();
+  check_batch(tokens, n, embeddings);
+  if (prof::on()) note_memory();
+  embed(tokens, n, embeddings);
+  const LlamaConfig& c = model_.config();
+  for (int i = 0; i < n; ++i) rope_angles(n_past_ + i, c.head_dim, c.rope_base, &rope_cs_[static_cast<size_t>(i * c.head_dim)]);
+  for (int l = 0; l < c.n_layer; ++l) {
+    attention_block(l, n);
+    ffn_block(l, n);
+  }
+  n_past_ += n;
+  n_filled_ = std::max(n_filled_, n_past_);
+  output_logits(n, all_logits, on_logits, base);
+}
+
+void Session::check_batch(const int32_t* tokens, int n, const float* embeddings) const {
+  const LlamaConfig& c = model_.config();
   if (n_past_ + n > n_ctx_)
     fail("context is full: %d cached + %d new tokens exceed the context size of %d", n_past_, n, n_ctx_);
   for (int i = 0; i < n; ++i)
     if ((tokens[i] < 0 || tokens[i] >= c.n_vocab) && !(embeddings && tokens[i] == kEmbeddingSlot))
       fail("token id %d is out of range [0, %d)", tokens[i], c.n_vocab);
+}
 
-  const int64_t E = c.n_embd, KV = static_cast<int64_t>(c.n_head_kv) * c.head_dim, FF = c.n_ff;
-  const int hd = c.head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const int p0 = n_past_;
-  auto rope = c.rope_neox ? rope_neox : rope_pairs;
+void Session::note_memory() const {
+  prof::note_memory("weights", model_.weight_bytes());
+  if (packed_bytes_) prof::note_memory("repacked weights", packed_bytes_);
+  prof::note_memory("kv cache", k_cache_.size() + v_cache_.size());
+  size_t act = 0;
+  for (const auto* b : {&x_, &xn_, &q_, &k_, &v_, &att_, &tmp_, &gate_, &up_, &logits_}) act += b->size() * sizeof(float);
+  prof::note_memory("activations", act + xq_.size() * sizeof(BlockQ8_1));
+}
 
-  if (prof::on()) {
-    prof::note_memory("weights", M.weight_bytes());
-    if (packed_bytes_) prof::note_memory("repacked weights", packed_bytes_);
-    prof::note_memory("kv cache", k_cache_.size() + v_cache_.size());
-    size_t act = 0;
-    for (const auto* b : {&x_, &xn_, &q_, &k_, &v_, &att_, &tmp_, &gate_, &up_, &logits_}) act += b->size() * sizeof(float);
-    prof::note_memory("activations", act + xq_.size() * sizeof(BlockQ8_1));
-  }
-  {
-    prof::OpScope embed_op("embed", "", 0, 4.0 * n * E);
-    for (int i = 0; i < n; ++i) {
-      if (tokens[i] == kEmbeddingSlot) {
-        std::memcpy(&x_[static_cast<size_t>(i * E)], embeddings, E * sizeof(float));
-        embeddings += E;
-      } else {
-        M.embed(tokens[i], &x_[static_cast<size_t>(i * E)]);
-      }
+// Token rows from the embedding table, or for kEmbeddingSlot the next given embedding.
+void Session::embed(const int32_t* tokens, int n, const float* embeddings) {
+  const int64_t E = model_.config().n_embd;
+  prof::OpScope op("embed", "", float_rows_cost(n, E));
+  for (int i = 0; i < n; ++i) {
+    if (tokens[i] == kEmbeddingSlot) {
+      std::memcpy(&x_[static_cast<size_t>(i * E)], embeddings, E * sizeof(float));
+      embeddings += E;
+    } else {
+      model_.embed(tokens[i], &x_[static_cast<size_t>(i * E)]);
     }
   }
-  for (int i = 0; i < n; ++i) rope_angles(p0 + i, hd, c.rope_base, &rope_cs_[static_cast<size_t>(i * hd)]);
-  for (int l = 0; l < c.n_layer; ++l) {
-    const LlamaLayer& L = M.layers()[static_cast<size_t>(l)];
-    const size_t pos_bytes = static_cast<size_t>(c.n_head_kv) * kv_row_, tile_bytes = static_cast<size_t>(c.n_head_kv) * k_tile_;
-    uint8_t* kc = k_cache_.data() + static_cast<size_t>(l) * k_tiles() * tile_bytes;
-    uint8_t* vc = v_cache_.data() + static_cast<size_t>(l) * n_ctx_ * pos_bytes;
+}
 
-    // the previous layer's residual add is fused into this norm (add_rms_norm)
-    {
-    prof::OpScope op("add+rms_norm", "", 4.0 * n * E, 12.0 * n * E);
+void Session::attention_block(int l, int n) {
+  const LlamaConfig& c = model_.config();
+  const LlamaLayer& L = model_.layers()[static_cast<size_t>(l)];
+  const int64_t E = c.n_embd, KV = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
+  const int hd = c.head_dim, p0 = n_past_;
+  const size_t pos_bytes = static_cast<size_t>(c.n_head_kv) * kv_row_, tile_bytes = static_cast<size_t>(c.n_head_kv) * k_tile_;
+  uint8_t* kc = k_cache_.data() + static_cast<size_t>(l) * k_tiles() * tile_bytes;
+  uint8_t* vc = v_cache_.data() + static_cast<size_t>(l) * n_ctx_ * pos_bytes;
+
+  {  // the previous layer's residual add is fused into this norm (add_rms_norm)
+    prof::OpScope op("add+rms_norm", "", rms_norm_cost(n, E, true));
     for (int i = 0; i < n; ++i) {
       if (l == 0) rms_norm(&x_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
       else add_rms_norm(&x_[i * E], &tmp_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
     }
-    }
-    linear(L.wq, xn_.data(), n, E, q_.data(), E, false, "q");
-    linear(L.wk, xn_.data(), n, E, k_.data(), KV, L.wk.type == L.wq.type, "k");
-    linear(L.wv, xn_.data(), n, E, v_.data(), KV, L.wv.type == L.wq.type, "v");
-    {
-    prof::OpScope op("rope+kv store", "", 6.0 * n * (E + KV), 4.0 * n * (2 * E + 2 * KV) + 2.0 * n * pos_bytes);
+  }
+  linear(L.wq, xn_.data(), n, E, q_.data(), E, false, "q");
+  linear(L.wk, xn_.data(), n, E, k_.data(), KV, L.wk.type == L.wq.type, "k");
+  linear(L.wv, xn_.data(), n, E, v_.data(), KV, L.wv.type == L.wq.type, "v");
+  {
+    prof::OpScope op("rope+kv store", "", rope_kv_store_cost(n, E, KV, static_cast<double>(pos_bytes)));
+    const auto rope = c.rope_neox ? rope_neox : rope_pairs;
     const auto rope_store = [&](int64_t i0, int64_t i1) {  // tokens are independent
       for (int64_t i = i0; i < i1; ++i) {
         const float* cs = &rope_cs_[static_cast<size_t>(i * hd)];
@@ -205,13 +218,13 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
     };
     // one captured reference fits std::function's local buffer: no allocation per layer
     pool_.parallel_for(n, 4, [&rope_store](int64_t i0, int64_t i1) { rope_store(i0, i1); });
-    }
-    // fused attention: token i sees positions 0 .. p0+i
+  }
+  {  // fused attention: token i sees positions 0 .. p0+i
     AttentionShape shape;
     shape.n_head = c.n_head;
     shape.n_head_kv = c.n_head_kv;
     shape.head_dim = hd;
-    shape.scale = scale;
+    shape.scale = 1.0f / std::sqrt(static_cast<float>(hd));
     shape.causal = true;
     shape.q_pos0 = p0;
     shape.n_kv = p0 + n;
@@ -219,40 +232,50 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
     view.k_tiles = true;
     view.k_tile_stride = static_cast<int64_t>(tile_bytes);
     view.k_head_stride = static_cast<int64_t>(k_tile_);
-    {
-      // q·k and p·v over the visible keys; bytes: the cache rows read once per call, q and out
-      const double keys = static_cast<double>(n) * p0 + 0.5 * n * (n + 1.0);
-      char detail[48] = "";
-      if (prof::on()) std::snprintf(detail, sizeof detail, "KV %s", dtype_name(kv_type_));
-      prof::OpScope op("attention", detail, 4.0 * keys * hd * c.n_head, 2.0 * (p0 + n) * pos_bytes + 8.0 * n * E);
-      flash_attention(shape, q_.data(), n, E, view, att_.data(), E, pool_);
-    }
-    linear(L.wo, att_.data(), n, E, tmp_.data(), E, false, "o");
-    {
-      prof::OpScope op("add+rms_norm", "", 4.0 * n * E, 12.0 * n * E);
-      for (int i = 0; i < n; ++i) add_rms_norm(&x_[i * E], &tmp_[i * E], L.ffn_norm.data(), &xn_[i * E], E, c.rms_eps);
-    }
-    linear(L.w_gate, xn_.data(), n, E, gate_.data(), FF, false, "gate");
-    linear(L.w_up, xn_.data(), n, E, up_.data(), FF, L.w_up.type == L.w_gate.type, "up");
-    {
-      prof::OpScope op("swiglu", "", 4.0 * n * FF, 12.0 * n * FF);
-      float* g = gate_.data();
-      const float* u = up_.data();
-      pool_.parallel_for(static_cast<int64_t>(n) * FF, 256, [&](int64_t i0, int64_t i1) { swiglu(g + i0, u + i0, i1 - i0); });
-    }
-    linear(L.w_down, gate_.data(), n, FF, tmp_.data(), E, false, "down");  // added in the next norm
+    const double pairs = static_cast<double>(n) * p0 + 0.5 * n * (n + 1.0);  // causal: the visible keys
+    char detail[48] = "";
+    if (prof::on()) std::snprintf(detail, sizeof detail, "KV %s", dtype_name(kv_type_));
+    prof::OpScope op("attention", detail,
+                     attention_cost(pairs, static_cast<int64_t>(hd) * c.n_head, n, p0 + n, static_cast<double>(pos_bytes)));
+    flash_attention(shape, q_.data(), n, E, view, att_.data(), E, pool_);
   }
-  n_past_ += n;
-  n_filled_ = std::max(n_filled_, n_past_);
+  linear(L.wo, att_.data(), n, E, tmp_.data(), E, false, "o");
+}
 
+void Session::ffn_block(int l, int n) {
+  const LlamaConfig& c = model_.config();
+  const LlamaLayer& L = model_.layers()[static_cast<size_t>(l)];
+  const int64_t E = c.n_embd, FF = c.n_ff;
+  {
+    prof::OpScope op("add+rms_norm", "", rms_norm_cost(n, E, true));
+    for (int i = 0; i < n; ++i) add_rms_norm(&x_[i * E], &tmp_[i * E], L.ffn_norm.data(), &xn_[i * E], E, c.rms_eps);
+  }
+  linear(L.w_gate, xn_.data(), n, E, gate_.data(), FF, false, "gate");
+  linear(L.w_up, xn_.data(), n, E, up_.data(), FF, L.w_up.type == L.w_gate.type, "up");
+  {
+    prof::OpScope op("swiglu", "", swiglu_cost(static_cast<int64_t>(n) * FF));
+    float* g = gate_.data();
+    const float* u = up_.data();
+    pool_.parallel_for(static_cast<int64_t>(n) * FF, 256, [&](int64_t i0, int64_t i1) { swiglu(g + i0, u + i0, i1 - i0); });
+  }
+  linear(L.w_down, gate_.data(), n, FF, tmp_.data(), E, false, "down");  // added in the next norm
+}
+
+// The last layer's residual, the output norm and the head, for the last token or (all_logits)
+// every token, kLogitRows rows at a time.
+void Session::output_logits(int n, bool all_logits, const std::function<void(size_t, const float*)>* on_logits,
+                            size_t base) {
+  const LlamaConfig& c = model_.config();
+  const int64_t E = c.n_embd;
   const int first = all_logits ? 0 : n - 1;
   {
-    prof::OpScope op("add+rms_norm", "output", 4.0 * (n - first) * E, 12.0 * (n - first) * E);
-    for (int i = first; i < n; ++i) add_rms_norm(&x_[i * E], &tmp_[i * E], M.output_norm().data(), &xn_[i * E], E, c.rms_eps);
+    prof::OpScope op("add+rms_norm", "output", rms_norm_cost(n - first, E, true));
+    for (int i = first; i < n; ++i)
+      add_rms_norm(&x_[i * E], &tmp_[i * E], model_.output_norm().data(), &xn_[i * E], E, c.rms_eps);
   }
   for (int i = first; i < n; i += kLogitRows) {
     const int rows = std::min(kLogitRows, n - i);
-    linear(M.output(), &xn_[i * E], rows, E, logits_.data(), c.n_vocab, false, "lm_head");
+    linear(model_.output(), &xn_[i * E], rows, E, logits_.data(), c.n_vocab, false, "lm_head");
     if (on_logits)
       for (int r = 0; r < rows; ++r) (*on_logits)(base + static_cast<size_t>(i + r), logits_.data() + static_cast<size_t>(r) * c.n_vocab);
   }

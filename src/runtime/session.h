@@ -55,9 +55,19 @@ class Session {
   size_t kv_bytes() const { return k_cache_.size() + v_cache_.size(); }
 
  private:
+  // One batch of n tokens through the model: check_batch, embed, then per layer attention_block
+  // and ffn_block, then output_logits. Each step reads and writes the preallocated buffers.
   void forward(const int32_t* tokens, int n, bool all_logits,
                const std::function<void(size_t, const float*)>* on_logits, size_t base,
                const float* embeddings = nullptr);
+  void check_batch(const int32_t* tokens, int n, const float* embeddings) const;
+  void note_memory() const;
+  void embed(const int32_t* tokens, int n, const float* embeddings);
+  // x += attention(rms_norm(x + the previous layer's output)) for layer l, positions n_past_..+n;
+  // the residual add of the layer's output is left to the next norm (tmp_).
+  void attention_block(int l, int n);
+  void ffn_block(int l, int n);
+  void output_logits(int n, bool all_logits, const std::function<void(size_t, const float*)>* on_logits, size_t base);
   // y = W x for n rows of x (row length W.cols, stride xs): fp32 or 8-bit activations.
   void linear(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, int64_t ys, bool reuse_quantized,
               const char* what);

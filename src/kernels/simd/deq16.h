@@ -309,8 +309,8 @@ inline void block_consts(const uint8_t* row, int64_t b0, int n, float* d, float*
   } else {
 #if defined(__AVX512BW__)
     // The 16 blocks' fp16 scale (and min) words come in with a few whole-vector loads and one
-    // 2-source word permute per 128 bytes (ScaleWords), instead of a gather: a gather for every
-    // 16 blocks of every row cost ~12% of decode at K = 576.
+    // 2-source word permute per 128 bytes (ScaleWords), instead of a gather for every 16 blocks
+    // of every row (docs/measurements.md, "Design choices").
     using SW = ScaleWords<t>;
     const uint8_t* p = t == DType::A4G64 ? row + (b0 / 2) * kA4G64Bytes : row + b0 * bs;
     const int64_t words = (t == DType::A4G64 ? (n + 1) / 2 * kA4G64Bytes : n * bs) / 2;  // the group's bytes

@@ -122,8 +122,8 @@ void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_
     if (ndk <= 2) {
       // head_dim <= 64: both query tiles' dim chunks stay in tiles 2..5 through the block, and
       // each 16 keys take one key tile per chunk for two accumulators (the same tile ops in the
-      // same order per score tile, so the same bits; 1.08x on the whole kernel, paired, fewer
-      // tile loads than re-reading the queries every 32 keys)
+      // same order per score tile, so the same bits; fewer tile loads than re-reading the queries
+      // every 32 keys: docs/measurements.md, "Design choices")
       _tile_loadd(2, q0, D.hdk * 2);
       _tile_loadd(4, q1, D.hdk * 2);
       if (ndk == 2) {

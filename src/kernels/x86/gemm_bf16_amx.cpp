@@ -119,9 +119,8 @@ void gemm_bf16_rows_amx(const WeightMatrix& w, int64_t r0, int64_t r1, const uin
   const int64_t nkb = kp / kBf16K, kpo = bf16_padded_k(w.rows);
   _tile_loadconfig(&kFullTiles);  // tmm0..3 accumulators, tmm4, 5 activations, tmm6, 7 weights
   // Tokens in blocks of 64: every row group of the range passes over a block's activation tiles
-  // (96 KiB at K = 768), so the group's weight tiles are reread once per block. Measured on
-  // SigLIP's shapes (1024 tokens; K, N = 768/3072): 1.2-1.5× faster than blocks of ~512 KiB of
-  // activations at K = 768, the same at K = 3072, in both of this VM's AMX phases.
+  // (96 KiB at K = 768), so the group's weight tiles are reread once per block; faster on SigLIP's
+  // shapes than blocks of ~512 KiB of activations (docs/measurements.md, "Design choices").
   constexpr int64_t block = 64;
   for (int64_t t0 = 0; t0 < m; t0 += block)
   for (int64_t g = r0 / 32; g * 32 < r1; ++g) {
@@ -147,9 +146,9 @@ void gemm_bf16_rows_amx(const WeightMatrix& w, int64_t r0, int64_t r1, const uin
         _tile_zero(3);
       }
       for (int64_t kb = 0; kb < nkb; ++kb) {
-        // The four tiles two steps ahead into L1, line by line (bench_amx_pair, rounds run back to
-        // back: 1.05-1.45× on SigLIP's shapes in both AMX phases). A tile load that misses L1
-        // stalls the tile unit; the hardware prefetchers do not follow four interleaved streams.
+        // The four tiles two steps ahead into L1, line by line (measured with bench_amx_pair:
+        // docs/measurements.md). A tile load that misses L1 stalls the tile unit; the hardware
+        // prefetchers do not follow four interleaved streams.
         const int64_t kn = std::min(kb + 2, nkb - 1);
         for (int l = 0; l < 16; ++l) {
           _mm_prefetch(reinterpret_cast<const char*>(a0 + kn * 512) + 64 * l, _MM_HINT_T0);

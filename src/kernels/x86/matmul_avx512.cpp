@@ -84,8 +84,7 @@ void rows_x1(const WeightMatrix& w, int64_t r, const float* x, float* y, const u
 
 // Decode on decode panels (decode_panels.h): the 8-row group at r, the same arithmetic as rows_x1
 // (deq32q is deq32c's), its bytes read as one linear stream and prefetched kPanelPrefetchBytes
-// ahead into L1. In a harness cycling through 256 MiB of weights (one thread), 1.1-1.3x the GGUF
-// row order's rate for Q4_1 and Q8_0 (docs/kernels.md).
+// ahead into L1 (against the GGUF row order: docs/kernels.md, docs/measurements.md).
 constexpr int64_t kPanelPrefetchBytes = 4096;
 
 // Q4_K and Q5_K panels: each row's 16 sub-block scales and mins of a chunk (ns super-blocks)
@@ -270,8 +269,8 @@ inline void block_packed(const float* wp, const float* xp, int64_t chunks, __mma
 }
 
 // 6 rows x 4 tokens: 24 accumulators + 4 x + 1 w of the 32 zmm registers. Each x vector (streamed
-// from L2) serves 6 rows: measured 0.47-0.59 of the fp32 peak on the prefill shapes against
-// 0.35-0.48 for 4 x 4, 4 x 6 and 5 x 5 in between, 8 x 2 and 3 x 8 lower (bench_dense, 1 thread).
+// from L2) serves 6 rows; the best of the register blocks tried (docs/measurements.md, "Design
+// choices").
 constexpr int kMmRows = 6, kMmTokens = 4;
 
 // Prefill: rows dequantized per panel into wbuf, tokens packed per L2-sized chunk, then the
@@ -301,7 +300,7 @@ void prefill_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x,
       }
       const uint8_t* row = w.data + (p0 + i) * w.row_stride;
       if constexpr (T == DType::Q5_0 || T == DType::Q5_1 || T == DType::Q5_K || T == DType::Q6_K) {
-        if (w.row_panels) {  // dequantized from the panels in place (rebuilding GGUF bytes cost ~25%)
+        if (w.row_panels) {  // dequantized from the panels in place (cheaper than rebuilding GGUF bytes)
           for (int64_t b = 0; b < K / 32; ++b) {
             V16 w0, w1;
             deq32_panel<T>(panel_block(w, p0 + i, b), b, w0, w1);

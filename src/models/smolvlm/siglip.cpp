@@ -40,8 +40,7 @@ void mm(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, Thre
   if (prof::on())
     std::snprintf(detail, sizeof detail, "%s %s %lldx%lld", what, dtype_name(w.type), static_cast<long long>(w.rows),
                   static_cast<long long>(w.cols));
-  prof::OpScope op(w.panels ? "matmul_q8" : w.bf16_tiles ? "gemm_bf16" : "gemm", detail, 2.0 * n * w.rows * w.cols,
-                   static_cast<double>(w.rows) * w.row_stride + 4.0 * n * (w.rows + w.cols));
+  prof::OpScope op(w.panels ? "matmul_q8" : w.bf16_tiles ? "gemm_bf16" : "gemm", detail, matmul_cost(w, n));
   if (xb) return gemm_bf16_rounded(w, xb, n, y, w.rows, pool, bias, gelu_b16, qkv);
   if (w.bf16_tiles) return gemm_bf16(w, x, n, xs, y, w.rows, pool, bias);
   if (!w.panels) return gemm(w, x, n, xs, y, w.rows, pool);
@@ -63,7 +62,7 @@ void mm(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, Thre
 // per-thread scratch row (bias, GELU, rounding in L1), so y is read once and never written back.
 // fc1 with bf16 tiles and rounded input does not even write y: its GEMM applies the GELU and
 // rounds each 32 × 32 block of results into fc2's tiles while they are in L1 (gemm_bf16_rounded's
-// epilogue; 1.23-1.30x against the GEMM plus this pass, paired; the same bits).
+// epilogue; the same bits, faster than the GEMM plus this pass: docs/measurements.md).
 void apply(const Linear& l, const float* x, int n, float* y, ThreadPool& pool, const char* what, bool gelu = false,
            const uint16_t* xb = nullptr, uint16_t* out_b16 = nullptr) {
   const float* const bias = l.b.empty() ? nullptr : l.b.data();
@@ -75,8 +74,8 @@ void apply(const Linear& l, const float* x, int n, float* y, ThreadPool& pool, c
   const float* const b = bias_in_gemm ? nullptr : bias;
   if (!b && !gelu && !out_b16) return;
   const int64_t R = l.w.rows;
-  prof::OpScope op(gelu ? (b ? "bias+gelu" : "gelu") : b ? "bias" : "round bf16", what, (gelu ? 9.0 : 1.0) * n * R,
-                   (out_b16 ? 6.0 : 8.0) * n * R);
+  prof::OpScope op(gelu ? (b ? "bias+gelu" : "gelu") : b ? "bias" : "round bf16", what,
+                   bias_gelu_cost(n, R, gelu, out_b16 != nullptr));
   pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
     thread_local std::vector<float> scratch;
     if (out_b16) scratch.resize(static_cast<size_t>(R));
@@ -110,7 +109,8 @@ void tile_attention(const SiglipConfig& c, const float* q, int n_q, const float*
   const AttentionShape shape = tile_attention_shape(c);
   const KvView view{reinterpret_cast<const uint8_t*>(k), reinterpret_cast<const uint8_t*>(v), DType::F32,
                     stride * 4, static_cast<int64_t>(hd) * 4};
-  prof::OpScope op(bf16 ? "attention_bf16" : "attention", what, 4.0 * n_q * N * H, 8.0 * (N + n_q) * H);
+  prof::OpScope op(bf16 ? "attention_bf16" : "attention", what,
+                   attention_cost(static_cast<double>(n_q) * N, H, n_q, N, 4.0 * H));  // fp32 K/V
   if (bf16) return attention_bf16(shape, q, n_q, stride, k, v, stride, out, H, pool, out_b16);
   flash_attention(shape, q, n_q, stride, view, out, H, pool);
 }
@@ -119,6 +119,145 @@ void tile_attention(const SiglipConfig& c, const float* q, int n_q, const float*
 // (Bf16QkvTarget): one stacked bf16 matrix (use_bf16_gemm), rounded input, head_dim of 32s.
 bool fused_qkv(const SiglipLayer& L, const AttentionShape& s) {
   return L.qkv.w.bf16_tiles && L.q.w.bf16_tiles && L.k.w.bf16_tiles && L.v.w.bf16_tiles && s.head_dim % 32 == 0;
+}
+
+// im2col for the patch embedding: row r of cols is patch patches[r] (every patch in order when
+// patches is null) as (channel, ky, kx).
+void im2col(const SiglipConfig& c, const float* chw, const int* patches, int n, float* cols) {
+  const int S = c.image_size, P = c.patch_size, side = S / P;
+  for (int r = 0; r < n; ++r) {
+    const int patch = patches ? patches[r] : r, py = patch / side, px = patch % side;
+    float* dst = cols + static_cast<size_t>(r) * 3 * P * P;
+    for (int ch = 0; ch < 3; ++ch)
+      for (int ky = 0; ky < P; ++ky)
+        std::memcpy(dst + (ch * P + ky) * P, chw + (static_cast<size_t>(ch) * S + py * P + ky) * S + px * P, P * sizeof(float));
+  }
+}
+
+// Row-wise LayerNorm of n rows of x over the pool; `pending` is a residual still to add (fused
+// into the norm: add_layer_norm). With out_b16, the normed rows go (through a per-thread scratch
+// row) straight into the next bf16 GEMMs' A tiles, and out is not written.
+void norm_rows(float* x, int n, int H, float eps, const float* w, const float* b, const float* pending, float* out,
+               uint16_t* out_b16, ThreadPool& pool) {
+  prof::OpScope op(pending ? "add+layer_norm" : "layer_norm", "", layer_norm_cost(n, H, pending != nullptr, out_b16 ? 2 : 4));
+  pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
+    thread_local std::vector<float> scratch;
+    if (out_b16) scratch.resize(static_cast<size_t>(H));
+    for (int64_t i = i0; i < i1; ++i) {
+      float* xi = x + static_cast<size_t>(i) * H;
+      float* o = out_b16 ? scratch.data() : out + static_cast<size_t>(i) * H;
+      if (pending) add_layer_norm(xi, pending + static_cast<size_t>(i) * H, w, b, o, H, eps);
+      else layer_norm(xi, w, b, o, H, eps);
+      if (out_b16) round_row_bf16(o, i, H, out_b16);
+    }
+  });
+}
+
+// The buffers of one tile's pass, per thread (workers get raw pointers, never the vectors).
+// q, k, v and qkv are sized by the path that uses them.
+struct TileScratch {
+  std::vector<float> cols, x, xn, q, k, v, qkv, att, tmp, ff;
+  std::vector<uint16_t> xnb, ffb;  // xn and ff rounded for bf16 GEMMs (bf16_tiles.h)
+};
+
+TileScratch& tile_scratch(const SiglipConfig& c, bool bf16) {
+  thread_local TileScratch s;
+  const size_t N = static_cast<size_t>(c.n_patches()), H = static_cast<size_t>(c.hidden);
+  const int P = c.patch_size;
+  s.cols.resize(N * 3 * static_cast<size_t>(P * P));
+  s.x.resize(N * H);
+  s.xn.resize(N * H);
+  s.att.resize(N * H);
+  s.tmp.resize(N * H);
+  s.ff.resize(N * static_cast<size_t>(c.ff));
+  // bf16 activations where every consumer of a norm or GELU output is a bf16 GEMM (use_bf16_gemm
+  // repacks all of them unless a layer's weights are quantized): rounded once, by their producer.
+  // The same bits as each gemm_bf16 rounding its own copy.
+  if (bf16) {
+    s.xnb.resize(static_cast<size_t>(bf16_act_elems(c.n_patches(), c.hidden)));
+    s.ffb.resize(static_cast<size_t>(bf16_act_elems(c.n_patches(), c.ff)));
+    zero_pad_tokens_bf16(s.xnb.data(), c.n_patches(), c.hidden);
+    zero_pad_tokens_bf16(s.ffb.data(), c.n_patches(), c.ff);
+  }
+  return s;
+}
+
+// What a tile's pass needs to know once: the attention's shape and bf16 layout, and whether a
+// recorded state keeps the bf16 attention's packed K/V (every layer writes them from its q/k/v
+// GEMM: fused_qkv) or fp32 K/V.
+struct TilePlan {
+  AttentionShape shape;
+  Bf16AttnDims dims;
+  bool bf16 = false;          // use_bf16_gemm was called
+  bool packed_state = false;  // record->k16/v16 rather than record->k/v
+  size_t nk = 0, nv = 0;      // elements of one layer's packed K and V
+};
+
+TilePlan plan_tile(const SiglipConfig& c, const std::vector<SiglipLayer>& layers, bool bf16, bool recording) {
+  TilePlan p;
+  p.shape = tile_attention_shape(c);
+  p.bf16 = bf16;
+  if (bf16) check_bf16_attn_shape(p.shape);
+  p.dims = bf16_attn_dims(p.shape, c.n_patches());
+  p.packed_state = recording && bf16;
+  for (const SiglipLayer& L : layers) p.packed_state = p.packed_state && fused_qkv(L, p.shape);
+  p.nk = static_cast<size_t>(bf16_attn_k_elems(p.dims));
+  p.nv = static_cast<size_t>(bf16_attn_v_elems(p.dims));
+  return p;
+}
+
+// The pre-rounded bf16 inputs of one layer's GEMMs, where their weights take bf16 (else null).
+// q/k/v, o and fc1 all read xnb in turn (each rewritten after the last reader); fc2 reads ffb.
+struct LayerBf16Inputs {
+  uint16_t *qkv = nullptr, *o = nullptr, *fc1 = nullptr, *fc2 = nullptr;
+};
+
+LayerBf16Inputs bf16_inputs(const SiglipLayer& L, bool bf16, TileScratch& s) {
+  LayerBf16Inputs in;
+  if (!bf16) return in;
+  if (L.q.w.bf16_tiles && L.k.w.bf16_tiles && L.v.w.bf16_tiles) in.qkv = s.xnb.data();
+  if (L.o.w.bf16_tiles) in.o = s.xnb.data();
+  if (L.fc1.w.bf16_tiles) in.fc1 = s.xnb.data();
+  if (L.fc2.w.bf16_tiles) in.fc2 = s.ffb.data();
+  return in;
+}
+
+// Self-attention of layer li over the tile's own keys (no cache: K/V are this layer's), from the
+// normed rows s.xn (or in.qkv) into s.att (or rounded into in.o); K/V copied into a recorded state.
+void self_attention(const SiglipConfig& c, const SiglipLayer& L, size_t li, const TilePlan& plan, TileScratch& s,
+                    const LayerBf16Inputs& in, Idefics3Vision::TileState* record, ThreadPool& pool) {
+  const int N = c.n_patches(), H = c.hidden;
+  if (plan.bf16 && fused_qkv(L, plan.shape) && (!record || plan.packed_state)) {
+    // the GEMM rounds q, k and v straight into the attention's tile layouts: no fp32 q/k/v,
+    // no packing pass (the same bits as packing them); a recorded state is where K/V go
+    Bf16AttnBuffers bufs = bf16_attn_scratch(plan.dims);
+    if (record) bufs.k = record->k16.data() + li * plan.nk, bufs.v = record->v16.data() + li * plan.nv;
+    const Bf16QkvTarget target{&plan.dims, bufs};
+    mm(L.qkv.w, s.xn.data(), N, H, nullptr, pool, "qkv", in.qkv, L.qkv.b.empty() ? nullptr : L.qkv.b.data(), nullptr, &target);
+    prof::OpScope op("attention_bf16", "bidirectional", attention_cost(static_cast<double>(N) * N, H, N, N, 2.0 * H));
+    attention_bf16_packed(plan.dims, target.bufs, s.att.data(), H, pool, in.o);
+    return;
+  }
+  const float *qp, *kp, *vp;
+  int64_t stride = H;
+  if (in.qkv && L.qkv.w.bf16_tiles) {  // q, k and v side by side in one row (one GEMM over the stacked matrix)
+    s.qkv.resize(3 * s.x.size());
+    apply(L.qkv, s.xn.data(), N, s.qkv.data(), pool, "qkv", false, in.qkv);
+    qp = s.qkv.data(), kp = qp + H, vp = qp + 2 * H, stride = 3 * H;
+  } else {  // each in its own buffer
+    s.q.resize(s.x.size()), s.k.resize(s.x.size()), s.v.resize(s.x.size());
+    qp = s.q.data(), kp = s.k.data(), vp = s.v.data();
+    apply(L.q, s.xn.data(), N, s.q.data(), pool, "q", false, in.qkv);
+    apply(L.k, s.xn.data(), N, s.k.data(), pool, "k", false, in.qkv);
+    apply(L.v, s.xn.data(), N, s.v.data(), pool, "v", false, in.qkv);
+  }
+  if (record)
+    for (int i = 0; i < N; ++i) {
+      const size_t at = li * static_cast<size_t>(N) * H + static_cast<size_t>(i) * H;
+      std::copy_n(kp + i * stride, H, record->k.begin() + static_cast<std::ptrdiff_t>(at));
+      std::copy_n(vp + i * stride, H, record->v.begin() + static_cast<std::ptrdiff_t>(at));
+    }
+  tile_attention(c, qp, N, kp, vp, stride, s.att.data(), plan.bf16, pool, "bidirectional", in.o);
 }
 
 void check_config(const SiglipConfig& c, const std::string& file) {
@@ -249,137 +388,54 @@ std::unique_ptr<Idefics3Vision> Idefics3Vision::from_hf(const SiglipConfig& cfg,
 
 void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& pool, TileState* record) const {
   const SiglipConfig& c = cfg_;
-  const int S = c.image_size, P = c.patch_size, side = S / P, N = c.n_patches(), H = c.hidden;
-  thread_local std::vector<float> cols, x, xn, q, k, v, qkv, att, tmp, ff;
-  thread_local std::vector<uint16_t> xnb, ffb;  // xn and ff rounded for bf16 GEMMs (bf16_tiles.h)
-  cols.resize(static_cast<size_t>(N) * 3 * P * P);
-  x.resize(static_cast<size_t>(N) * H);
-  xn.resize(x.size());
-  att.resize(x.size());
-  tmp.resize(x.size());
-  ff.resize(static_cast<size_t>(N) * c.ff);
-  prof::note_memory("vision weights (repacked)", packed_bytes_);
-  // im2col: patch (py, px) -> row of (channel, ky, kx)
-  for (int py = 0; py < side; ++py)
-    for (int px = 0; px < side; ++px) {
-      float* dst = &cols[static_cast<size_t>(py * side + px) * 3 * P * P];
-      for (int ch = 0; ch < 3; ++ch)
-        for (int ky = 0; ky < P; ++ky)
-          std::memcpy(dst + (ch * P + ky) * P, chw + (static_cast<size_t>(ch) * S + py * P + ky) * S + px * P, P * sizeof(float));
-    }
-  apply(patch_, cols.data(), N, x.data(), pool, "patch");
-  add_inplace(x.data(), pos_.data(), static_cast<int64_t>(N) * H);
-  // Row-wise norms over the pool; `pending` is a residual still to add (fused into the norm).
-  // (the buffers are thread_local: workers get raw pointers, never the vectors themselves)
-  float* const xp = x.data();
-  // With out_b16, the normed rows go (through a per-thread scratch row) straight into the next
-  // bf16 GEMMs' A tiles, and out is not written.
-  auto norm_rows = [&](const float* w, const float* b, const float* pending, float* out, uint16_t* out_b16 = nullptr) {
-    prof::OpScope op(pending ? "add+layer_norm" : "layer_norm", "", 8.0 * N * H,
-                     (pending ? 12.0 : 8.0) * N * H - (out_b16 ? 2.0 * N * H : 0.0));
-    pool.parallel_for(N, 16, [&](int64_t i0, int64_t i1) {
-      thread_local std::vector<float> scratch;
-      if (out_b16) scratch.resize(static_cast<size_t>(H));
-      for (int64_t i = i0; i < i1; ++i) {
-        float* xi = xp + static_cast<size_t>(i) * H;
-        float* o = out_b16 ? scratch.data() : out + static_cast<size_t>(i) * H;
-        if (pending) add_layer_norm(xi, pending + static_cast<size_t>(i) * H, w, b, o, H, c.eps);
-        else layer_norm(xi, w, b, o, H, c.eps);
-        if (out_b16) round_row_bf16(o, i, H, out_b16);
-      }
-    });
-  };
-  const float* pending = nullptr;  // the previous layer's MLP output, added in the next norm
+  const int N = c.n_patches(), H = c.hidden;
   const size_t NH = static_cast<size_t>(N) * H;
-  const AttentionShape attn_shape = tile_attention_shape(c);
-  if (bf16_attention_) check_bf16_attn_shape(attn_shape);
-  const Bf16AttnDims D = bf16_attn_dims(attn_shape, N);
-  // a recorded state keeps the bf16 attention's packed K/V where every layer writes them from its
-  // q/k/v GEMM (fused_qkv), else fp32 K/V
-  bool packed_state = record != nullptr && bf16_attention_;
-  for (const SiglipLayer& L : layers_) packed_state = packed_state && fused_qkv(L, attn_shape);
-  const size_t nk = static_cast<size_t>(bf16_attn_k_elems(D)), nv = static_cast<size_t>(bf16_attn_v_elems(D));
+  prof::note_memory("vision weights (repacked)", packed_bytes_);
+  TileScratch& s = tile_scratch(c, bf16_attention_);
+  embed_patches(chw, nullptr, N, s.cols.data(), s.x.data(), pool, "patch");
+  const TilePlan plan = plan_tile(c, layers_, bf16_attention_, record != nullptr);
   if (record) {
     record->k = record->v = {};
     record->k16 = record->v16 = {};
-    if (packed_state) {
-      record->k16.resize(layers_.size() * nk);
-      record->v16.resize(layers_.size() * nv);
+    if (plan.packed_state) {
+      record->k16.resize(layers_.size() * plan.nk);
+      record->v16.resize(layers_.size() * plan.nv);
     } else {
       record->k.resize(layers_.size() * NH);
       record->v.resize(layers_.size() * NH);
     }
     record->encoded.resize(NH);
   }
-  // bf16 activations where every consumer of a norm or GELU output is a bf16 GEMM (use_bf16_gemm
-  // repacks all of them unless a layer's weights are quantized): rounded once, by their producer.
-  // The same bits as each gemm_bf16 rounding its own copy.
-  if (bf16_attention_) {  // set by use_bf16_gemm
-    xnb.resize(static_cast<size_t>(bf16_act_elems(N, H)));
-    ffb.resize(static_cast<size_t>(bf16_act_elems(N, c.ff)));
-    zero_pad_tokens_bf16(xnb.data(), N, H);
-    zero_pad_tokens_bf16(ffb.data(), N, c.ff);
+  const float* pending = nullptr;  // the previous layer's MLP output, added in the next norm
+  for (size_t li = 0; li < layers_.size(); ++li) {
+    const SiglipLayer& L = layers_[li];
+    const LayerBf16Inputs in = bf16_inputs(L, bf16_attention_, s);
+    norm_rows(s.x.data(), N, H, c.eps, L.ln1_w.data(), L.ln1_b.data(), pending, s.xn.data(), in.qkv, pool);
+    self_attention(c, L, li, plan, s, in, record, pool);
+    apply(L.o, s.att.data(), N, s.tmp.data(), pool, "o", false, in.o);
+    norm_rows(s.x.data(), N, H, c.eps, L.ln2_w.data(), L.ln2_b.data(), s.tmp.data(), s.xn.data(), in.fc1, pool);
+    apply(L.fc1, s.xn.data(), N, s.ff.data(), pool, "fc1", /*gelu=*/true, in.fc1, in.fc2);
+    apply(L.fc2, s.ff.data(), N, s.tmp.data(), pool, "fc2", false, in.fc2);
+    pending = s.tmp.data();
   }
-  size_t li = 0;
-  for (const SiglipLayer& L : layers_) {
-    const bool b16 = bf16_attention_;
-    uint16_t* const qkv_b16 = b16 && L.q.w.bf16_tiles && L.k.w.bf16_tiles && L.v.w.bf16_tiles ? xnb.data() : nullptr;
-    uint16_t* const fc1_b16 = b16 && L.fc1.w.bf16_tiles ? xnb.data() : nullptr;
-    uint16_t* const fc2_b16 = b16 && L.fc2.w.bf16_tiles ? ffb.data() : nullptr;
-    norm_rows(L.ln1_w.data(), L.ln1_b.data(), pending, xn.data(), qkv_b16);
-    // q, k and v side by side in one row of qkv (one GEMM over the stacked matrix), or each in
-    // its own buffer
-    const bool stacked = qkv_b16 && L.qkv.w.bf16_tiles;
-    // with bf16 o weights the attention writes o's input already rounded (xnb is free again: q,
-    // k and v have read it, and the next norm writes it after o)
-    uint16_t* const o_b16 = b16 && L.o.w.bf16_tiles ? xnb.data() : nullptr;
-    if (b16 && fused_qkv(L, attn_shape) && (!record || packed_state)) {
-      // the GEMM rounds q, k and v straight into the attention's tile layouts: no fp32 q/k/v,
-      // no packing pass (the same bits as packing them); a recorded state is where K/V go
-      Bf16AttnBuffers bufs = bf16_attn_scratch(D);
-      if (record) bufs.k = record->k16.data() + li * nk, bufs.v = record->v16.data() + li * nv;
-      const Bf16QkvTarget target{&D, bufs};
-      mm(L.qkv.w, xn.data(), N, H, nullptr, pool, "qkv", qkv_b16, L.qkv.b.empty() ? nullptr : L.qkv.b.data(), nullptr, &target);
-      prof::OpScope op("attention_bf16", "bidirectional", 4.0 * N * N * H, 8.0 * 2 * N * H);
-      attention_bf16_packed(D, target.bufs, att.data(), H, pool, o_b16);
-    } else {
-      const float *qp, *kp, *vp;
-      int64_t qkv_stride = H;
-      if (stacked) {
-        qkv.resize(3 * x.size());
-        apply(L.qkv, xn.data(), N, qkv.data(), pool, "qkv", false, qkv_b16);
-        qp = qkv.data(), kp = qp + H, vp = qp + 2 * H, qkv_stride = 3 * H;
-      } else {
-        q.resize(x.size()), k.resize(x.size()), v.resize(x.size());
-        qp = q.data(), kp = k.data(), vp = v.data();
-        apply(L.q, xn.data(), N, q.data(), pool, "q", false, qkv_b16);
-        apply(L.k, xn.data(), N, k.data(), pool, "k", false, qkv_b16);
-        apply(L.v, xn.data(), N, v.data(), pool, "v", false, qkv_b16);
-      }
-      if (record)
-        for (int i = 0; i < N; ++i) {
-          const size_t at = li * NH + static_cast<size_t>(i) * H;
-          std::copy_n(kp + i * qkv_stride, H, record->k.begin() + static_cast<std::ptrdiff_t>(at));
-          std::copy_n(vp + i * qkv_stride, H, record->v.begin() + static_cast<std::ptrdiff_t>(at));
-        }
-      // Bidirectional fused attention over the tile's own keys (no cache: K/V are this layer's).
-      tile_attention(c, qp, N, kp, vp, qkv_stride, att.data(), bf16_attention_, pool, "bidirectional", o_b16);
-    }
-    ++li;
-    apply(L.o, att.data(), N, tmp.data(), pool, "o", false, o_b16);
-    norm_rows(L.ln2_w.data(), L.ln2_b.data(), tmp.data(), xn.data(), fc1_b16);
-    apply(L.fc1, xn.data(), N, ff.data(), pool, "fc1", /*gelu=*/true, fc1_b16, fc2_b16);
-    apply(L.fc2, ff.data(), N, tmp.data(), pool, "fc2", false, fc2_b16);
-    pending = tmp.data();
-  }
-  norm_rows(post_w_.data(), post_b_.data(), pending, encoded);
+  norm_rows(s.x.data(), N, H, c.eps, post_w_.data(), post_b_.data(), pending, encoded, nullptr, pool);
   if (record) std::copy(encoded, encoded + NH, record->encoded.begin());
 }
+
+void Idefics3Vision::embed_patches(const float* chw, const int* patches, int n, float* cols, float* x, ThreadPool& pool,
+                                   const char* what) const {
+  const int H = cfg_.hidden;
+  im2col(cfg_, chw, patches, n, cols);
+  apply(patch_, cols, n, x, pool, what);
+  for (int r = 0; r < n; ++r)
+    add_inplace(x + static_cast<size_t>(r) * H, &pos_[static_cast<size_t>(patches ? patches[r] : r) * H], H);
+}
+
 
 void Idefics3Vision::encode_tile_gated(const float* chw, const std::vector<int>& changed, TileState& st, float* encoded,
                                        ThreadPool& pool) const {
   const SiglipConfig& c = cfg_;
-  const int S = c.image_size, P = c.patch_size, side = S / P, N = c.n_patches(), H = c.hidden;
+  const int P = c.patch_size, N = c.n_patches(), H = c.hidden;
   const size_t NH = static_cast<size_t>(N) * H;
   const AttentionShape attn_shape = tile_attention_shape(c);
   const Bf16AttnDims D = bf16_attn_dims(attn_shape, N);
@@ -397,22 +453,9 @@ void Idefics3Vision::encode_tile_gated(const float* chw, const std::vector<int>&
   }
   std::vector<float> cols(static_cast<size_t>(n) * 3 * P * P), x(static_cast<size_t>(n) * H), xn(x.size()), q(x.size()),
       kk(x.size()), vv(x.size()), att(x.size()), tmp(x.size()), ff(static_cast<size_t>(n) * c.ff);
-  for (int r = 0; r < n; ++r) {  // im2col of the changed patches only
-    const int py = changed[static_cast<size_t>(r)] / side, px = changed[static_cast<size_t>(r)] % side;
-    float* dst = &cols[static_cast<size_t>(r) * 3 * P * P];
-    for (int ch = 0; ch < 3; ++ch)
-      for (int ky = 0; ky < P; ++ky)
-        std::memcpy(dst + (ch * P + ky) * P, chw + (static_cast<size_t>(ch) * S + py * P + ky) * S + px * P, P * sizeof(float));
-  }
-  apply(patch_, cols.data(), n, x.data(), pool, "patch (gated)");
-  for (int r = 0; r < n; ++r)
-    add_inplace(&x[static_cast<size_t>(r) * H], &pos_[static_cast<size_t>(changed[static_cast<size_t>(r)]) * H], H);
+  embed_patches(chw, changed.data(), n, cols.data(), x.data(), pool, "patch (gated)");
   auto norm = [&](const float* w, const float* b, const float* pending, float* out) {
-    for (int r = 0; r < n; ++r) {
-      float* xr = &x[static_cast<size_t>(r) * H];
-      if (pending) add_layer_norm(xr, pending + static_cast<size_t>(r) * H, w, b, out + static_cast<size_t>(r) * H, H, c.eps);
-      else layer_norm(xr, w, b, out + static_cast<size_t>(r) * H, H, c.eps);
-    }
+    norm_rows(x.data(), n, H, c.eps, w, b, pending, out, nullptr, pool);
   };
   const float* pending = nullptr;
   size_t li = 0;
@@ -426,7 +469,7 @@ void Idefics3Vision::encode_tile_gated(const float* chw, const std::vector<int>&
       uint16_t* K = st.k16.data() + li * nk;
       uint16_t* V = st.v16.data() + li * nv;
       pack_attn_bf16_keys(D, kk.data(), vv.data(), H, changed.data(), n, K, V);
-      prof::OpScope op("attention_bf16", "gated", 4.0 * n * N * H, 4.0 * (N + n) * H);
+      prof::OpScope op("attention_bf16", "gated", attention_cost(static_cast<double>(n) * N, H, n, N, 2.0 * H));
       attention_bf16_over(attn_shape, q.data(), n, H, K, V, att.data(), H, pool);
     } else {
       float* K = st.k.data() + li * NH;
@@ -480,9 +523,9 @@ int Idefics3Vision::use_bf16_gemm() {
   if (!bf16_gemm_available()) fail("bf16 vision GEMM needs AMX bf16 tiles: this CPU or OS gives none, or --isa/TESSERA_ISA caps below amx");
   bf16_attention_ = true;
   int n = 0;
-  // q, k and v read the same normed rows: one stacked matrix makes them one GEMM (1.09-1.13x
-  // against three calls at 2 threads, paired; same bits), and the three keep views into it for
-  // the gated re-encoding
+  // q, k and v read the same normed rows: one stacked matrix makes them one GEMM (same bits,
+  // faster than three calls: docs/measurements.md), and the three keep views into it for the
+  // gated re-encoding
   for (SiglipLayer& L : layers_) {
     const std::vector<const WeightMatrix*> parts = {&L.q.w, &L.k.w, &L.v.w};
     bool ok = true;

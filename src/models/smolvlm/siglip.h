@@ -92,6 +92,10 @@ class Idefics3Vision {
   void load_weights(const TensorSource& src, bool gguf_names);
   // Every linear layer's weights: the patch embedding, q k v o fc1 fc2 per layer, the projection.
   std::vector<WeightMatrix*> linear_weights();
+  // The patch embedding of n patches (patches[r], or all in order when null): im2col into cols,
+  // the patch GEMM with its bias, and each patch's position embedding, into x.
+  void embed_patches(const float* chw, const int* patches, int n, float* cols, float* x, ThreadPool& pool,
+                     const char* what) const;
   std::unique_ptr<GgufFile> file_;
   std::shared_ptr<const TensorSource> source_;  // keeps the weights' file mapped
   SiglipConfig cfg_;
