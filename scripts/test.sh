@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Sets everything up, then runs every test: unit and model tests (ctest), the CLI bad-input
-# checks, the fast suites again under AddressSanitizer + UBSan, the ARM kernels under qemu,
+# checks, the HTTP server against curl and the openai client, the fast suites again under AddressSanitizer + UBSan, the ARM kernels under qemu,
 # the instruction-count regression check (callgrind), and a time-bounded libFuzzer run of the
 # file parsers.
 set -euo pipefail
@@ -13,6 +13,12 @@ build() {  # log name, then the cmake --build arguments
   local log="$1"; shift
   cmake --build "$@" >"$log" 2>&1 || { grep -E "error|Error" -A3 "$log" | head -n 60; echo "build failed: $*" >&2; exit 1; }
 }
+
+# the openai Python client for the server's tests (tests/serve_api.sh), a test tool only
+if [ ! -d build/pylib/openai ]; then
+  python3 -m pip install -q --disable-pip-version-check --target build/pylib openai >build/pylib.log 2>&1 ||
+    echo "note: could not install the openai package (see build/pylib.log); serve_api skips its client check"
+fi
 
 (cd build && ctest --output-on-failure -j1)
 

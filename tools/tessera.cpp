@@ -36,6 +36,7 @@
 #include "bench.h"
 #include "sustained.h"
 #include "watch.h"
+#include "serve.h"
 
 using namespace tessera;
 using namespace tessera::cli;
@@ -254,6 +255,10 @@ int main(int argc, char** argv) {
   add_common(watch, common);
   WatchArgs wargs;
   add_watch_options(watch, wargs);
+  auto* serve = app.add_subcommand("serve", "an OpenAI-compatible HTTP server (/v1/chat/completions, streaming, /metrics)");
+  add_common(serve, common);
+  ServeArgs serve_args;
+  add_serve_options(serve, serve_args);
   auto* sustained = app.add_subcommand("sustained", "run one workload for minutes: throughput and latency per time window");
   add_common(sustained, common);
   SustainedArgs sargs;
@@ -315,6 +320,7 @@ int main(int argc, char** argv) {
     if (*bench) return cmd_bench(common, bargs);
     if (*sustained) return cmd_sustained(common, sargs);
     if (*watch) return cmd_watch(common, wargs);
+    if (*serve) return cmd_serve(common, serve_args);
     if (*tokenize) return cmd_tokenize(common, text, special);
     if (*convert) return cmd_convert(conv_in, out_path, conv_type);
     if (*probe) {

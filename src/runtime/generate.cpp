@@ -38,7 +38,7 @@ std::string apply_chat_template(const LlamaModel& model, const std::vector<ChatM
 GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int n_predict,
                        Sampler& sampler, const std::function<void(const std::string&)>& on_piece,
                        std::vector<int32_t>* out_tokens, const std::vector<float>* embeddings,
-                       std::vector<float>* prompt_logits) {
+                       std::vector<float>* prompt_logits, const std::function<bool()>* stop) {
   const Tokenizer& tok = session.model().tokenizer();
   const int n_vocab = session.model().config().n_vocab;
   GenerateStats st;
@@ -100,6 +100,10 @@ GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int
     if (cut > 0) {
       on_piece(pending.substr(0, cut));
       pending.erase(0, cut);
+    }
+    if (stop && (*stop)()) {
+      st.stopped_by_caller = true;
+      break;
     }
   }
   if (!pending.empty()) on_piece(pending);

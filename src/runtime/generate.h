@@ -23,6 +23,7 @@ struct GenerateStats {
   double prompt_seconds = 0, generate_seconds = 0;
   bool stopped_by_eog = false;
   bool stopped_by_context = false;  // n_predict not reached: the context filled up
+  bool stopped_by_caller = false;   // `stop` returned true (a stop sequence, a deadline, a client gone)
   double prompt_tps() const { return prompt_seconds > 0 ? prompt_tokens / prompt_seconds : 0; }
   double generate_tps() const { return generate_seconds > 0 ? generated_tokens / generate_seconds : 0; }
 };
@@ -35,6 +36,7 @@ GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int
                        Sampler& sampler, const std::function<void(const std::string&)>& on_piece,
                        std::vector<int32_t>* out_tokens = nullptr,
                        const std::vector<float>* embeddings = nullptr,
-                       std::vector<float>* prompt_logits = nullptr);  // the logits after the prompt
+                       std::vector<float>* prompt_logits = nullptr,  // the logits after the prompt
+                       const std::function<bool()>* stop = nullptr);  // asked after each token: end now?
 
 }  // namespace tessera

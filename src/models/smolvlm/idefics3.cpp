@@ -1,5 +1,7 @@
 #include "models/smolvlm/idefics3.h"
 
+#include <cctype>
+
 #include "profile/profiler.h"
 
 #include <chrono>
@@ -22,9 +24,19 @@ Idefics3::Idefics3(const LlamaModel& text, const Idefics3Vision& vision) : text_
       fail("the text model's vocabulary lacks SmolVLM's special token %s: use the text GGUF that belongs to this mmproj", t);
 }
 
-std::string Idefics3::prompt_text(int rows, int cols, const std::string& question) const {
-  return "<|im_start|>User:" + image_block_text(rows, cols, vision_.config().tokens_per_tile()) + question +
+std::string Idefics3::prompt_text(int rows, int cols, const std::string& question, const std::string& history) const {
+  return "<|im_start|>" + history + "User:" + image_block_text(rows, cols, vision_.config().tokens_per_tile()) + question +
          "<end_of_utterance>\nAssistant:";
+}
+
+std::string Idefics3::history_text(const std::vector<std::pair<std::string, std::string>>& turns) {
+  std::string s;
+  for (const auto& [role, text] : turns) {
+    std::string r = role;
+    if (!r.empty()) r[0] = static_cast<char>(std::toupper(static_cast<unsigned char>(r[0])));
+    s += r + ": " + text + "<end_of_utterance>\n";
+  }
+  return s;
 }
 
 std::string Idefics3::image_block_text(int rows, int cols, int n) {
@@ -88,7 +100,8 @@ std::vector<float> Idefics3::encode(const PreprocessedImage& pre, ThreadPool& po
   return out;
 }
 
-ImagePrompt Idefics3::build(const ImageRGB& image, const std::string& question, ThreadPool& pool, VisionTimings* tm) const {
+ImagePrompt Idefics3::build(const ImageRGB& image, const std::string& question, ThreadPool& pool, VisionTimings* tm,
+                            const std::string& history) const {
   double t0 = now();
   PreprocessedImage pre;
   {
@@ -102,7 +115,7 @@ ImagePrompt Idefics3::build(const ImageRGB& image, const std::string& question, 
   p.cols = pre.cols;
   p.tiles = static_cast<int>(pre.tiles.size());
   p.embeddings = encode(pre, pool, tm);
-  p.tokens = tokenize_with_slots(prompt_text(pre.rows, pre.cols, question));
+  p.tokens = tokenize_with_slots(prompt_text(pre.rows, pre.cols, question, history));
   return p;
 }
 

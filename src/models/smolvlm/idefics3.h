@@ -3,6 +3,7 @@
 // in where Hugging Face's processor puts <image> tokens, in SmolVLM's chat format.
 #pragma once
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "image/image.h"
@@ -38,11 +39,16 @@ class Idefics3 {
   static std::string image_block_text(int rows, int cols, int tokens_per_tile);
   // SmolVLM's user turn around the image block:
   // "<|im_start|>User:<image block>QUESTION<end_of_utterance>\nAssistant:" (build and watch).
-  std::string prompt_text(int rows, int cols, const std::string& question) const;
+  // `history`: earlier turns (history_text) between "<|im_start|>" and the user's turn.
+  std::string prompt_text(int rows, int cols, const std::string& question, const std::string& history = "") const;
+  // Earlier turns as SmolVLM's chat template writes them: "Role: text<end_of_utterance>\n" each,
+  // the role capitalized ("System", "User", "Assistant").
+  static std::string history_text(const std::vector<std::pair<std::string, std::string>>& turns);
 
   // Preprocesses, encodes every tile and builds the user turn
   // "<|im_start|>User:<image block>QUESTION<end_of_utterance>\nAssistant:".
-  ImagePrompt build(const ImageRGB& image, const std::string& question, ThreadPool& pool, VisionTimings* timings) const;
+  ImagePrompt build(const ImageRGB& image, const std::string& question, ThreadPool& pool, VisionTimings* timings,
+                    const std::string& history = "") const;
 
   // Encoder + connector output of every preprocessed tile (tiles x tokens_per_tile x n_embd).
   std::vector<float> encode(const PreprocessedImage& pre, ThreadPool& pool, VisionTimings* timings) const;

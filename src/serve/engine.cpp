@@ -1,0 +1,106 @@
+#include "serve/engine.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "models/smolvlm/idefics3.h"
+#include "runtime/generate.h"
+#include "runtime/sampler.h"
+
+namespace tessera::serve {
+
+Engine::Engine(HfModel model, const SessionOptions& options, std::string model_id, ImageLimits image_limits)
+    : model_(std::move(model)), session_(*model_.text, options), model_id_(std::move(model_id)),
+      image_limits_(image_limits) {}
+
+ImageRGB Engine::decode_request_image(const ChatRequest& r) const {
+  if (!model_.vision)
+    throw ApiError(400, "invalid_request_error", "this model has no vision tower: start the server with --mmproj",
+                   "messages");
+  try {
+    return decode_image(r.image.data(), r.image.size(), "the request's image", image_limits_);
+  } catch (const Error& e) {
+    bad_request("messages[" + std::to_string(r.image_at) + "].content", e.what());
+  }
+}
+
+Engine::Prepared Engine::prepare(const ChatRequest& r, const ImageRGB* image) {
+  Prepared p;
+  if (r.wants_screen)
+    throw ApiError(400, "invalid_request_error",
+                   "this server has no screen source yet: send the screen as an image_url part", "messages");
+  if (image) {
+    std::vector<std::pair<std::string, std::string>> turns;
+    for (size_t i = 0; i + 1 < r.messages.size(); ++i) turns.emplace_back(r.messages[i].role, r.messages[i].content);
+    const Idefics3 vlm(*model_.text, *model_.vision);
+    VisionTimings tm;
+    ImagePrompt ip = vlm.build(*image, r.messages.back().content, session_.pool(), &tm, Idefics3::history_text(turns));
+    p.vision_ms = (tm.preprocess_s + tm.encode_total() + tm.connector_s) * 1e3;
+    p.prompt = std::move(ip.tokens);
+    p.embeddings = std::move(ip.embeddings);
+  } else {
+    // the same rendering and tokenization as `tessera run` (so a greedy reply is the same text)
+    const std::string text = apply_chat_template(*model_.text, r.messages, true);
+    p.prompt = model_.text->tokenizer().encode(text, /*parse_special=*/true);
+  }
+  if (p.prompt.empty()) bad_request("messages", "the prompt is empty after tokenization");
+  if (static_cast<int>(p.prompt.size()) >= session_.n_ctx())
+    throw ApiError(400, "invalid_request_error",
+                   "the prompt is " + std::to_string(p.prompt.size()) + " tokens; this server's context is " +
+                       std::to_string(session_.n_ctx()) + " tokens (serve -c)",
+                   "messages", "context_length_exceeded");
+  return p;
+}
+
+Result Engine::complete(const ChatRequest& r, const Prepared& p, const std::function<bool(const std::string&)>& emit,
+                        Clock::time_point deadline) {
+  Result res;
+  const std::vector<int32_t>& prompt = p.prompt;
+  res.usage.vision_ms = p.vision_ms;
+  // Reuse the cached positions the new prompt starts with, up to its first image slot (an image's
+  // embeddings are not compared), keeping at least one token to evaluate for the logits.
+  size_t common = 0;
+  while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common] &&
+         prompt[common] != kEmbeddingSlot)
+    ++common;
+  common = std::min(common, prompt.size() - 1);
+  session_.truncate(static_cast<int>(common));
+  cached_.resize(common);
+  res.usage.reused_tokens = static_cast<int>(common);
+  const std::vector<int32_t> rest(prompt.begin() + static_cast<std::ptrdiff_t>(common), prompt.end());
+
+  Sampler sampler(r.sampling);
+  StopMatcher stops(r.stop);
+  bool cancelled = false;
+  const auto on_piece = [&](const std::string& piece) {
+    const std::string out = stops.add(piece);
+    res.text += out;
+    if (!out.empty() && !emit(out)) cancelled = true;
+  };
+  const std::function<bool()> stop = [&] {
+    if (Clock::now() > deadline) res.deadline_hit = true;
+    return cancelled || stops.stopped() || res.deadline_hit;
+  };
+  std::vector<int32_t> generated;
+  const GenerateStats st = generate(session_, rest, r.max_tokens, sampler, on_piece, &generated,
+                                    p.embeddings.empty() ? nullptr : &p.embeddings, nullptr, &stop);
+  // the session now holds rest and the generated tokens it evaluated
+  cached_.insert(cached_.end(), rest.begin(), rest.end());
+  cached_.insert(cached_.end(), generated.begin(), generated.end());
+  cached_.resize(std::min(cached_.size(), static_cast<size_t>(session_.n_past())));
+
+  const std::string tail = stops.flush();
+  if (!tail.empty() && !cancelled) {
+    res.text += tail;
+    if (!emit(tail)) cancelled = true;
+  }
+  res.cancelled = cancelled;
+  res.finish_reason = st.stopped_by_eog || stops.stopped() ? "stop" : "length";
+  res.usage.prompt_tokens = static_cast<int>(prompt.size());
+  res.usage.completion_tokens = st.generated_tokens;
+  res.usage.prefill_ms = st.prompt_seconds * 1e3;
+  res.usage.decode_ms = st.generate_seconds * 1e3;
+  return res;
+}
+
+}  // namespace tessera::serve

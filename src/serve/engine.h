@@ -1,0 +1,62 @@
+// The server's model and session: one request at a time, the KV cache kept between requests so a
+// prompt that starts like the previous one (the same system prompt and history) reuses those
+// positions, as llama-server's prompt cache does.
+#pragma once
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "image/image.h"
+#include "models/hf_loader.h"
+#include "runtime/session.h"
+#include "serve/chat_request.h"
+
+namespace tessera::serve {
+
+struct Result {
+  std::string text;           // the whole reply (also streamed through emit)
+  std::string finish_reason;  // "stop" (end of generation or a stop sequence), "length"
+  Usage usage;
+  bool cancelled = false;     // emit returned false (the client went away) or the deadline passed
+  bool deadline_hit = false;
+};
+
+class Engine {
+ public:
+  Engine(HfModel model, const SessionOptions& options, std::string model_id, ImageLimits image_limits);
+  const std::string& model_id() const { return model_id_; }
+  bool has_vision() const { return model_.vision != nullptr; }
+  int n_ctx() const { return session_.n_ctx(); }
+
+  // A request's image decoded under the server's limits; throws ApiError 400 when it is not a
+  // readable PNG/JPEG within them, or when the model has no vision tower. Runs on the caller's
+  // thread, before the request is queued.
+  ImageRGB decode_request_image(const ChatRequest& r) const;
+
+  // A request's prompt: tokens (kEmbeddingSlot where image embeddings go) and the embeddings,
+  // with the vision encoder run for an image. Throws ApiError for a prompt longer than the context.
+  struct Prepared {
+    std::vector<int32_t> prompt;
+    std::vector<float> embeddings;
+    double vision_ms = 0;
+  };
+  Prepared prepare(const ChatRequest& r, const ImageRGB* image);
+
+  // Generates the reply. emit receives text as it becomes final (stop sequences held back);
+  // returning false cancels the generation, as does passing the deadline.
+  using Clock = std::chrono::steady_clock;
+  Result complete(const ChatRequest& r, const Prepared& p, const std::function<bool(const std::string&)>& emit,
+                  Clock::time_point deadline);
+
+ private:
+
+  HfModel model_;
+  Session session_;
+  std::string model_id_;
+  ImageLimits image_limits_;
+  std::vector<int32_t> cached_;  // the tokens whose K/V the session holds, in order
+};
+
+}  // namespace tessera::serve

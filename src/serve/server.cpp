@@ -1,0 +1,403 @@
+#include "serve/server.h"
+
+#include <httplib.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <condition_variable>
+#include <cstdio>
+#include <ctime>
+#include <deque>
+#include <map>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "core/error.h"
+
+namespace tessera::serve {
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+// A Prometheus histogram with fixed bounds (seconds).
+struct Histogram {
+  std::vector<double> bounds{0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60};
+  std::vector<uint64_t> counts = std::vector<uint64_t>(bounds.size() + 1, 0);
+  double sum = 0;
+  void add(double v) {
+    size_t i = 0;
+    while (i < bounds.size() && v > bounds[i]) ++i;
+    ++counts[i];
+    sum += v;
+  }
+  void write(std::string& out, const char* name, const char* help) const {
+    out += std::string("# HELP ") + name + " " + help + "\n# TYPE " + name + " histogram\n";
+    uint64_t cum = 0;
+    char line[160];
+    for (size_t i = 0; i < bounds.size(); ++i) {
+      cum += counts[i];
+      std::snprintf(line, sizeof line, "%s_bucket{le=\"%g\"} %llu\n", name, bounds[i], static_cast<unsigned long long>(cum));
+      out += line;
+    }
+    cum += counts.back();
+    std::snprintf(line, sizeof line, "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.6f\n%s_count %llu\n", name,
+                  static_cast<unsigned long long>(cum), name, sum, name, static_cast<unsigned long long>(cum));
+    out += line;
+  }
+};
+
+double resident_bytes() {
+  std::ifstream f("/proc/self/statm");
+  long pages = 0, rss = 0;
+  f >> pages >> rss;
+  return static_cast<double>(rss) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+}
+
+double cpu_seconds() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+// One queued request and what its connection thread waits for: the prompt accepted (or an
+// error), then text pieces, then the end.
+struct Job {
+  ChatRequest request;
+  std::unique_ptr<ImageRGB> image;
+  Clock::time_point arrived, deadline;
+  std::mutex mu;
+  std::condition_variable cv;
+  bool accepted = false, done = false;
+  std::unique_ptr<ApiError> error;
+  std::deque<std::string> pieces;
+  Result result;
+  std::atomic<bool> cancel{false};
+  double ttft_s = -1;
+};
+
+std::string request_id() {
+  static std::atomic<uint64_t> n{0};
+  char buf[48];
+  std::snprintf(buf, sizeof buf, "chatcmpl-%lx-%llu", static_cast<long>(::getpid()), static_cast<unsigned long long>(++n));
+  return buf;
+}
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(error_json(e).dump(), "application/json");
+}
+
+}  // namespace
+
+struct Server::Impl {
+  Engine& engine;
+  ServerOptions opt;
+  httplib::Server http;
+  int bound_port = 0;
+
+  std::mutex mu;  // the queue and the metrics
+  std::condition_variable cv;
+  std::deque<std::shared_ptr<Job>> queue;
+  std::shared_ptr<Job> running;
+  bool draining = false, stopping = false;
+  std::thread worker;
+
+  std::map<int, uint64_t> by_status;
+  Histogram ttft, latency;
+  uint64_t prompt_tokens = 0, reused_tokens = 0, generated_tokens = 0;
+  double decode_seconds = 0;
+
+  Impl(Engine& e, ServerOptions o) : engine(e), opt(std::move(o)) {}
+
+  void count(int status) {
+    std::lock_guard<std::mutex> lk(mu);
+    ++by_status[status];
+  }
+
+  void work() {
+    for (;;) {
+      std::shared_ptr<Job> job;
+      {
+        std::unique_lock<std::mutex> lk(mu);
+        cv.wait(lk, [&] { return stopping || !queue.empty(); });
+        if (queue.empty()) return;
+        job = queue.front();
+        queue.pop_front();
+        running = job;
+      }
+      run(*job);
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        running.reset();
+      }
+      cv.notify_all();
+    }
+  }
+
+  void run(Job& job) {
+    auto finish = [&](std::unique_ptr<ApiError> err) {
+      if (!err) {
+        std::lock_guard<std::mutex> lk(mu);
+        latency.add(std::chrono::duration<double>(Clock::now() - job.arrived).count());
+        if (job.ttft_s >= 0) ttft.add(job.ttft_s);
+      }
+      std::lock_guard<std::mutex> lk(job.mu);
+      job.error = std::move(err);
+      job.done = true;
+      job.cv.notify_all();
+    };
+    if (job.cancel || Clock::now() > job.deadline) {
+      finish(std::make_unique<ApiError>(503, "server_error", "the request's deadline passed while it was queued"));
+      return;
+    }
+    const double queued_ms = std::chrono::duration<double, std::milli>(Clock::now() - job.arrived).count();
+    Engine::Prepared prepared;
+    try {
+      prepared = engine.prepare(job.request, job.image.get());
+    } catch (const ApiError& e) {
+      finish(std::make_unique<ApiError>(e));
+      return;
+    } catch (const std::exception& e) {
+      finish(std::make_unique<ApiError>(500, "server_error", e.what()));
+      return;
+    }
+    {
+      std::lock_guard<std::mutex> lk(job.mu);
+      job.accepted = true;
+    }
+    job.cv.notify_all();
+    try {
+      const auto emit = [&](const std::string& piece) {
+        {
+          std::lock_guard<std::mutex> lk(job.mu);
+          if (job.ttft_s < 0) job.ttft_s = std::chrono::duration<double>(Clock::now() - job.arrived).count();
+          job.pieces.push_back(piece);
+        }
+        job.cv.notify_all();
+        return !job.cancel.load();
+      };
+      Result r = engine.complete(job.request, prepared, emit, job.deadline);
+      r.usage.queue_ms = queued_ms;
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        prompt_tokens += static_cast<uint64_t>(r.usage.prompt_tokens);
+        reused_tokens += static_cast<uint64_t>(r.usage.reused_tokens);
+        generated_tokens += static_cast<uint64_t>(r.usage.completion_tokens);
+        decode_seconds += r.usage.decode_ms / 1e3;
+      }
+      std::lock_guard<std::mutex> lk(job.mu);
+      job.result = std::move(r);
+    } catch (const std::exception& e) {
+      finish(std::make_unique<ApiError>(500, "server_error", e.what()));
+      return;
+    }
+    finish(nullptr);
+  }
+
+  // Queues a job; false when the queue is full.
+  bool enqueue(const std::shared_ptr<Job>& job) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (static_cast<int>(queue.size()) >= opt.max_queue) return false;
+      queue.push_back(job);
+    }
+    cv.notify_all();
+    return true;
+  }
+
+  bool authorized(const httplib::Request& req, httplib::Response& res) {
+    if (opt.api_key.empty()) return true;
+    if (req.get_header_value("Authorization") == "Bearer " + opt.api_key) return true;
+    send_error(res, ApiError(401, "invalid_request_error", "a valid API key is required (Authorization: Bearer KEY)", "",
+                             "invalid_api_key"));
+    return false;
+  }
+
+  void chat(const httplib::Request& req, httplib::Response& res) {
+    const auto arrived = Clock::now();
+    if (!authorized(req, res)) return;
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      if (draining) return send_error(res, ApiError(503, "server_error", "the server is shutting down"));
+    }
+    auto job = std::make_shared<Job>();
+    job->arrived = arrived;
+    job->deadline = arrived + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.deadline_s));
+    try {
+      job->request = parse_chat_request(req.body, engine.model_id(), opt.limits);
+      if (!job->request.image.empty()) job->image = std::make_unique<ImageRGB>(engine.decode_request_image(job->request));
+      job->request.image.clear();
+      job->request.image.shrink_to_fit();
+    } catch (const ApiError& e) {
+      return send_error(res, e);
+    }
+    if (!enqueue(job))
+      return send_error(res, ApiError(429, "rate_limit_exceeded",
+                                      "the server is busy: " + std::to_string(opt.max_queue) + " requests are waiting"));
+    // wait until the prompt is accepted (or refused): a refusal still gets its 4xx
+    {
+      std::unique_lock<std::mutex> lk(job->mu);
+      job->cv.wait(lk, [&] { return job->accepted || job->done; });
+      if (job->error) return send_error(res, *job->error);
+    }
+    const std::string id = request_id(), model = engine.model_id();
+    const int64_t created = static_cast<int64_t>(std::time(nullptr));
+    if (!job->request.stream) {
+      std::unique_lock<std::mutex> lk(job->mu);
+      job->cv.wait(lk, [&] { return job->done; });
+      if (job->error) return send_error(res, *job->error);
+      const Result& r = job->result;
+      res.set_content(completion_json(id, created, model, r.text, r.finish_reason, r.usage).dump(), "application/json");
+      return;
+    }
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider("text/event-stream", [this, job, id, model, created, sent_role = false](
+                                                              size_t, httplib::DataSink& sink) mutable {
+      const auto send = [&](const json& j) {
+        const std::string s = "data: " + j.dump() + "\n\n";
+        return sink.write(s.data(), s.size());
+      };
+      if (!sent_role && !send(chunk_json(id, created, model, "assistant", "", ""))) return cancel(*job);
+      sent_role = true;
+      std::unique_lock<std::mutex> lk(job->mu);
+      job->cv.wait(lk, [&] { return job->done || !job->pieces.empty(); });
+      while (!job->pieces.empty()) {
+        const std::string piece = std::move(job->pieces.front());
+        job->pieces.pop_front();
+        lk.unlock();
+        if (!send(chunk_json(id, created, model, "", piece, ""))) return cancel(*job);
+        lk.lock();
+      }
+      if (!job->done) return true;
+      if (job->error) {  // a failure after the stream began: an error event, as OpenAI sends
+        send(error_json(*job->error));
+      } else {
+        send(chunk_json(id, created, model, "", "", job->result.finish_reason));
+        if (job->request.include_usage) send(usage_chunk_json(id, created, model, job->result.usage));
+      }
+      const std::string done = "data: [DONE]\n\n";
+      sink.write(done.data(), done.size());
+      sink.done();
+      return true;
+    });
+  }
+
+  bool cancel(Job& job) {  // the client went away: the generation stops at its next token
+    job.cancel = true;
+    return false;
+  }
+
+  std::string metrics() {
+    std::string out;
+    std::lock_guard<std::mutex> lk(mu);
+    out += "# HELP tessera_requests_total Chat completion requests by HTTP status.\n# TYPE tessera_requests_total counter\n";
+    for (const auto& [status, n] : by_status)
+      out += "tessera_requests_total{status=\"" + std::to_string(status) + "\"} " + std::to_string(n) + "\n";
+    ttft.write(out, "tessera_time_to_first_token_seconds", "From arrival to the first reply text.");
+    latency.write(out, "tessera_request_duration_seconds", "From arrival to the last reply byte.");
+    char buf[1024];
+    std::snprintf(buf, sizeof buf,
+                  "# TYPE tessera_prompt_tokens_total counter\ntessera_prompt_tokens_total %llu\n"
+                  "# TYPE tessera_prompt_tokens_reused_total counter\ntessera_prompt_tokens_reused_total %llu\n"
+                  "# TYPE tessera_generated_tokens_total counter\ntessera_generated_tokens_total %llu\n"
+                  "# HELP tessera_decode_seconds_total Time spent generating (tokens/s = rate of the two).\n"
+                  "# TYPE tessera_decode_seconds_total counter\ntessera_decode_seconds_total %.6f\n"
+                  "# TYPE tessera_queue_length gauge\ntessera_queue_length %zu\n"
+                  "# TYPE tessera_requests_running gauge\ntessera_requests_running %d\n"
+                  "# TYPE tessera_resident_memory_bytes gauge\ntessera_resident_memory_bytes %.0f\n"
+                  "# TYPE tessera_process_cpu_seconds_total counter\ntessera_process_cpu_seconds_total %.3f\n",
+                  static_cast<unsigned long long>(prompt_tokens), static_cast<unsigned long long>(reused_tokens),
+                  static_cast<unsigned long long>(generated_tokens), decode_seconds, queue.size(), running ? 1 : 0,
+                  resident_bytes(), cpu_seconds());
+    out += buf;
+    return out;
+  }
+
+  void routes() {
+    http.set_payload_max_length(opt.max_body_bytes);
+    http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      chat(req, res);
+      count(res.status < 0 ? 200 : res.status);  // httplib fills in 200 after the handler
+    });
+    http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+      if (!authorized(req, res)) return;
+      const json j = {{"object", "list"},
+                      {"data", json::array({{{"id", engine.model_id()}, {"object", "model"}, {"created", 0}, {"owned_by", "tessera"}}})}};
+      res.set_content(j.dump(), "application/json");
+    });
+    http.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      std::lock_guard<std::mutex> lk(mu);
+      res.status = draining ? 503 : 200;
+      res.set_content(draining ? R"({"status": "shutting down"})" : R"({"status": "ok"})", "application/json");
+    });
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(metrics(), "text/plain; version=0.0.4");
+    });
+    // httplib's own refusals (no route, body over the limit, unreadable request) in OpenAI's form
+    http.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+      if (!res.body.empty()) return;
+      const std::string msg = res.status == 404   ? "no route " + req.method + " " + req.path
+                              : res.status == 413 ? "the request body is over the server's limit (serve --max-body-mb)"
+                                                  : "the request could not be read";
+      send_error(res, ApiError(res.status, "invalid_request_error", msg));
+    });
+    http.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+      std::string msg = "internal error";
+      try {
+        if (ep) std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        msg = e.what();
+      } catch (...) {
+      }
+      send_error(res, ApiError(500, "server_error", msg));
+    });
+  }
+};
+
+Server::Server(Engine& engine, ServerOptions options) : impl_(std::make_unique<Impl>(engine, std::move(options))) {
+  impl_->routes();
+  impl_->worker = std::thread([this] { impl_->work(); });
+}
+
+Server::~Server() {
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->stopping = true;
+  }
+  impl_->cv.notify_all();
+  if (impl_->worker.joinable()) impl_->worker.join();
+}
+
+bool Server::listen() {
+  if (impl_->opt.port == 0) {
+    impl_->bound_port = impl_->http.bind_to_any_port(impl_->opt.host);
+    if (impl_->bound_port <= 0) return false;
+  } else {
+    if (!impl_->http.bind_to_port(impl_->opt.host, impl_->opt.port)) return false;
+    impl_->bound_port = impl_->opt.port;
+  }
+  std::fprintf(stderr, "tessera serve: listening on http://%s:%d (model '%s')\n", impl_->opt.host.c_str(),
+               impl_->bound_port, impl_->engine.model_id().c_str());
+  return impl_->http.listen_after_bind();
+}
+
+int Server::port() const { return impl_->bound_port; }
+
+void Server::shutdown() {
+  Impl& s = *impl_;
+  std::unique_lock<std::mutex> lk(s.mu);
+  s.draining = true;
+  const auto until = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(s.opt.drain_s));
+  if (!s.cv.wait_until(lk, until, [&] { return s.queue.empty() && !s.running; })) {
+    for (auto& j : s.queue) j->cancel = true;
+    if (s.running) s.running->cancel = true;
+    s.cv.wait(lk, [&] { return s.queue.empty() && !s.running; });
+  }
+  lk.unlock();
+  s.http.stop();
+}
+
+}  // namespace tessera::serve

@@ -1,0 +1,75 @@
+#include "serve.h"
+
+#include <pthread.h>
+#include <signal.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "core/error.h"
+#include "serve/engine.h"
+
+namespace tessera::cli {
+
+void add_serve_options(CLI::App* sub, ServeArgs& s) {
+  sub->add_option("--mmproj", s.mmproj, "vision model (llama.cpp mmproj GGUF): image_url parts");
+  sub->add_option("--host", s.server.host, "address to bind (default 127.0.0.1: this machine only)");
+  sub->add_option("--port", s.server.port, "port (0: any free port, printed)")->check(CLI::Range(0, 65535));
+  sub->add_option("--api-key", s.server.api_key, "require 'Authorization: Bearer KEY' on every API route");
+  sub->add_option("--max-body-mb", s.max_body_mb, "largest request body")->check(CLI::Range(0.001, 1024.0));
+  sub->add_option("--max-queue", s.server.max_queue, "requests waiting beyond the running one; more get 429")
+      ->check(CLI::Range(0, 4096));
+  sub->add_option("--max-tokens", s.server.limits.max_tokens, "the largest max_tokens a request may ask for")
+      ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--image-max-pixels", s.max_image_pixels, "refuse larger images")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
+  sub->add_option("--deadline", s.server.deadline_s, "seconds a request may take from arrival (queue included)")
+      ->check(CLI::Range(0.001, 86400.0));
+  sub->add_option("--drain", s.server.drain_s, "on SIGTERM/SIGINT, seconds in-flight requests get before they are cancelled")
+      ->check(CLI::Range(0.0, 3600.0));
+}
+
+int cmd_serve(CommonArgs& a, ServeArgs& s) {
+  s.server.max_body_bytes = static_cast<size_t>(s.max_body_mb * 1024 * 1024);
+  s.server.limits.max_image_pixels = s.max_image_pixels;
+  s.server.limits.max_image_bytes = s.server.max_body_bytes;
+  // SIGTERM and SIGINT go to one thread that waits for them (every thread started below
+  // inherits the mask), so a shutdown runs as ordinary code, not in a handler
+  sigset_t sigs;
+  sigemptyset(&sigs);
+  sigaddset(&sigs, SIGTERM);
+  sigaddset(&sigs, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not a kill
+
+  HfModel loaded = load_any(a, s.mmproj);
+  loaded.vision = vision_options(a, std::move(loaded.vision));
+  const std::string path = a.model.empty() ? default_model_path() : a.model;
+  std::string id = std::filesystem::path(path).filename().string();
+  if (id.size() > 5 && id.compare(id.size() - 5, 5, ".gguf") == 0) id.resize(id.size() - 5);
+  ImageLimits il;
+  il.max_pixels = s.max_image_pixels;
+  serve::Engine engine(std::move(loaded), session_options(a), id, il);
+  serve::Server server(engine, s.server);
+
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    std::fprintf(stderr, "tessera serve: %s: finishing in-flight requests (up to %.0f s)\n",
+                 sig == SIGTERM ? "SIGTERM" : "SIGINT", s.server.drain_s);
+    server.shutdown();
+  });
+  if (!server.listen()) {
+    std::fprintf(stderr, "tessera: error: cannot listen on %s:%d (in use, or not an address of this machine)\n",
+                 s.server.host.c_str(), s.server.port);
+    ::kill(::getpid(), SIGTERM);  // wake the waiter
+    waiter.join();
+    return 1;
+  }
+  waiter.join();
+  std::fprintf(stderr, "tessera serve: stopped\n");
+  return 0;
+}
+
+}  // namespace tessera::cli
