@@ -6,18 +6,9 @@
 # an image request on the tiny VLM, and that SIGTERM exits 0. Usage: serve_api.sh TESSERA_BINARY
 set -u
 bin="$1"
-root="$(cd "$(dirname "$0")/.." && pwd)"
+source "$(dirname "$0")/serve_common.sh"
 model="$root/models/SmolLM2-135M-Instruct.Q4_1.gguf"
 id="SmolLM2-135M-Instruct.Q4_1"
-tiny="$root/tests/fixtures/vision/tiny"
-tmp="$(mktemp -d)"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
-trap cleanup EXIT
-
-pass=0 fail=0
-ok() { pass=$((pass + 1)); echo "ok   $1"; }
-bad() { fail=$((fail + 1)); echo "FAIL $1"; }
 
 # start NAME ARGS...: a server on a free port; sets $port and $pid
 start() {
@@ -25,12 +16,7 @@ start() {
   "$bin" serve --port 0 -t 2 "$@" >"$tmp/$name.out" 2>"$tmp/$name.log" &
   pid=$!
   pids+=("$pid")
-  for _ in $(seq 1 300); do
-    port=$(sed -n 's/.*listening on http:\/\/127.0.0.1:\([0-9]*\).*/\1/p' "$tmp/$name.log")
-    [ -n "$port" ] && return 0
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
+  port=$(listening_port "$tmp/$name.log" "$pid") && return 0
   echo "FAIL server $name did not start: $(cat "$tmp/$name.log")"
   exit 1
 }
@@ -105,7 +91,7 @@ expect "five stop sequences" 400 "$(msg hi 4 ', "stop": ["a","b","c","d","e"]')"
 expect "n = 2" 400 "$(msg hi 4 ', "n": 2')"
 expect "image by URL (no network, no disk reads)" 400 "{\"model\": \"$id\", \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", \"image_url\": {\"url\": \"file:///etc/passwd\"}}]}]}"
 expect "image on a text-only model" 400 "{\"model\": \"$id\", \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"image_url\", \"image_url\": {\"url\": \"data:image/png;base64,iVBORw0KGgo=\"}}]}]}"
-expect "the screen without a screen source" 400 "{\"model\": \"$id\", \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"screen\"}, {\"type\": \"text\", \"text\": \"what is this?\"}]}]}"
+expect "the screen on a text-only model" 400 "{\"model\": \"$id\", \"messages\": [{\"role\": \"user\", \"content\": [{\"type\": \"screen\"}, {\"type\": \"text\", \"text\": \"what is this?\"}]}]}"
 expect "deep JSON nesting" 400 "$(python3 -c 'print("["*50000 + "]"*50000)')"
 long=$(python3 -c 'print("word " * 5000)')
 expect "prompt longer than the context" 400 "$(msg "$long" 4)"
@@ -170,6 +156,24 @@ PY
 got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["message"]["content"])' "$tmp/body")
 [ "$got" = "$want" ] && ok "image reply equals tessera run --image's" || bad "image reply '$got' vs '$want'"
 python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["usage"]["timings"]["vision_ms"]>0' "$tmp/body" && ok "usage reports the vision time" || bad "vision_ms"
+# the same frame pushed as the live screen: a {"type": "screen"} question gets the same reply
+python3 -c 'import json; print(json.dumps({"model": "'"$vid"'", "temperature": 0, "max_tokens": 12, "messages": [{"role": "user", "content": [{"type": "screen"}, {"type": "text", "text": "What is on the screen?"}]}]}))' >"$tmp/screen.json"
+expect "a screen question before any frame" 503 "@$tmp/screen.json"
+code=$(curl -s -o "$tmp/push" -w '%{http_code}' "$(url /v1/screen/frames)" -H 'Content-Type: image/png' --data-binary "@$frame")
+[ "$code" = 202 ] && grep -q '"changed":true' "$tmp/push" && ok "POST /v1/screen/frames (PNG): 202" || bad "frame push: $code $(cat "$tmp/push")"
+[ "$(status "@$tmp/screen.json")" = 200 ] || bad "screen question status: $(head -c 300 "$tmp/body")"
+got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["message"]["content"])' "$tmp/body")
+[ "$got" = "$want" ] && ok "a screen question on the pushed frame equals tessera run --image's reply" || bad "screen reply '$got' vs '$want'"
+python3 -c 'import json,sys; assert "memory_current" in json.load(open(sys.argv[1]))["usage"]["screen"]' "$tmp/body" && ok "usage reports whether the visual memory was current" || bad "usage.screen"
+code=$(curl -s -o "$tmp/push" -w '%{http_code}' "$(url /v1/screen/frames)" -H 'Content-Type: image/png' --data-binary "@$frame")
+grep -q '"changed":false' "$tmp/push" && ok "the same frame again: unchanged" || bad "unchanged frame: $(cat "$tmp/push")"
+head -c 300 /dev/urandom >"$tmp/noise"
+code=$(curl -s -o "$tmp/push" -w '%{http_code}' "$(url /v1/screen/frames?width=10\&height=10)" -H 'Content-Type: application/octet-stream' --data-binary "@$tmp/noise")
+[ "$code" = 202 ] && ok "raw RGB frame (10x10): 202" || bad "raw frame: $code $(cat "$tmp/push")"
+code=$(curl -s -o "$tmp/push" -w '%{http_code}' "$(url /v1/screen/frames?width=10\&height=11)" -H 'Content-Type: application/octet-stream' --data-binary "@$tmp/noise")
+[ "$code" = 400 ] && ok "raw frame of the wrong size: 400 $(cat "$tmp/push")" || bad "raw frame size: $code"
+code=$(curl -s -o "$tmp/push" -w '%{http_code}' "$(url /v1/screen/frames)" -H 'Content-Type: image/png' --data-binary "@$tmp/noise")
+[ "$code" = 400 ] && ok "a frame that is not a PNG: 400" || bad "bad frame: $code"
 python3 -c 'import json; print(json.dumps({"model": "'"$vid"'", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgoAAAANSUhEUgAAAAEAAAAB"}}]}]}))' >"$tmp/trunc.json"
 expect "truncated PNG" 400 "@$tmp/trunc.json"
 python3 -c 'import json; print(json.dumps({"model": "'"$vid"'", "messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "data:image/png;base64,@@@@"}}]}]}))' >"$tmp/b64.json"

@@ -2,10 +2,16 @@
 // sequences held back across pieces, and the response JSON in OpenAI's shapes.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <cstring>
 #include <random>
 #include <string>
 
+#include "core/preempt.h"
+#include "models/llama/llama.h"
+#include "runtime/session.h"
 #include "serve/chat_request.h"
+#include "test_util.h"
 
 using namespace tessera;
 using namespace tessera::serve;
@@ -110,7 +116,8 @@ TEST(ServeRequest, StopSequencesAreHeldBackAcrossPieces) {
   EXPECT_EQ(out, "hello ENd and xz then ");
   EXPECT_EQ(m.flush(), "");
   StopMatcher none({"zzz"});
-  std::string all = none.add("abz") + none.add("z");
+  std::string all = none.add("abz");
+  all += none.add("z");
   EXPECT_FALSE(none.stopped());
   EXPECT_EQ(all + none.flush(), "abzz");  // the held "zz" comes out at the end
 }
@@ -130,4 +137,29 @@ TEST(ServeRequest, ResponsesHaveOpenAIShapes) {
   const auto e = error_json(ApiError(404, "invalid_request_error", "no", "model", "model_not_found"));
   EXPECT_EQ(e["error"]["code"], "model_not_found");
   EXPECT_EQ(e["error"]["param"], "model");
+}
+
+// Cooperative preemption (core/preempt.h): a raised flag stops an armed thread's forward pass at
+// the next layer boundary with the session as it was, and nothing else is affected.
+TEST(Preemption, ForwardStopsAtALayerAndLeavesTheSessionAsItWas) {
+  const auto model = LlamaModel::load(test::model_path());
+  SessionOptions so;
+  so.n_ctx = 64;
+  so.n_threads = 2;
+  Session s(*model, so);
+  const std::vector<int32_t> tokens = model->tokenizer().encode("The screen shows a terminal", false);
+  std::atomic<bool> flag{true};
+  {
+    PreemptionScope armed(&flag);
+    EXPECT_THROW(s.eval(tokens), Preempted);
+    EXPECT_EQ(s.n_past(), 0);
+    flag = false;
+    s.eval(tokens);  // armed but not raised: runs
+  }
+  EXPECT_EQ(s.n_past(), static_cast<int>(tokens.size()));
+  std::vector<float> got(s.logits(), s.logits() + model->config().n_vocab);
+  Session fresh(*model, so);
+  flag = true;  // raised, but this thread is no longer armed
+  fresh.eval(tokens);
+  ASSERT_EQ(std::memcmp(got.data(), fresh.logits(), got.size() * sizeof(float)), 0);
 }

@@ -26,6 +26,16 @@ void add_serve_options(CLI::App* sub, ServeArgs& s) {
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   sub->add_option("--deadline", s.server.deadline_s, "seconds a request may take from arrival (queue included)")
       ->check(CLI::Range(0.001, 86400.0));
+  sub->add_option("--cpu-budget", s.server.cpu_budget_percent,
+                  "percent of the machine (all cores) the screen's background encoding may use, over a sliding minute")
+      ->check(CLI::Range(0.0, 100.0));
+  sub->add_option("--debounce", s.server.debounce_s, "seconds a screen frame must stay unchanged before it is encoded")
+      ->check(CLI::Range(0.0, 3600.0));
+  sub->add_option("--screen-cache-mb", s.screen_cache_mb, "memory budget of the screen's tile cache")
+      ->check(CLI::Range(0, 1 << 20));
+  sub->add_option("--screen", s.screen, "capture the live screen into the visual memory: x11 ($DISPLAY) or x11:DISPLAY (e.g. x11::99)");
+  sub->add_option("--capture-period", s.capture_period_s, "seconds between screen grabs at most (XDamage: none while nothing changes)")
+      ->check(CLI::Range(0.01, 3600.0));
   sub->add_option("--drain", s.server.drain_s, "on SIGTERM/SIGINT, seconds in-flight requests get before they are cancelled")
       ->check(CLI::Range(0.0, 3600.0));
 }
@@ -43,6 +53,11 @@ int cmd_serve(CommonArgs& a, ServeArgs& s) {
   pthread_sigmask(SIG_BLOCK, &sigs, nullptr);
   ::signal(SIGPIPE, SIG_IGN);  // a client gone mid-write is an error return, not a kill
 
+  std::unique_ptr<X11Capture> x11;
+  if (!s.screen.empty()) {
+    if (s.screen != "x11" && s.screen.rfind("x11:", 0) != 0) fail("--screen '%s': use x11 or x11:DISPLAY", s.screen.c_str());
+    x11 = std::make_unique<X11Capture>(s.screen == "x11" ? "" : s.screen.substr(4));  // a bad display fails before loading
+  }
   HfModel loaded = load_any(a, s.mmproj);
   loaded.vision = vision_options(a, std::move(loaded.vision));
   const std::string path = a.model.empty() ? default_model_path() : a.model;
@@ -50,8 +65,9 @@ int cmd_serve(CommonArgs& a, ServeArgs& s) {
   if (id.size() > 5 && id.compare(id.size() - 5, 5, ".gguf") == 0) id.resize(id.size() - 5);
   ImageLimits il;
   il.max_pixels = s.max_image_pixels;
-  serve::Engine engine(std::move(loaded), session_options(a), id, il);
+  serve::Engine engine(std::move(loaded), session_options(a), id, il, static_cast<size_t>(s.screen_cache_mb) << 20);
   serve::Server server(engine, s.server);
+  if (x11) server.capture_x11(std::move(x11), s.capture_period_s);
 
   std::thread waiter([&] {
     int sig = 0;

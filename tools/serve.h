@@ -12,6 +12,9 @@ struct ServeArgs {
   serve::ServerOptions server;
   double max_body_mb = 48;
   int64_t max_image_pixels = int64_t{1} << 24;
+  int screen_cache_mb = 256;
+  std::string screen;          // "x11" or "x11:DISPLAY"
+  double capture_period_s = 1.0;
 };
 
 void add_serve_options(CLI::App* sub, ServeArgs& s);

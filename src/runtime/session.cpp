@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "core/preempt.h"
 #include "kernels/attention.h"
 #include "kernels/decode_panels.h"
 #include "kernels/elementwise.h"
@@ -141,6 +142,7 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
   const LlamaConfig& c = model_.config();
   for (int i = 0; i < n; ++i) rope_angles(n_past_ + i, c.head_dim, c.rope_base, &rope_cs_[static_cast<size_t>(i * c.head_dim)]);
   for (int l = 0; l < c.n_layer; ++l) {
+    preemption_point();  // background work yields here (n_past_ is unchanged until the end)
     attention_block(l, n);
     ffn_block(l, n);
   }

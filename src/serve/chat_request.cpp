@@ -214,12 +214,14 @@ std::string StopMatcher::flush() {
 }
 
 json usage_json(const Usage& u) {
-  return {{"prompt_tokens", u.prompt_tokens},
+  json j = {{"prompt_tokens", u.prompt_tokens},
           {"completion_tokens", u.completion_tokens},
           {"total_tokens", u.prompt_tokens + u.completion_tokens},
           {"prompt_tokens_details", {{"cached_tokens", u.reused_tokens}}},
           {"timings",
            {{"queue_ms", u.queue_ms}, {"vision_ms", u.vision_ms}, {"prefill_ms", u.prefill_ms}, {"decode_ms", u.decode_ms}}}};
+  if (u.screen) j["screen"] = {{"memory_current", u.screen_current}, {"staleness_ms", u.screen_staleness_ms}};
+  return j;
 }
 
 json error_json(const ApiError& e) {

@@ -73,6 +73,8 @@ class StopMatcher {
 struct Usage {
   int prompt_tokens = 0, completion_tokens = 0, reused_tokens = 0;
   double queue_ms = 0, vision_ms = 0, prefill_ms = 0, decode_ms = 0;
+  bool screen = false, screen_current = false;  // a screen part: was the visual memory ready?
+  double screen_staleness_ms = 0;                // how far behind the screen it was when asked
 };
 
 nlohmann::json usage_json(const Usage& u);

@@ -9,9 +9,13 @@
 
 namespace tessera::serve {
 
-Engine::Engine(HfModel model, const SessionOptions& options, std::string model_id, ImageLimits image_limits)
+Engine::Engine(HfModel model, const SessionOptions& options, std::string model_id, ImageLimits image_limits,
+               size_t screen_cache_bytes)
     : model_(std::move(model)), session_(*model_.text, options), model_id_(std::move(model_id)),
-      image_limits_(image_limits) {}
+      image_limits_(image_limits) {
+  if (model_.vision)
+    memory_ = std::make_unique<VisualMemory>(*model_.vision, model_.text->config().n_embd, screen_cache_bytes);
+}
 
 ImageRGB Engine::decode_request_image(const ChatRequest& r) const {
   if (!model_.vision)
@@ -26,12 +30,26 @@ ImageRGB Engine::decode_request_image(const ChatRequest& r) const {
 
 Engine::Prepared Engine::prepare(const ChatRequest& r, const ImageRGB* image) {
   Prepared p;
-  if (r.wants_screen)
-    throw ApiError(400, "invalid_request_error",
-                   "this server has no screen source yet: send the screen as an image_url part", "messages");
-  if (image) {
-    std::vector<std::pair<std::string, std::string>> turns;
-    for (size_t i = 0; i + 1 < r.messages.size(); ++i) turns.emplace_back(r.messages[i].role, r.messages[i].content);
+  std::vector<std::pair<std::string, std::string>> turns;  // SmolVLM's earlier turns
+  for (size_t i = 0; i + 1 < r.messages.size(); ++i) turns.emplace_back(r.messages[i].role, r.messages[i].content);
+  if (r.wants_screen) {
+    if (!memory_)
+      throw ApiError(400, "invalid_request_error", "this model has no vision tower: start the server with --mmproj",
+                     "messages");
+    if (!memory_->stats().has_frame)
+      throw ApiError(503, "server_error",
+                     "no screen frame has arrived yet (serve --screen x11, or POST frames to /v1/screen/frames)");
+    const auto t0 = Clock::now();
+    VisualMemory::Snapshot snap = memory_->snapshot(session_.pool());
+    const Idefics3 vlm(*model_.text, *model_.vision);
+    p.prompt = vlm.tokenize_with_slots(
+        vlm.prompt_text(snap.rows, snap.cols, r.messages.back().content, Idefics3::history_text(turns)));
+    p.embeddings = std::move(snap.embeddings);
+    p.vision_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+    p.screen = true;
+    p.screen_current = snap.was_current;
+    p.screen_staleness_s = snap.staleness_s;
+  } else if (image) {
     const Idefics3 vlm(*model_.text, *model_.vision);
     VisionTimings tm;
     ImagePrompt ip = vlm.build(*image, r.messages.back().content, session_.pool(), &tm, Idefics3::history_text(turns));
@@ -57,6 +75,9 @@ Result Engine::complete(const ChatRequest& r, const Prepared& p, const std::func
   Result res;
   const std::vector<int32_t>& prompt = p.prompt;
   res.usage.vision_ms = p.vision_ms;
+  res.usage.screen = p.screen;
+  res.usage.screen_current = p.screen_current;
+  res.usage.screen_staleness_ms = p.screen_staleness_s * 1e3;
   // Reuse the cached positions the new prompt starts with, up to its first image slot (an image's
   // embeddings are not compared), keeping at least one token to evaluate for the logits.
   size_t common = 0;

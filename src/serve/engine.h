@@ -12,6 +12,7 @@
 #include "models/hf_loader.h"
 #include "runtime/session.h"
 #include "serve/chat_request.h"
+#include "watch/visual_memory.h"
 
 namespace tessera::serve {
 
@@ -25,10 +26,15 @@ struct Result {
 
 class Engine {
  public:
-  Engine(HfModel model, const SessionOptions& options, std::string model_id, ImageLimits image_limits);
+  // With a vision tower, the engine keeps a visual memory of the live screen (screen_cache_bytes
+  // for its tile cache) that {"type": "screen"} parts read.
+  Engine(HfModel model, const SessionOptions& options, std::string model_id, ImageLimits image_limits,
+         size_t screen_cache_bytes = size_t{256} << 20);
   const std::string& model_id() const { return model_id_; }
   bool has_vision() const { return model_.vision != nullptr; }
   int n_ctx() const { return session_.n_ctx(); }
+  VisualMemory* memory() { return memory_.get(); }  // null without a vision tower
+  ThreadPool& pool() { return session_.pool(); }
 
   // A request's image decoded under the server's limits; throws ApiError 400 when it is not a
   // readable PNG/JPEG within them, or when the model has no vision tower. Runs on the caller's
@@ -41,6 +47,9 @@ class Engine {
     std::vector<int32_t> prompt;
     std::vector<float> embeddings;
     double vision_ms = 0;
+    bool screen = false;           // the visual memory was read
+    bool screen_current = false;   // ... and was up to date before the question
+    double screen_staleness_s = 0;
   };
   Prepared prepare(const ChatRequest& r, const ImageRGB* image);
 
@@ -57,6 +66,7 @@ class Engine {
   std::string model_id_;
   ImageLimits image_limits_;
   std::vector<int32_t> cached_;  // the tokens whose K/V the session holds, in order
+  std::unique_ptr<VisualMemory> memory_;
 };
 
 }  // namespace tessera::serve

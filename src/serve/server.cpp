@@ -4,6 +4,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <cstdio>
 #include <ctime>
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/preempt.h"
 
 namespace tessera::serve {
 
@@ -62,6 +64,38 @@ double cpu_seconds() {
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) + 1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
 }
 
+// Background CPU over a sliding window, against a share of the machine: background work runs
+// only while the window's total stays under budget.
+class CpuBudget {
+ public:
+  CpuBudget(double percent, double window_s) : percent_(percent), window_s_(window_s) {
+    cores_ = std::max(1u, std::thread::hardware_concurrency());
+  }
+  bool allows() {
+    if (percent_ >= 100) return true;
+    return used() < percent_ / 100.0 * window_s_ * cores_;
+  }
+  void add(double cpu_s) {
+    total_ += cpu_s;
+    samples_.push_back({Clock::now(), cpu_s});
+  }
+  double share() { return used() / (window_s_ * cores_); }  // of the machine, over the window
+  double total() const { return total_; }
+
+ private:
+  double used() {
+    const auto cut = Clock::now() - std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(window_s_));
+    while (!samples_.empty() && samples_.front().first < cut) samples_.pop_front();
+    double u = 0;
+    for (const auto& s : samples_) u += s.second;
+    return u;
+  }
+  double percent_, window_s_;
+  unsigned cores_;
+  double total_ = 0;
+  std::deque<std::pair<Clock::time_point, double>> samples_;
+};
+
 // One queued request and what its connection thread waits for: the prompt accepted (or an
 // error), then text pieces, then the end.
 struct Job {
@@ -106,27 +140,49 @@ struct Server::Impl {
   std::thread worker;
 
   std::map<int, uint64_t> by_status;
+  std::atomic<bool> preempt{false};  // raised by a queued request: background work yields
+  CpuBudget budget;
+  uint64_t preemptions = 0, screen_questions = 0, screen_questions_current = 0;
+  std::string background_error;
+  std::unique_ptr<X11Capture> x11;
+  std::thread capture;
+  std::atomic<uint64_t> grabs{0};
   Histogram ttft, latency;
   uint64_t prompt_tokens = 0, reused_tokens = 0, generated_tokens = 0;
   double decode_seconds = 0;
 
-  Impl(Engine& e, ServerOptions o) : engine(e), opt(std::move(o)) {}
+  Impl(Engine& e, ServerOptions o) : engine(e), opt(std::move(o)), budget(opt.cpu_budget_percent, 60.0) {}
 
   void count(int status) {
     std::lock_guard<std::mutex> lk(mu);
     ++by_status[status];
   }
 
+  // Requests first, in arrival order; between them, the visual memory's background steps while
+  // the CPU budget allows (polled every 100 ms: nothing runs on an idle screen).
   void work() {
+    const bool background = engine.memory() != nullptr;
     for (;;) {
       std::shared_ptr<Job> job;
       {
         std::unique_lock<std::mutex> lk(mu);
-        cv.wait(lk, [&] { return stopping || !queue.empty(); });
-        if (queue.empty()) return;
-        job = queue.front();
-        queue.pop_front();
-        running = job;
+        if (background)
+          cv.wait_for(lk, std::chrono::milliseconds(100), [&] { return stopping || !queue.empty(); });
+        else
+          cv.wait(lk, [&] { return stopping || !queue.empty(); });
+        if (queue.empty()) {
+          if (stopping) return;
+          if (!background || draining) continue;
+          preempt = false;
+        } else {
+          job = queue.front();
+          queue.pop_front();
+          running = job;
+        }
+      }
+      if (!job) {
+        background_steps();
+        continue;
       }
       run(*job);
       {
@@ -134,6 +190,34 @@ struct Server::Impl {
         running.reset();
       }
       cv.notify_all();
+    }
+  }
+
+  void background_steps() {
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        if (preempt || !budget.allows()) return;
+      }
+      const double c0 = cpu_seconds();
+      bool did = false;
+      try {
+        PreemptionScope armed(&preempt);
+        did = engine.memory()->step(engine.pool(), opt.debounce_s);
+      } catch (const Preempted&) {
+        did = true;
+        std::lock_guard<std::mutex> lk(mu);
+        ++preemptions;
+      } catch (const std::exception& e) {
+        std::lock_guard<std::mutex> lk(mu);
+        if (background_error.empty()) std::fprintf(stderr, "tessera serve: background encoding failed: %s\n", e.what());
+        background_error = e.what();
+      }
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        budget.add(cpu_seconds() - c0);
+      }
+      if (!did) return;
     }
   }
 
@@ -183,6 +267,8 @@ struct Server::Impl {
       r.usage.queue_ms = queued_ms;
       {
         std::lock_guard<std::mutex> lk(mu);
+        screen_questions += prepared.screen;
+        screen_questions_current += prepared.screen && prepared.screen_current;
         prompt_tokens += static_cast<uint64_t>(r.usage.prompt_tokens);
         reused_tokens += static_cast<uint64_t>(r.usage.reused_tokens);
         generated_tokens += static_cast<uint64_t>(r.usage.completion_tokens);
@@ -203,6 +289,7 @@ struct Server::Impl {
       std::lock_guard<std::mutex> lk(mu);
       if (static_cast<int>(queue.size()) >= opt.max_queue) return false;
       queue.push_back(job);
+      preempt = true;  // background work stops at its next layer
     }
     cv.notify_all();
     return true;
@@ -313,7 +400,80 @@ struct Server::Impl {
                   static_cast<unsigned long long>(generated_tokens), decode_seconds, queue.size(), running ? 1 : 0,
                   resident_bytes(), cpu_seconds());
     out += buf;
+    if (VisualMemory* m = engine.memory()) {
+      const VisualMemory::Stats v = m->stats();
+      std::snprintf(buf, sizeof buf,
+                    "# TYPE tessera_screen_frames_total counter\ntessera_screen_frames_total %llu\n"
+                    "# TYPE tessera_screen_frames_unchanged_total counter\ntessera_screen_frames_unchanged_total %llu\n"
+                    "# TYPE tessera_tiles_encoded_total counter\ntessera_tiles_encoded_total %llu\n"
+                    "# TYPE tessera_tiles_reused_total counter\ntessera_tiles_reused_total %llu\n"
+                    "# TYPE tessera_tile_cache_bytes gauge\ntessera_tile_cache_bytes %zu\n"
+                    "# HELP tessera_screen_staleness_seconds Age of the oldest screen change the visual memory does not reflect.\n"
+                    "# TYPE tessera_screen_staleness_seconds gauge\ntessera_screen_staleness_seconds %.3f\n"
+                    "# TYPE tessera_screen_memory_current gauge\ntessera_screen_memory_current %d\n"
+                    "# HELP tessera_background_cpu_share Background CPU over the last minute, as a share of the machine.\n"
+                    "# TYPE tessera_background_cpu_share gauge\ntessera_background_cpu_share %.4f\n"
+                    "# TYPE tessera_background_cpu_seconds_total counter\ntessera_background_cpu_seconds_total %.3f\n"
+                    "# TYPE tessera_background_preemptions_total counter\ntessera_background_preemptions_total %llu\n"
+                    "# TYPE tessera_screen_questions_total counter\ntessera_screen_questions_total %llu\n"
+                    "# TYPE tessera_screen_questions_current_total counter\ntessera_screen_questions_current_total %llu\n",
+                    static_cast<unsigned long long>(v.frames), static_cast<unsigned long long>(v.frames_unchanged),
+                    static_cast<unsigned long long>(v.tiles_encoded), static_cast<unsigned long long>(v.tiles_reused),
+                    v.cache_bytes, v.staleness_s, v.current ? 1 : 0, budget.share(), budget.total(),
+                    static_cast<unsigned long long>(preemptions), static_cast<unsigned long long>(screen_questions),
+                    static_cast<unsigned long long>(screen_questions_current));
+      out += buf;
+      if (x11) {
+        std::snprintf(buf, sizeof buf,
+                      "# TYPE tessera_screen_grabs_total counter\ntessera_screen_grabs_total %llu\n"
+                      "# TYPE tessera_screen_damage_events_total counter\ntessera_screen_damage_events_total %llu\n",
+                      static_cast<unsigned long long>(grabs.load()), static_cast<unsigned long long>(x11->damage_events()));
+        out += buf;
+      }
+    }
     return out;
+  }
+
+  // POST /v1/screen/frames: a frame from the process that captures the screen (PNG or JPEG by
+  // content type, or raw RGB with ?width=W&height=H).
+  void push_frame(const httplib::Request& req, httplib::Response& res) {
+    if (!authorized(req, res)) return;
+    VisualMemory* m = engine.memory();
+    if (!m) return send_error(res, ApiError(400, "invalid_request_error", "this model has no vision tower: start the server with --mmproj"));
+    ImageLimits il;
+    il.max_pixels = opt.limits.max_image_pixels;
+    ImageRGB frame;
+    try {
+      const std::string type = req.get_header_value("Content-Type");
+      const auto* data = reinterpret_cast<const uint8_t*>(req.body.data());
+      if (type == "application/octet-stream") {
+        const auto dim = [&](const char* k) -> int64_t {
+          if (!req.has_param(k)) bad_request(k, std::string("raw RGB frames need ?width=W&height=H"));
+          const std::string v = req.get_param_value(k);
+          if (v.empty() || v.size() > 6 || v.find_first_not_of("0123456789") != std::string::npos)
+            bad_request(k, std::string("'") + k + "' must be a positive integer");
+          return std::stoll(v);
+        };
+        const int64_t w = dim("width"), h = dim("height");
+        if (w < 1 || h < 1 || w * h > il.max_pixels) bad_request("width", "the frame size is out of range");
+        if (static_cast<int64_t>(req.body.size()) != w * h * 3)
+          bad_request("body", "a raw frame is width x height x 3 bytes: " + std::to_string(w * h * 3) + ", got " +
+                                  std::to_string(req.body.size()));
+        frame = image_from_raw(data, static_cast<int>(w), static_cast<int>(h), 3, static_cast<size_t>(w) * 3, il);
+      } else if (type == "image/png" || type == "image/jpeg") {
+        frame = decode_image(data, req.body.size(), "the frame", il);
+      } else {
+        bad_request("Content-Type", "a frame is image/png, image/jpeg or application/octet-stream (raw RGB)");
+      }
+    } catch (const ApiError& e) {
+      return send_error(res, e);
+    } catch (const Error& e) {
+      return send_error(res, ApiError(400, "invalid_request_error", e.what(), "body"));
+    }
+    const int w = frame.width, h = frame.height;
+    const bool changed = m->push(std::move(frame));
+    res.status = 202;
+    res.set_content(json({{"changed", changed}, {"width", w}, {"height", h}}).dump(), "application/json");
   }
 
   void routes() {
@@ -322,6 +482,7 @@ struct Server::Impl {
       chat(req, res);
       count(res.status < 0 ? 200 : res.status);  // httplib fills in 200 after the handler
     });
+    http.Post("/v1/screen/frames", [this](const httplib::Request& req, httplib::Response& res) { push_frame(req, res); });
     http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
       if (!authorized(req, res)) return;
       const json j = {{"object", "list"},
@@ -365,6 +526,11 @@ Server::Server(Engine& engine, ServerOptions options) : impl_(std::make_unique<I
 Server::~Server() {
   {
     std::lock_guard<std::mutex> lk(impl_->mu);
+    impl_->draining = true;  // also stops the capture thread
+  }
+  if (impl_->capture.joinable()) impl_->capture.join();
+  {
+    std::lock_guard<std::mutex> lk(impl_->mu);
     impl_->stopping = true;
   }
   impl_->cv.notify_all();
@@ -385,6 +551,36 @@ bool Server::listen() {
 }
 
 int Server::port() const { return impl_->bound_port; }
+
+void Server::capture_x11(std::unique_ptr<X11Capture> capture, double period_s) {
+  Impl& s = *impl_;
+  VisualMemory* memory = s.engine.memory();
+  if (!memory) fail("--screen needs a vision tower (--mmproj)");
+  s.x11 = std::move(capture);
+  std::fprintf(stderr, "tessera serve: capturing the X11 screen %dx%d every %.2f s (%s, %s)\n", s.x11->width(),
+               s.x11->height(), period_s, s.x11->uses_shm() ? "MIT-SHM" : "GetImage",
+               s.x11->uses_damage() ? "XDamage" : "no XDamage: frames compared");
+  s.capture = std::thread([&s, memory, period_s] {
+    auto next = Clock::now();
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lk(s.mu);
+        if (s.draining || s.stopping) return;
+      }
+      try {
+        // at most one grab per period; with XDamage, none until something changed
+        if (!s.x11->wait_for_change(0.2)) continue;
+        std::this_thread::sleep_until(next);
+        next = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(period_s));
+        memory->push(s.x11->grab());
+        ++s.grabs;
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "tessera serve: screen capture stopped: %s\n", e.what());
+        return;
+      }
+    }
+  });
+}
 
 void Server::shutdown() {
   Impl& s = *impl_;

@@ -9,6 +9,7 @@
 
 #include "serve/chat_request.h"
 #include "serve/engine.h"
+#include "watch/x11_capture.h"
 
 namespace tessera::serve {
 
@@ -21,6 +22,9 @@ struct ServerOptions {
   double deadline_s = 300;         // per request, from arrival: queued, prompt and generation
   double drain_s = 30;             // on SIGTERM: time given to in-flight requests before cancelling
   RequestLimits limits;
+  // the visual memory's background work (with a vision tower)
+  double cpu_budget_percent = 10;  // of the machine (all cores), over a sliding minute
+  double debounce_s = 0.5;         // a frame must be unchanged this long before it is encoded
 };
 
 class Server {
@@ -35,6 +39,9 @@ class Server {
   // cancels what is left and returns; listen() then returns. Safe from any thread (not a signal
   // handler: call it from a thread that waited for the signal).
   void shutdown();
+  // Feeds the visual memory from the live X11 screen: a grab at most once per period_s, and only
+  // after XDamage reported a change (where the display has it). Runs until shutdown.
+  void capture_x11(std::unique_ptr<X11Capture> capture, double period_s);
 
  private:
   struct Impl;

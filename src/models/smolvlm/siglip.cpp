@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/preempt.h"
 #include "kernels/attention.h"
 #include "kernels/attention_bf16.h"
 #include "kernels/bf16_tiles.h"
@@ -408,6 +409,7 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
   }
   const float* pending = nullptr;  // the previous layer's MLP output, added in the next norm
   for (size_t li = 0; li < layers_.size(); ++li) {
+    preemption_point();  // background encoding yields here (the tile is encoded again later)
     const SiglipLayer& L = layers_[li];
     const LayerBf16Inputs in = bf16_inputs(L, bf16_attention_, s);
     norm_rows(s.x.data(), N, H, c.eps, L.ln1_w.data(), L.ln1_b.data(), pending, s.xn.data(), in.qkv, pool);

@@ -1,0 +1,122 @@
+#include "watch/visual_memory.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/error.h"
+
+namespace tessera {
+
+VisualMemory::VisualMemory(const Idefics3Vision& vision, int n_embd, size_t cache_bytes)
+    : vision_(vision),
+      per_tile_(static_cast<size_t>(vision.config().tokens_per_tile()) * static_cast<size_t>(n_embd)),
+      cache_(cache_bytes) {
+  const SiglipConfig& c = vision.config();
+  chw_.resize(static_cast<size_t>(3) * c.image_size * c.image_size);
+  enc_.resize(static_cast<size_t>(c.n_patches()) * c.hidden);
+  out_.resize(per_tile_);
+}
+
+bool VisualMemory::push(ImageRGB frame) {
+  std::lock_guard<std::mutex> lk(mu_);
+  ++frames_;
+  if (newest_seq_ && frame.width == newest_.width && frame.height == newest_.height && frame.pixels == newest_.pixels) {
+    ++unchanged_;
+    return false;
+  }
+  const auto now = Clock::now();
+  if (encoded_seq_ == newest_seq_) stale_since_ = now;  // the memory was current until now
+  newest_ = std::move(frame);
+  ++newest_seq_;
+  newest_at_ = now;
+  return true;
+}
+
+bool VisualMemory::start_work_locked(std::unique_lock<std::mutex>& lk, ThreadPool& pool) {
+  const ImageRGB frame = newest_;
+  const uint64_t seq = newest_seq_;
+  lk.unlock();
+  PreprocessedImage pre = preprocess_idefics3(frame, vision_.preprocess_config(), &pool);
+  work_pre_ = std::move(pre);
+  work_emb_.assign(work_pre_.tiles.size() * per_tile_, 0.0f);
+  next_tile_ = 0;
+  work_seq_ = seq;
+  return true;
+}
+
+void VisualMemory::encode_next_tile(ThreadPool& pool) {
+  const ImageRGB& tile = work_pre_.tiles[next_tile_];
+  bool reused = false;
+  if (const std::vector<float>* hit = cache_.find(tile)) {
+    std::copy(hit->begin(), hit->end(), out_.begin());
+    reused = true;
+  } else {
+    tile_to_chw(tile, vision_.preprocess_config(), chw_.data());
+    vision_.encode_tile(chw_.data(), enc_.data(), pool);
+    vision_.connector(enc_.data(), out_.data(), pool);
+    cache_.insert(tile, out_);
+  }
+  std::copy(out_.begin(), out_.end(), work_emb_.begin() + static_cast<std::ptrdiff_t>(next_tile_ * per_tile_));
+  ++next_tile_;
+  std::lock_guard<std::mutex> lk(mu_);
+  ++(reused ? tiles_reused_ : tiles_encoded_);
+  cache_bytes_ = cache_.bytes();
+}
+
+bool VisualMemory::step(ThreadPool& pool, double debounce_s) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (newest_seq_ == 0 || encoded_seq_ == newest_seq_) return false;
+  if (std::chrono::duration<double>(Clock::now() - newest_at_).count() < debounce_s) return false;
+  if (work_seq_ != newest_seq_) return start_work_locked(lk, pool);
+  lk.unlock();
+  encode_next_tile(pool);
+  if (next_tile_ < work_pre_.tiles.size()) return true;
+  lk.lock();
+  publish_locked();
+  return true;
+}
+
+void VisualMemory::publish_locked() {
+  encoded_seq_ = work_seq_;
+  rows_ = work_pre_.rows, cols_ = work_pre_.cols, tiles_ = static_cast<int>(work_pre_.tiles.size());
+  embeddings_ = work_emb_;
+  if (encoded_seq_ != newest_seq_) stale_since_ = newest_at_;  // a newer frame came meanwhile
+}
+
+VisualMemory::Snapshot VisualMemory::snapshot(ThreadPool& pool) {
+  std::unique_lock<std::mutex> lk(mu_);
+  if (newest_seq_ == 0) fail("no screen frame has arrived yet");
+  Snapshot s;
+  if (encoded_seq_ == newest_seq_) {
+    s.was_current = true;
+  } else {
+    s.staleness_s = std::chrono::duration<double>(Clock::now() - stale_since_).count();
+    if (work_seq_ != newest_seq_) start_work_locked(lk, pool);
+    else lk.unlock();
+    while (next_tile_ < work_pre_.tiles.size()) {
+      encode_next_tile(pool);
+      ++s.tiles_encoded_now;
+    }
+    lk.lock();
+    publish_locked();
+  }
+  s.rows = rows_, s.cols = cols_, s.tiles = tiles_;
+  s.embeddings = embeddings_;
+  return s;
+}
+
+VisualMemory::Stats VisualMemory::stats() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  Stats s;
+  s.frames = frames_;
+  s.frames_unchanged = unchanged_;
+  s.tiles_encoded = tiles_encoded_;
+  s.tiles_reused = tiles_reused_;
+  s.cache_bytes = cache_bytes_;
+  s.has_frame = newest_seq_ != 0;
+  s.current = s.has_frame && encoded_seq_ == newest_seq_;
+  if (s.has_frame && !s.current) s.staleness_s = std::chrono::duration<double>(Clock::now() - stale_since_).count();
+  return s;
+}
+
+}  // namespace tessera
