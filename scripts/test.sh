@@ -39,6 +39,11 @@ export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrac
 (cd build-asan && ./tests/tessera_tests --gtest_filter="-$slow" --gtest_brief=1)
 asan_tmp="$(mktemp -d)"
 bash tests/cli_hostile_input.sh build-asan/tessera "$asan_tmp"
+PYTHONPATH=build/pylib bash tests/serve_api.sh build-asan/tessera >"$asan_tmp/serve.log" 2>&1 ||
+  { cat "$asan_tmp/serve.log"; echo "serve_api under ASan failed" >&2; exit 1; }
+bash tests/serve_screen.sh build-asan/tessera >>"$asan_tmp/serve.log" 2>&1 ||
+  { cat "$asan_tmp/serve.log"; echo "serve_screen under ASan failed" >&2; exit 1; }
+echo "serve under ASan: $(grep -c '^ok' "$asan_tmp/serve.log") checks passed"
 rm -rf "$asan_tmp"
 unset ASAN_OPTIONS UBSAN_OPTIONS
 

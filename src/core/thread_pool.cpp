@@ -63,21 +63,21 @@ void ThreadPool::worker_loop() {
   }
 }
 
-void ThreadPool::parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::parallel_for(int64_t n, int64_t grain, RangeFn fn) {
   const ChunkObserver* o = g_chunk_observer.load(std::memory_order_acquire);
   if (o && o->active()) {  // each chunk is reported from the thread that ran it
     const void* context = o->context();
-    const std::function<void(int64_t, int64_t)> observed = [&fn, o, context](int64_t a, int64_t b) {
+    const auto observed = [&fn, o, context](int64_t a, int64_t b) {
       const int64_t t0 = o->now_ns();
       fn(a, b);
       o->chunk(context, t0, o->now_ns());
     };
-    return run(n, grain, observed);
+    return run(n, grain, RangeFn(observed));
   }
   run(n, grain, fn);
 }
 
-void ThreadPool::run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+void ThreadPool::run(int64_t n, int64_t grain, const RangeFn& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
   const int64_t blocks = (n + grain - 1) / grain;

@@ -8,7 +8,8 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
-#include <functional>
+#include <memory>
+#include <type_traits>
 #include <thread>
 #include <vector>
 
@@ -26,6 +27,23 @@ struct ChunkObserver {
 };
 void set_chunk_observer(const ChunkObserver* observer);  // null: none
 
+// What parallel_for runs: a non-owning reference to a callable taking a range [begin, end).
+// Unlike std::function it never allocates (a lambda capturing eight references would, once per
+// call), so a decode step allocates nothing (tests/decode_allocs.cpp). The callable must outlive
+// the call, as an argument temporary does.
+class RangeFn {
+ public:
+  template <class F, class = std::enable_if_t<!std::is_same_v<std::decay_t<F>, RangeFn>>>
+  RangeFn(F&& f)  // NOLINT: converts from any callable, like std::function
+      : obj_(const_cast<void*>(static_cast<const void*>(std::addressof(f)))),
+        call_([](void* o, int64_t a, int64_t b) { (*static_cast<std::remove_reference_t<F>*>(o))(a, b); }) {}
+  void operator()(int64_t a, int64_t b) const { call_(obj_, a, b); }
+
+ private:
+  void* obj_;
+  void (*call_)(void*, int64_t, int64_t);
+};
+
 class ThreadPool {
  public:
   explicit ThreadPool(int n_threads);
@@ -37,10 +55,10 @@ class ThreadPool {
 
   // Calls fn(begin, end) over chunks covering [0, n); chunk sizes are multiples of `grain`
   // (except the last). Returns when every chunk is done.
-  void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  void parallel_for(int64_t n, int64_t grain, RangeFn fn);
 
  private:
-  void run(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
+  void run(int64_t n, int64_t grain, const RangeFn& fn);
   void worker_loop();
   void run_chunks(uint32_t epoch);
 
@@ -48,7 +66,7 @@ class ThreadPool {
   bool oversubscribed_;  // more threads than the machine has cores
   std::vector<std::thread> workers_;
   // the current job, valid while claim_ carries its epoch
-  const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
+  const RangeFn* fn_ = nullptr;
   int64_t n_ = 0, chunk_ = 0;
   uint32_t chunks_ = 0;
   std::atomic<uint64_t> claim_{0};  // epoch << 32 | next chunk index

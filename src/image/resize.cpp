@@ -125,7 +125,7 @@ ImageRGB resize_like_pil(const ImageRGB& in, int out_w, int out_h, ResampleFilte
   const Coeffs ch = precompute(in.width, out_w, f, arith);
   Coeffs cv = precompute(in.height, out_h, f, arith);
   const auto combine = combine_rows_u8;  // kernels/resample.h, vectorised per ISA
-  const auto run = [&](int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
+  const auto run = [&](int64_t n, RangeFn fn) {
     if (pool) pool->parallel_for(n, 8, fn);
     else fn(0, n);
   };

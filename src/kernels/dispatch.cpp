@@ -226,7 +226,7 @@ void gemm(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y
   parallel_row_groups(w.rows, pool, [&](int64_t r0, int64_t r1) { rows(w, r0, r1, x, m, xs, y, ys); });
 }
 
-void parallel_row_groups(int64_t n_rows, ThreadPool& pool, const std::function<void(int64_t, int64_t)>& fn) {
+void parallel_row_groups(int64_t n_rows, ThreadPool& pool, RangeFn fn) {
   // Each range streams every token past its rows, so fewer, larger ranges reread x less; two per
   // thread still let a thread slowed by a neighbour hand one over. Ranges differ by at most one
   // group, the larger first, so that the ones claimed last are the short ones (equal-size chunks

@@ -66,7 +66,7 @@ void matmul(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float*
 void gemm(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys, ThreadPool& pool);
 // The encoder GEMMs' split of n_rows over the pool: ranges [r0, r1) of whole 32-row groups, two
 // per thread, larger first.
-void parallel_row_groups(int64_t n_rows, ThreadPool& pool, const std::function<void(int64_t, int64_t)>& fn);
+void parallel_row_groups(int64_t n_rows, ThreadPool& pool, RangeFn fn);
 
 // x = softmax(scale * x) and x = gelu_tanh(x) for the encoder, vectorised per ISA (the SIMD
 // versions use a polynomial exp within 2 ulp; tolerances in docs/numerics.md).

@@ -63,6 +63,7 @@ GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int
   if (prompt_logits) prompt_logits->assign(session.logits(), session.logits() + n_vocab);
 
   t0 = now();
+  std::vector<int32_t> one(1);  // the token to evaluate, without a vector per step
   std::string pending;  // bytes of an incomplete UTF-8 sequence
   for (int i = 0; i < n_predict; ++i) {
     int32_t next;
@@ -75,7 +76,8 @@ GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int
     const bool eog = tok.is_eog(next);
     if (session.n_past() < session.n_ctx()) {
       prof::PhaseScope phase(prof::Phase::Decode);
-      session.eval({next});
+      one[0] = next;
+      session.eval(one);
     } else if (!eog) {
       st.stopped_by_context = true;  // the sampled token has no room: it is not emitted
       break;

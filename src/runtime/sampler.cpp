@@ -13,12 +13,16 @@ Sampler::Sampler(const SamplerOptions& opt) : opt_(opt), rng_(opt.seed) {
   if (!(opt.min_p >= 0.0f && opt.min_p < 1.0f)) fail("min-p must be in [0, 1)");
   if (!(opt.repeat_penalty > 0.0f) || std::isinf(opt.repeat_penalty)) fail("repeat penalty must be > 0");
   if (opt.repeat_last_n < 0) fail("repeat-last-n must be >= 0");
+  recent_.reserve(static_cast<size_t>(opt.repeat_last_n));
 }
 
 void Sampler::accept(int32_t token) {
   if (opt_.repeat_last_n == 0) return;
-  recent_.push_back(token);
-  while (recent_.size() > static_cast<size_t>(opt_.repeat_last_n)) recent_.pop_front();
+  // a ring of the last repeat_last_n tokens (their order does not matter to the penalty)
+  const size_t cap = static_cast<size_t>(opt_.repeat_last_n);
+  if (recent_.size() < cap) recent_.push_back(token);
+  else recent_[recent_next_] = token;
+  recent_next_ = (recent_next_ + 1) % cap;
 }
 
 int32_t Sampler::sample(const float* logits, int n_vocab) {
@@ -53,7 +57,8 @@ int32_t Sampler::sample(const float* logits, int n_vocab) {
     std::partial_sort(cand_.begin(), cand_.begin() + static_cast<std::ptrdiff_t>(n), cand_.end(), by_logit);
     cand_.resize(n);
     // softmax over the kept candidates (sorted, so cand_[0] is the max)
-    std::vector<float> p(n);
+    std::vector<float>& p = prob_;  // members: a decode step allocates nothing
+    p.resize(n);
     double sum = 0;
     for (size_t i = 0; i < n; ++i) sum += p[i] = std::exp(cand_[i].first - cand_[0].first);
     if (opt_.top_p < 1.0f) {
@@ -74,7 +79,8 @@ int32_t Sampler::sample(const float* logits, int n_vocab) {
       n = keep;
     }
     // temperature, then draw
-    std::vector<double> w(n);
+    std::vector<double>& w = weight_;
+    w.resize(n);
     double tot = 0;
     for (size_t i = 0; i < n; ++i)
       tot += w[i] = std::exp(static_cast<double>(cand_[i].first - cand_[0].first) / opt_.temperature);

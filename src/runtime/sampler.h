@@ -2,7 +2,6 @@
 // (repetition penalty -> top-k -> top-p -> min-p -> temperature -> draw).
 #pragma once
 #include <cstdint>
-#include <deque>
 #include <random>
 #include <vector>
 
@@ -28,7 +27,10 @@ class Sampler {
  private:
   SamplerOptions opt_;
   std::mt19937_64 rng_;
-  std::deque<int32_t> recent_;
+  std::vector<int32_t> recent_;  // a ring: the last repeat_last_n accepted tokens
+  size_t recent_next_ = 0;
+  std::vector<float> prob_;      // sample()'s scratch, kept so a step allocates nothing
+  std::vector<double> weight_;
   std::vector<std::pair<float, int32_t>> cand_;
 };
 

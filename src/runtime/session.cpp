@@ -218,8 +218,7 @@ void Session::attention_block(int l, int n) {
         }
       }
     };
-    // one captured reference fits std::function's local buffer: no allocation per layer
-    pool_.parallel_for(n, 4, [&rope_store](int64_t i0, int64_t i1) { rope_store(i0, i1); });
+    pool_.parallel_for(n, 4, rope_store);
   }
   {  // fused attention: token i sees positions 0 .. p0+i
     AttentionShape shape;
