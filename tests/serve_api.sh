@@ -144,7 +144,7 @@ kill -TERM "$pid"; wait "$pid"
 # an image request on the tiny VLM is `tessera run --image`'s reply
 frame="$root/tests/fixtures/watch/typing/frame_003.png"
 want=$("$bin" run -m "$tiny/text.gguf" --mmproj "$tiny/mmproj.gguf" --image "$frame" -p "What is on the screen?" -n 12 -t 2 2>/dev/null)
-start vlm -m "$tiny/text.gguf" --mmproj "$tiny/mmproj.gguf"
+start vlm -m "$tiny/text.gguf" --mmproj "$tiny/mmproj.gguf" --debounce 0.1 --cpu-budget 100
 vid=$(curl -s "$(url /v1/models)" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])')
 python3 - "$frame" "$vid" >"$tmp/img.json" <<'PY'
 import base64, json, sys
@@ -161,10 +161,14 @@ python3 -c 'import json; print(json.dumps({"model": "'"$vid"'", "temperature": 0
 expect "a screen question before any frame" 503 "@$tmp/screen.json"
 code=$(curl -s -o "$tmp/push" -w '%{http_code}' "$(url /v1/screen/frames)" -H 'Content-Type: image/png' --data-binary "@$frame")
 [ "$code" = 202 ] && grep -q '"changed":true' "$tmp/push" && ok "POST /v1/screen/frames (PNG): 202" || bad "frame push: $code $(cat "$tmp/push")"
+for _ in $(seq 1 50); do [ "$(curl -s "$(url /metrics)" | sed -n 's/^tessera_screen_memory_current //p')" = 1 ] && break; sleep 0.1; done
+sleep 1  # the background also evaluates the screen prompt's prefix
 [ "$(status "@$tmp/screen.json")" = 200 ] || bad "screen question status: $(head -c 300 "$tmp/body")"
 got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["message"]["content"])' "$tmp/body")
 [ "$got" = "$want" ] && ok "a screen question on the pushed frame equals tessera run --image's reply" || bad "screen reply '$got' vs '$want'"
-python3 -c 'import json,sys; assert "memory_current" in json.load(open(sys.argv[1]))["usage"]["screen"]' "$tmp/body" && ok "usage reports whether the visual memory was current" || bad "usage.screen"
+python3 -c 'import json,sys; u=json.load(open(sys.argv[1]))["usage"]; assert u["screen"]["memory_current"] and u["prompt_tokens_details"]["cached_tokens"] > 800, u' "$tmp/body" \
+  && ok "the memory was current and its prompt prefix precomputed ($(python3 -c 'import json,sys; u=json.load(open(sys.argv[1]))["usage"]; print(u["prompt_tokens_details"]["cached_tokens"], "of", u["prompt_tokens"], "prompt tokens cached")' "$tmp/body"))" \
+  || bad "screen usage: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"])' "$tmp/body")"
 code=$(curl -s -o "$tmp/push" -w '%{http_code}' "$(url /v1/screen/frames)" -H 'Content-Type: image/png' --data-binary "@$frame")
 grep -q '"changed":false' "$tmp/push" && ok "the same frame again: unchanged" || bad "unchanged frame: $(cat "$tmp/push")"
 head -c 300 /dev/urandom >"$tmp/noise"

@@ -27,8 +27,9 @@ import time
 import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# (no word starts with "-": xdotool would read it as an option)
 WORDS = ("def main(): return compute(the, screen, frames) # todo: check the budget and the cache "
-         "git status && make -j2 && ./build/tessera serve --screen x11 ls -la src/serve").split()
+         "git status && make && ./build/tessera serve x11 ls src/serve").split()
 
 
 def metrics(port):

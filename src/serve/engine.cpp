@@ -47,6 +47,7 @@ Engine::Prepared Engine::prepare(const ChatRequest& r, const ImageRGB* image) {
     p.embeddings = std::move(snap.embeddings);
     p.vision_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     p.screen = true;
+    p.screen_seq = snap.seq;
     p.screen_current = snap.was_current;
     p.screen_staleness_s = snap.staleness_s;
   } else if (image) {
@@ -70,6 +71,55 @@ Engine::Prepared Engine::prepare(const ChatRequest& r, const ImageRGB* image) {
   return p;
 }
 
+bool Engine::background_step(double debounce_s) {
+  if (!memory_) return false;
+  if (memory_->step(session_.pool(), debounce_s)) return true;
+  const uint64_t seq = memory_->current_seq();
+  if (seq == 0 || seq == prefix_tried_seq_) return false;
+  // The screen prompt's prefix: what two different questions' prompts share.
+  VisualMemory::Snapshot snap = memory_->snapshot(session_.pool());
+  const Idefics3 vlm(*model_.text, *model_.vision);
+  const std::vector<int32_t> a = vlm.tokenize_with_slots(vlm.prompt_text(snap.rows, snap.cols, "a"));
+  const std::vector<int32_t> b = vlm.tokenize_with_slots(vlm.prompt_text(snap.rows, snap.cols, "b"));
+  size_t n = 0;
+  while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+  if (n == 0 || static_cast<int>(n) >= session_.n_ctx()) {
+    prefix_tried_seq_ = seq;
+    return true;
+  }
+  const std::vector<int32_t> prefix(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n));
+  // what is already cached of it
+  const bool same = cached_screen_seq_ == snap.seq;
+  size_t common = 0;
+  while (common < cached_.size() && common < n && cached_[common] == prefix[common] &&
+         (prefix[common] != kEmbeddingSlot || same))
+    ++common;
+  if (common == n) {
+    prefix_tried_seq_ = seq;
+    return true;
+  }
+  session_.truncate(static_cast<int>(common));
+  cached_.resize(common);
+  cached_screen_seq_ = snap.seq;
+  size_t slots_before = 0;
+  for (size_t i = 0; i < common; ++i) slots_before += prefix[i] == kEmbeddingSlot;
+  const size_t E = static_cast<size_t>(model_.text->config().n_embd);
+  // a chunk at a time, so a preemption keeps the chunks already evaluated
+  const size_t chunk = 256;
+  for (size_t i = common; i < n; i += chunk) {
+    const size_t j = std::min(n, i + chunk);
+    const std::vector<int32_t> part(prefix.begin() + static_cast<std::ptrdiff_t>(i), prefix.begin() + static_cast<std::ptrdiff_t>(j));
+    size_t slots = 0;
+    for (int32_t t : part) slots += t == kEmbeddingSlot;
+    const float* emb = snap.embeddings.data() + slots_before * E;
+    session_.eval(part, emb, slots);
+    slots_before += slots;
+    cached_.insert(cached_.end(), part.begin(), part.end());
+  }
+  prefix_tried_seq_ = seq;  // done (a preemption above leaves it to be finished next time)
+  return true;
+}
+
 Result Engine::complete(const ChatRequest& r, const Prepared& p, const std::function<bool(const std::string&)>& emit,
                         Clock::time_point deadline) {
   Result res;
@@ -80,13 +130,22 @@ Result Engine::complete(const ChatRequest& r, const Prepared& p, const std::func
   res.usage.screen_staleness_ms = p.screen_staleness_s * 1e3;
   // Reuse the cached positions the new prompt starts with, up to its first image slot (an image's
   // embeddings are not compared), keeping at least one token to evaluate for the logits.
+  // A screen prompt may go through the slots when they hold the same encoding's embeddings.
+  const bool same_screen = p.screen && p.screen_seq != 0 && p.screen_seq == cached_screen_seq_;
   size_t common = 0;
   while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common] &&
-         prompt[common] != kEmbeddingSlot)
+         (prompt[common] != kEmbeddingSlot || same_screen))
     ++common;
   common = std::min(common, prompt.size() - 1);
   session_.truncate(static_cast<int>(common));
   cached_.resize(common);
+  // the embeddings of the slots before `common` were reused; the rest come from p
+  size_t slots_before = 0;
+  for (size_t i = 0; i < common; ++i) slots_before += prompt[i] == kEmbeddingSlot;
+  const size_t E = static_cast<size_t>(model_.text->config().n_embd);
+  const std::vector<float> rest_emb(p.embeddings.begin() + static_cast<std::ptrdiff_t>(std::min(p.embeddings.size(), slots_before * E)),
+                                    p.embeddings.end());
+  cached_screen_seq_ = p.screen ? p.screen_seq : 0;
   res.usage.reused_tokens = static_cast<int>(common);
   const std::vector<int32_t> rest(prompt.begin() + static_cast<std::ptrdiff_t>(common), prompt.end());
 
@@ -104,7 +163,7 @@ Result Engine::complete(const ChatRequest& r, const Prepared& p, const std::func
   };
   std::vector<int32_t> generated;
   const GenerateStats st = generate(session_, rest, r.max_tokens, sampler, on_piece, &generated,
-                                    p.embeddings.empty() ? nullptr : &p.embeddings, nullptr, &stop);
+                                    rest_emb.empty() ? nullptr : &rest_emb, nullptr, &stop);
   // the session now holds rest and the generated tokens it evaluated
   cached_.insert(cached_.end(), rest.begin(), rest.end());
   cached_.insert(cached_.end(), generated.begin(), generated.end());

@@ -48,10 +48,17 @@ class Engine {
     std::vector<float> embeddings;
     double vision_ms = 0;
     bool screen = false;           // the visual memory was read
+    uint64_t screen_seq = 0;       // ... this encoding of it
     bool screen_current = false;   // ... and was up to date before the question
     double screen_staleness_s = 0;
   };
   Prepared prepare(const ChatRequest& r, const ImageRGB* image);
+
+  // Background work, one step: bring the visual memory toward the newest frame; once it is
+  // current, evaluate the screen prompt's prefix (everything before the question) into the KV
+  // cache, so a screen question prefills only its own words. False when there is nothing to do.
+  // May throw Preempted (the step is done again later; the cache keeps what was completed).
+  bool background_step(double debounce_s);
 
   // Generates the reply. emit receives text as it becomes final (stop sequences held back);
   // returning false cancels the generation, as does passing the deadline.
@@ -67,6 +74,10 @@ class Engine {
   ImageLimits image_limits_;
   std::vector<int32_t> cached_;  // the tokens whose K/V the session holds, in order
   std::unique_ptr<VisualMemory> memory_;
+  // the memory encoding whose embeddings fill cached_'s image slots (0: none); a screen prompt
+  // of the same encoding may reuse cached positions through its slots
+  uint64_t cached_screen_seq_ = 0;
+  uint64_t prefix_tried_seq_ = 0;  // the encoding whose prefix the background last evaluated
 };
 
 }  // namespace tessera::serve

@@ -71,13 +71,16 @@ class CpuBudget {
   CpuBudget(double percent, double window_s) : percent_(percent), window_s_(window_s) {
     cores_ = std::max(1u, std::thread::hardware_concurrency());
   }
+  // A step is allowed when the window's use plus what a step has recently cost stays within the
+  // budget, so a long step (a tile: seconds of CPU) does not overshoot it.
   bool allows() {
     if (percent_ >= 100) return true;
-    return used() < percent_ / 100.0 * window_s_ * cores_;
+    return used() + step_cost_ <= percent_ / 100.0 * window_s_ * cores_;
   }
   void add(double cpu_s) {
     total_ += cpu_s;
     samples_.push_back({Clock::now(), cpu_s});
+    if (cpu_s > 0.01) step_cost_ = step_cost_ == 0 ? cpu_s : 0.7 * step_cost_ + 0.3 * cpu_s;
   }
   double share() { return used() / (window_s_ * cores_); }  // of the machine, over the window
   double total() const { return total_; }
@@ -92,7 +95,7 @@ class CpuBudget {
   }
   double percent_, window_s_;
   unsigned cores_;
-  double total_ = 0;
+  double total_ = 0, step_cost_ = 0;
   std::deque<std::pair<Clock::time_point, double>> samples_;
 };
 
@@ -203,7 +206,7 @@ struct Server::Impl {
       bool did = false;
       try {
         PreemptionScope armed(&preempt);
-        did = engine.memory()->step(engine.pool(), opt.debounce_s);
+        did = engine.background_step(opt.debounce_s);
       } catch (const Preempted&) {
         did = true;
         std::lock_guard<std::mutex> lk(mu);

@@ -101,8 +101,14 @@ VisualMemory::Snapshot VisualMemory::snapshot(ThreadPool& pool) {
     publish_locked();
   }
   s.rows = rows_, s.cols = cols_, s.tiles = tiles_;
+  s.seq = encoded_seq_;
   s.embeddings = embeddings_;
   return s;
+}
+
+uint64_t VisualMemory::current_seq() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return newest_seq_ && encoded_seq_ == newest_seq_ ? encoded_seq_ : 0;
 }
 
 VisualMemory::Stats VisualMemory::stats() const {

@@ -35,11 +35,16 @@ class VisualMemory {
     std::vector<float> embeddings;  // tiles x tokens_per_tile x n_embd, global image last
     bool was_current = false;       // ready before the question (no encode in the foreground)
     int tiles_encoded_now = 0;      // encoded for the question itself
+    uint64_t seq = 0;               // which encoding: equal seqs, equal embeddings
     double staleness_s = 0;         // how old the memory was when asked (0: current)
   };
   // Foreground: the newest frame's embeddings, finishing now whatever the background has not.
   // Throws Error when no frame has arrived yet.
   Snapshot snapshot(ThreadPool& pool);
+
+  // The sequence number of the current encoding when the memory is current (the newest frame is
+  // encoded), else 0. Cheap: no copy.
+  uint64_t current_seq() const;
 
   struct Stats {
     uint64_t frames = 0, frames_unchanged = 0, tiles_encoded = 0, tiles_reused = 0;
