@@ -8,7 +8,6 @@ resident memory every 5 s to show it stays bounded.
     python3 bench/serve/load_test.py --text T.gguf --mmproj M.gguf [--clients 32] [--minutes 10]
         [--threads 2] [--max-queue 8] [--out out/serve_load]
 """
-import argparse
 import base64
 import collections
 import http.client
@@ -22,7 +21,8 @@ import sys
 import threading
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from common import ROOT, arguments, start_server
+
 FRAMES = os.path.join(ROOT, "tests", "fixtures", "watch", "typing")
 
 
@@ -43,30 +43,9 @@ def rss_mb(pid):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--text", required=True)
-    ap.add_argument("--mmproj", required=True)
-    ap.add_argument("--clients", type=int, default=32)
-    ap.add_argument("--minutes", type=float, default=10)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--max-queue", type=int, default=8)
-    ap.add_argument("--out", default="out/serve_load")
-    a = ap.parse_args()
-    os.makedirs(a.out, exist_ok=True)
-    log = open(os.path.join(a.out, "server.log"), "w")
-    server = subprocess.Popen([os.path.join(ROOT, "build", "tessera"), "serve", "--port", "0", "-t", str(a.threads),
-                               "-m", a.text, "--mmproj", a.mmproj, "--max-queue", str(a.max_queue)],
-                              stdout=log, stderr=subprocess.STDOUT)
+    a = arguments(__doc__, clients=32, minutes=10.0, max_queue=8, out="out/serve_load")
+    server, port = start_server(a, "--max-queue", str(a.max_queue))
     try:
-        port = None
-        for _ in range(600):
-            m = re.search(r"listening on http://127.0.0.1:(\d+)", open(os.path.join(a.out, "server.log")).read())
-            if m:
-                port = int(m.group(1))
-                break
-            time.sleep(0.1)
-        if not port:
-            sys.exit("the server did not start")
         c = http.client.HTTPConnection("127.0.0.1", port)
         c.request("GET", "/v1/models")
         model = json.loads(c.getresponse().read())["data"][0]["id"]

@@ -7,13 +7,12 @@ tokens/s; every 5 s it reads /metrics (background CPU share, staleness, tiles, r
 and the process's own CPU time from /proc. Prints a markdown table and writes JSON lines.
 
     python3 bench/serve/watch_bench.py --text T.gguf --mmproj M.gguf [--minutes 10] [--idle-minutes 2]
-        [--budget 10] [--threads 2] [--out out/serve_bench]
+        [--budget 10] [--threads 2] [--out out/serve_bench] [--server-flags "-c 2048 --screen-cache-mb 64"]
 
 Needs Xvfb, xterm and xdotool (scripts/setup.sh installs them) and a built build/tessera. The
 full-size SmolVLM-256M shape is `tessera vlm-init` (real SmolLM2 text weights, random SigLIP);
 `tessera convert --type q8_0` makes its Q8_0 mmproj.
 """
-import argparse
 import json
 import os
 import random
@@ -26,7 +25,7 @@ import threading
 import time
 import urllib.request
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from common import arguments, start_server
 # (no word starts with "-": xdotool would read it as an option)
 WORDS = ("def main(): return compute(the, screen, frames) # todo: check the budget and the cache "
          "git status && make && ./build/tessera serve x11 ls src/serve").split()
@@ -77,18 +76,8 @@ def ask(port, model, question, max_tokens=24):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--text", required=True)
-    ap.add_argument("--mmproj", required=True)
-    ap.add_argument("--minutes", type=float, default=10)
-    ap.add_argument("--idle-minutes", type=float, default=2)
-    ap.add_argument("--budget", type=float, default=10)
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--ask-every", type=float, default=30)
-    ap.add_argument("--out", default="out/serve_bench")
-    a = ap.parse_args()
-    os.makedirs(a.out, exist_ok=True)
-    bin_ = os.path.join(ROOT, "build", "tessera")
+    a = arguments(__doc__, minutes=10.0, idle_minutes=2.0, budget=10.0, ask_every=30.0, out="out/serve_bench",
+                  server_flags="")
     disp = 90 + random.randrange(300)
     while os.path.exists(f"/tmp/.X{disp}-lock"):
         disp += 1
@@ -103,20 +92,9 @@ def main():
         time.sleep(1.5)
         win = subprocess.run(["xdotool", "search", "--class", "xterm"], env=env, capture_output=True, text=True).stdout.split()[0]
         subprocess.run(["xdotool", "windowfocus", "--sync", win], env=env)
-        log = open(os.path.join(a.out, "server.log"), "w")
-        server = subprocess.Popen([bin_, "serve", "--port", "0", "-t", str(a.threads), "-m", a.text, "--mmproj", a.mmproj,
-                                   "--screen", f"x11::{disp}", "--capture-period", "1", "--cpu-budget", str(a.budget)],
-                                  stdout=log, stderr=subprocess.STDOUT)
+        server, port = start_server(a, "--screen", f"x11::{disp}", "--capture-period", "1", "--cpu-budget", str(a.budget),
+                                    *a.server_flags.split())
         procs.append(server)
-        port = None
-        for _ in range(600):
-            m = re.search(r"listening on http://127.0.0.1:(\d+)", open(os.path.join(a.out, "server.log")).read())
-            if m:
-                port = int(m.group(1))
-                break
-            time.sleep(0.1)
-        if not port:
-            sys.exit("the server did not start: " + open(os.path.join(a.out, "server.log")).read())
         model = json.loads(urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models").read())["data"][0]["id"]
 
         stop = threading.Event()

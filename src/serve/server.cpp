@@ -480,6 +480,11 @@ struct Server::Impl {
   }
 
   void routes() {
+    // Connection threads mostly wait (for the queue, or a stream's next piece); enough of them that
+    // a burst of clients reaches the queue and gets its 429 at once, instead of waiting unseen in
+    // httplib's own task queue (8 threads by default) behind the running requests.
+    const size_t connection_threads = static_cast<size_t>(2 * opt.max_queue + 32);
+    http.new_task_queue = [connection_threads] { return new httplib::ThreadPool(connection_threads); };
     http.set_payload_max_length(opt.max_body_bytes);
     http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
       chat(req, res);
