@@ -161,8 +161,16 @@ python3 -c 'import json; print(json.dumps({"model": "'"$vid"'", "temperature": 0
 expect "a screen question before any frame" 503 "@$tmp/screen.json"
 code=$(curl -s -o "$tmp/push" -w '%{http_code}' "$(url /v1/screen/frames)" -H 'Content-Type: image/png' --data-binary "@$frame")
 [ "$code" = 202 ] && grep -q '"changed":true' "$tmp/push" && ok "POST /v1/screen/frames (PNG): 202" || bad "frame push: $code $(cat "$tmp/push")"
-for _ in $(seq 1 50); do [ "$(curl -s "$(url /metrics)" | sed -n 's/^tessera_screen_memory_current //p')" = 1 ] && break; sleep 0.1; done
-sleep 1  # the background also evaluates the screen prompt's prefix
+# wait until the background is done: the memory current and then its prompt prefix evaluated
+# (background CPU no longer growing); a question asked earlier would preempt that work
+prev=-1
+for _ in $(seq 1 240); do
+  m=$(curl -s "$(url /metrics)")
+  cur=$(echo "$m" | sed -n 's/^tessera_screen_memory_current //p'); cpu=$(echo "$m" | sed -n 's/^tessera_background_cpu_seconds_total //p')
+  [ "$cur" = 1 ] && python3 -c 'import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) < 0.02 else 1)' "$cpu" "$prev" && break
+  prev=$cpu
+  sleep 0.5
+done
 [ "$(status "@$tmp/screen.json")" = 200 ] || bad "screen question status: $(head -c 300 "$tmp/body")"
 got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["message"]["content"])' "$tmp/body")
 [ "$got" = "$want" ] && ok "a screen question on the pushed frame equals tessera run --image's reply" || bad "screen reply '$got' vs '$want'"
