@@ -71,6 +71,14 @@ Engine::Prepared Engine::prepare(const ChatRequest& r, const ImageRGB* image) {
   return p;
 }
 
+size_t Engine::cached_prefix(const std::vector<int32_t>& tokens, bool through_slots) const {
+  size_t n = 0;
+  while (n < cached_.size() && n < tokens.size() && cached_[n] == tokens[n] &&
+         (tokens[n] != kEmbeddingSlot || through_slots))
+    ++n;
+  return n;
+}
+
 bool Engine::background_step(double debounce_s) {
   if (!memory_) return false;
   if (memory_->step(session_.pool(), debounce_s)) return true;
@@ -89,11 +97,7 @@ bool Engine::background_step(double debounce_s) {
   }
   const std::vector<int32_t> prefix(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(n));
   // what is already cached of it
-  const bool same = cached_screen_seq_ == snap.seq;
-  size_t common = 0;
-  while (common < cached_.size() && common < n && cached_[common] == prefix[common] &&
-         (prefix[common] != kEmbeddingSlot || same))
-    ++common;
+  const size_t common = cached_prefix(prefix, cached_screen_seq_ == snap.seq);
   if (common == n) {
     prefix_tried_seq_ = seq;
     return true;
@@ -132,11 +136,7 @@ Result Engine::complete(const ChatRequest& r, const Prepared& p, const std::func
   // embeddings are not compared), keeping at least one token to evaluate for the logits.
   // A screen prompt may go through the slots when they hold the same encoding's embeddings.
   const bool same_screen = p.screen && p.screen_seq != 0 && p.screen_seq == cached_screen_seq_;
-  size_t common = 0;
-  while (common < cached_.size() && common < prompt.size() && cached_[common] == prompt[common] &&
-         (prompt[common] != kEmbeddingSlot || same_screen))
-    ++common;
-  common = std::min(common, prompt.size() - 1);
+  const size_t common = std::min(cached_prefix(prompt, same_screen), prompt.size() - 1);
   session_.truncate(static_cast<int>(common));
   cached_.resize(common);
   // the embeddings of the slots before `common` were reused; the rest come from p

@@ -72,6 +72,9 @@ class Engine {
   Session session_;
   std::string model_id_;
   ImageLimits image_limits_;
+  // How many leading tokens of `tokens` the session already holds; image slots count only
+  // through_slots (they hold the same encoding's embeddings).
+  size_t cached_prefix(const std::vector<int32_t>& tokens, bool through_slots) const;
   std::vector<int32_t> cached_;  // the tokens whose K/V the session holds, in order
   std::unique_ptr<VisualMemory> memory_;
   // the memory encoding whose embeddings fill cached_'s image slots (0: none); a screen prompt
