@@ -64,6 +64,23 @@ assert "".join(pieces) == sys.argv[2], ("".join(pieces), sys.argv[2])
 assert chunks[-2]["choices"][0]["finish_reason"] in ("stop", "length")
 assert chunks[-1]["usage"]["completion_tokens"] > 0
 PY
+# a client that goes away stops its generation (streamed: at the next token; non-streamed: at the
+# next one-second whitespace keepalive), and the server takes the next request at once
+metric() { curl -s "$(url /metrics)" | awk -v m="$1" '$1 == m {print $2}'; }
+for mode in stream plain; do
+  before=$(metric tessera_requests_cancelled_total); gen0=$(metric tessera_generated_tokens_total)
+  extra=''; [ $mode = stream ] && extra=', "stream": true'
+  curl -sN -m 2 -o /dev/null "$(url /v1/chat/completions)" --data-binary "$(msg "Tell me a very long story about the sea." 500 "$extra")"
+  for _ in $(seq 100); do [ "$(metric tessera_requests_running)" = 0 ] && break; sleep 0.1; done
+  after=$(metric tessera_requests_cancelled_total); gen=$(( $(metric tessera_generated_tokens_total) - gen0 ))
+  [ "$after" = $((before + 1)) ] && [ "$gen" -lt 500 ] && ok "a $mode client that disconnects stops its generation ($gen of 500 tokens)" \
+    || bad "$mode disconnect: cancelled $before -> $after, $gen tokens"
+done
+# a reply that takes over a second arrives chunked, led by keepalive spaces: still one JSON document
+status "$(msg "Tell me a very long story about the sea." 200)" >/dev/null
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["usage"]["completion_tokens"]>0 and d["choices"][0]["message"]["content"]' "$tmp/body" \
+  && ok "a slow non-streamed reply (keepalive spaces first) parses as JSON" || bad "slow reply: $(head -c 300 "$tmp/body")"
+
 # the same prompt again reuses the cached prefix
 status "$(msg "$prompt" 8)" >/dev/null
 python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["usage"]["prompt_tokens_details"]["cached_tokens"]>0' "$tmp/body" \

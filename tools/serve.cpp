@@ -1,5 +1,6 @@
 #include "serve.h"
 
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 
@@ -42,6 +43,12 @@ void add_serve_options(CLI::App* sub, ServeArgs& s) {
 
 int cmd_serve(CommonArgs& a, ServeArgs& s) {
   s.server.max_body_bytes = static_cast<size_t>(s.max_body_mb * 1024 * 1024);
+  // A resident process: buffers of a megabyte or more (request bodies, images, embeddings) get
+  // their own mappings and go back to the system when freed. A fixed threshold also turns off
+  // glibc's adaptive one, which rises after the first such free and then keeps those buffers in
+  // the heap for good. Few arenas: connection threads mostly wait, and each arena keeps its pages.
+  mallopt(M_MMAP_THRESHOLD, 1 << 20);
+  mallopt(M_ARENA_MAX, 2);
   s.server.limits.max_image_pixels = s.max_image_pixels;
   s.server.limits.max_image_bytes = s.server.max_body_bytes;
   // SIGTERM and SIGINT go to one thread that waits for them (every thread started below

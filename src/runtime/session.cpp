@@ -40,8 +40,8 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
   if (n_batch_ < 1 || n_batch_ > 8192) fail("batch size must be in [1, 8192] (got %d)", n_batch_);
   const size_t kv = static_cast<size_t>(c.n_head_kv) * c.head_dim;
   // K in tiles of 16 positions (kernels/attention.h: decode puts keys in lanes), V in rows
-  k_cache_.assign(static_cast<size_t>(c.n_layer) * k_tiles() * c.n_head_kv * k_tile_, 0);
-  v_cache_.assign(static_cast<size_t>(c.n_layer) * n_ctx_ * c.n_head_kv * kv_row_, 0);
+  k_cache_.reset(static_cast<size_t>(c.n_layer) * k_tiles() * c.n_head_kv * k_tile_, "KV cache (K)");
+  v_cache_.reset(static_cast<size_t>(c.n_layer) * n_ctx_ * c.n_head_kv * kv_row_, "KV cache (V)");
   const size_t B = static_cast<size_t>(n_batch_);
   x_.resize(B * c.n_embd);
   xn_.resize(B * c.n_embd);

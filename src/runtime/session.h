@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "core/zeroed_buffer.h"
 #include "kernels/attention.h"
 #include "kernels/q8_panels.h"
 #include "models/llama/llama.h"
@@ -82,8 +83,9 @@ class Session {
   size_t k_tile_;                           // bytes of one kv head's tile of 16 K rows
   size_t k_tiles() const { return (static_cast<size_t>(n_ctx_) + kKvTile - 1) / kKvTile; }
   bool q8_act_;
-  std::vector<uint8_t> k_cache_;            // [layer][pos / 16][kv head] tiles of 16 positions
-  std::vector<uint8_t> v_cache_;            // [layer][pos][kv head] rows of kv_type_
+  // sized for n_ctx, resident only as far as positions are written (core/zeroed_buffer.h)
+  ZeroedBuffer k_cache_;                    // [layer][pos / 16][kv head] tiles of 16 positions
+  ZeroedBuffer v_cache_;                    // [layer][pos][kv head] rows of kv_type_
   std::vector<BlockQ8_1> xq_;               // quantized activations (q8_act_)
   // The weights repacked at construction, by their GGUF data pointer: into q8 panels (q8_act_), or
   // for the AVX-512 fp32-activation kernels into decode panels (kernels/decode_panels.h)

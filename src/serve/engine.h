@@ -35,6 +35,7 @@ class Engine {
   int n_ctx() const { return session_.n_ctx(); }
   VisualMemory* memory() { return memory_.get(); }  // null without a vision tower
   ThreadPool& pool() { return session_.pool(); }
+  size_t kv_bytes() const { return session_.kv_bytes(); }
 
   // A request's image decoded under the server's limits; throws ApiError 400 when it is not a
   // readable PNG/JPEG within them, or when the model has no vision tower. Runs on the caller's

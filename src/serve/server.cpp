@@ -151,7 +151,7 @@ struct Server::Impl {
   std::thread capture;
   std::atomic<uint64_t> grabs{0};
   Histogram ttft, latency;
-  uint64_t prompt_tokens = 0, reused_tokens = 0, generated_tokens = 0;
+  uint64_t prompt_tokens = 0, reused_tokens = 0, generated_tokens = 0, cancelled = 0;
   double decode_seconds = 0;
 
   Impl(Engine& e, ServerOptions o) : engine(e), opt(std::move(o)), budget(opt.cpu_budget_percent, 60.0) {}
@@ -276,6 +276,7 @@ struct Server::Impl {
         reused_tokens += static_cast<uint64_t>(r.usage.reused_tokens);
         generated_tokens += static_cast<uint64_t>(r.usage.completion_tokens);
         decode_seconds += r.usage.decode_ms / 1e3;
+        cancelled += job.cancel.load();
       }
       std::lock_guard<std::mutex> lk(job.mu);
       job.result = std::move(r);
@@ -336,11 +337,35 @@ struct Server::Impl {
     const std::string id = request_id(), model = engine.model_id();
     const int64_t created = static_cast<int64_t>(std::time(nullptr));
     if (!job->request.stream) {
-      std::unique_lock<std::mutex> lk(job->mu);
-      job->cv.wait(lk, [&] { return job->done; });
-      if (job->error) return send_error(res, *job->error);
-      const Result& r = job->result;
-      res.set_content(completion_json(id, created, model, r.text, r.finish_reason, r.usage).dump(), "application/json");
+      const auto reply = [job, id, model, created] {  // by value: the provider outlives this call
+        const Result& r = job->result;
+        return completion_json(id, created, model, r.text, r.finish_reason, r.usage).dump();
+      };
+      {
+        // most replies are ready within a second: a plain response, with its status
+        std::unique_lock<std::mutex> lk(job->mu);
+        if (job->cv.wait_for(lk, std::chrono::seconds(1), [&] { return job->done; })) {
+          if (job->error) return send_error(res, *job->error);
+          res.set_content(reply(), "application/json");
+          return;
+        }
+      }
+      // A longer one goes out chunked, led by a space a second (JSON allows leading whitespace)
+      // until it is ready: a write is how a closed connection shows, so a client that went away
+      // stops its generation within about two seconds. A failure after this point can no
+      // longer change the status: it is an error body under 200, as in a stream.
+      res.set_chunked_content_provider("application/json", [this, job, reply](size_t, httplib::DataSink& sink) {
+        std::unique_lock<std::mutex> lk(job->mu);
+        if (!job->cv.wait_for(lk, std::chrono::seconds(1), [&] { return job->done; })) {
+          lk.unlock();
+          return sink.write(" ", 1) ? true : cancel(*job);
+        }
+        const std::string body = job->error ? error_json(*job->error).dump() : reply();
+        lk.unlock();
+        sink.write(body.data(), body.size());
+        sink.done();
+        return true;
+      });
       return;
     }
     res.set_header("Cache-Control", "no-cache");
@@ -388,50 +413,44 @@ struct Server::Impl {
       out += "tessera_requests_total{status=\"" + std::to_string(status) + "\"} " + std::to_string(n) + "\n";
     ttft.write(out, "tessera_time_to_first_token_seconds", "From arrival to the first reply text.");
     latency.write(out, "tessera_request_duration_seconds", "From arrival to the last reply byte.");
-    char buf[1024];
-    std::snprintf(buf, sizeof buf,
-                  "# TYPE tessera_prompt_tokens_total counter\ntessera_prompt_tokens_total %llu\n"
-                  "# TYPE tessera_prompt_tokens_reused_total counter\ntessera_prompt_tokens_reused_total %llu\n"
-                  "# TYPE tessera_generated_tokens_total counter\ntessera_generated_tokens_total %llu\n"
-                  "# HELP tessera_decode_seconds_total Time spent generating (tokens/s = rate of the two).\n"
-                  "# TYPE tessera_decode_seconds_total counter\ntessera_decode_seconds_total %.6f\n"
-                  "# TYPE tessera_queue_length gauge\ntessera_queue_length %zu\n"
-                  "# TYPE tessera_requests_running gauge\ntessera_requests_running %d\n"
-                  "# TYPE tessera_resident_memory_bytes gauge\ntessera_resident_memory_bytes %.0f\n"
-                  "# TYPE tessera_process_cpu_seconds_total counter\ntessera_process_cpu_seconds_total %.3f\n",
-                  static_cast<unsigned long long>(prompt_tokens), static_cast<unsigned long long>(reused_tokens),
-                  static_cast<unsigned long long>(generated_tokens), decode_seconds, queue.size(), running ? 1 : 0,
-                  resident_bytes(), cpu_seconds());
-    out += buf;
+    // one metric: its TYPE (and HELP) lines and its value
+    const auto metric = [&out](const char* name, const char* type, double value, const char* help = nullptr) {
+      char line[96];
+      if (help) out += std::string("# HELP ") + name + " " + help + "\n";
+      out += std::string("# TYPE ") + name + " " + type + "\n";
+      std::snprintf(line, sizeof line, " %.17g\n", value);
+      out += name;
+      out += line;
+    };
+    metric("tessera_prompt_tokens_total", "counter", static_cast<double>(prompt_tokens));
+    metric("tessera_prompt_tokens_reused_total", "counter", static_cast<double>(reused_tokens));
+    metric("tessera_generated_tokens_total", "counter", static_cast<double>(generated_tokens));
+    metric("tessera_decode_seconds_total", "counter", decode_seconds, "Time spent generating (tokens/s = rate of the two).");
+    metric("tessera_queue_length", "gauge", static_cast<double>(queue.size()));
+    metric("tessera_requests_running", "gauge", running ? 1 : 0);
+    metric("tessera_requests_cancelled_total", "counter", static_cast<double>(cancelled),
+           "Requests whose client went away before the reply was complete.");
+    metric("tessera_resident_memory_bytes", "gauge", resident_bytes());
+    metric("tessera_process_cpu_seconds_total", "counter", cpu_seconds());
+    metric("tessera_kv_cache_bytes", "gauge", static_cast<double>(engine.kv_bytes()), "The KV cache's size (resident as far as written).");
     if (VisualMemory* m = engine.memory()) {
       const VisualMemory::Stats v = m->stats();
-      std::snprintf(buf, sizeof buf,
-                    "# TYPE tessera_screen_frames_total counter\ntessera_screen_frames_total %llu\n"
-                    "# TYPE tessera_screen_frames_unchanged_total counter\ntessera_screen_frames_unchanged_total %llu\n"
-                    "# TYPE tessera_tiles_encoded_total counter\ntessera_tiles_encoded_total %llu\n"
-                    "# TYPE tessera_tiles_reused_total counter\ntessera_tiles_reused_total %llu\n"
-                    "# TYPE tessera_tile_cache_bytes gauge\ntessera_tile_cache_bytes %zu\n"
-                    "# HELP tessera_screen_staleness_seconds Age of the oldest screen change the visual memory does not reflect.\n"
-                    "# TYPE tessera_screen_staleness_seconds gauge\ntessera_screen_staleness_seconds %.3f\n"
-                    "# TYPE tessera_screen_memory_current gauge\ntessera_screen_memory_current %d\n"
-                    "# HELP tessera_background_cpu_share Background CPU over the last minute, as a share of the machine.\n"
-                    "# TYPE tessera_background_cpu_share gauge\ntessera_background_cpu_share %.4f\n"
-                    "# TYPE tessera_background_cpu_seconds_total counter\ntessera_background_cpu_seconds_total %.3f\n"
-                    "# TYPE tessera_background_preemptions_total counter\ntessera_background_preemptions_total %llu\n"
-                    "# TYPE tessera_screen_questions_total counter\ntessera_screen_questions_total %llu\n"
-                    "# TYPE tessera_screen_questions_current_total counter\ntessera_screen_questions_current_total %llu\n",
-                    static_cast<unsigned long long>(v.frames), static_cast<unsigned long long>(v.frames_unchanged),
-                    static_cast<unsigned long long>(v.tiles_encoded), static_cast<unsigned long long>(v.tiles_reused),
-                    v.cache_bytes, v.staleness_s, v.current ? 1 : 0, budget.share(), budget.total(),
-                    static_cast<unsigned long long>(preemptions), static_cast<unsigned long long>(screen_questions),
-                    static_cast<unsigned long long>(screen_questions_current));
-      out += buf;
+      metric("tessera_screen_frames_total", "counter", static_cast<double>(v.frames));
+      metric("tessera_screen_frames_unchanged_total", "counter", static_cast<double>(v.frames_unchanged));
+      metric("tessera_tiles_encoded_total", "counter", static_cast<double>(v.tiles_encoded));
+      metric("tessera_tiles_reused_total", "counter", static_cast<double>(v.tiles_reused));
+      metric("tessera_tile_cache_bytes", "gauge", static_cast<double>(v.cache_bytes));
+      metric("tessera_screen_staleness_seconds", "gauge", v.staleness_s,
+             "Age of the oldest screen change the visual memory does not reflect.");
+      metric("tessera_screen_memory_current", "gauge", v.current ? 1 : 0);
+      metric("tessera_background_cpu_share", "gauge", budget.share(), "Background CPU over the last minute, as a share of the machine.");
+      metric("tessera_background_cpu_seconds_total", "counter", budget.total());
+      metric("tessera_background_preemptions_total", "counter", static_cast<double>(preemptions));
+      metric("tessera_screen_questions_total", "counter", static_cast<double>(screen_questions));
+      metric("tessera_screen_questions_current_total", "counter", static_cast<double>(screen_questions_current));
       if (x11) {
-        std::snprintf(buf, sizeof buf,
-                      "# TYPE tessera_screen_grabs_total counter\ntessera_screen_grabs_total %llu\n"
-                      "# TYPE tessera_screen_damage_events_total counter\ntessera_screen_damage_events_total %llu\n",
-                      static_cast<unsigned long long>(grabs.load()), static_cast<unsigned long long>(x11->damage_events()));
-        out += buf;
+        metric("tessera_screen_grabs_total", "counter", static_cast<double>(grabs.load()));
+        metric("tessera_screen_damage_events_total", "counter", static_cast<double>(x11->damage_events()));
       }
     }
     return out;
