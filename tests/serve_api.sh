@@ -209,5 +209,29 @@ python3 -c 'import json; print(json.dumps({"model": "'"$vid"'", "messages": [{"r
 expect "invalid base64" 400 "@$tmp/b64.json"
 kill -TERM "$pid"; wait "$pid"
 
+# --mem-budget: refused at start when too small (one line, nonzero exit); under a tight budget a
+# request image whose work does not fit gets 413 and a small one is served
+out=$("$bin" serve --port 0 -t 2 -m "$tiny/text.gguf" --mmproj "$tiny/mmproj.gguf" --mem-budget 1 2>&1); rc=$?
+[ $rc -ne 0 ] && [ "$(echo "$out" | wc -l)" = 1 ] && echo "$out" | grep -q "below what this server needs" \
+  && ok "--mem-budget too small: exit $rc, '$out'" || bad "--mem-budget 1: rc=$rc '$out'"
+fixed=$(echo "$out" | sed -n 's/.* = \([0-9]*\) MB, plus.*/\1/p')
+start budget -m "$tiny/text.gguf" --mmproj "$tiny/mmproj.gguf" --mem-budget $((fixed + 16 + 40))
+python3 - "$vid" "$tmp" <<'PY'
+import base64, json, struct, sys, zlib
+def png(w, h):  # a smooth RGB image: small as a PNG, large once decoded
+    rows = b"".join(b"\0" + bytes((x * 7 + y) & 255 for x in range(w)) * 3 for y in range(h))
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) + chunk(b"IDAT", zlib.compress(rows, 9)) + chunk(b"IEND", b"")
+for name, (w, h) in {"huge": (4000, 4000), "small": (64, 48)}.items():
+    b = base64.b64encode(png(w, h)).decode()
+    json.dump({"model": sys.argv[1], "max_tokens": 4, "messages": [{"role": "user", "content": [
+        {"type": "image_url", "image_url": {"url": "data:image/png;base64," + b}}, {"type": "text", "text": "What is this?"}]}]},
+        open(f"{sys.argv[2]}/{name}.json", "w"))
+PY
+expect "an image whose work does not fit --mem-budget" 413 "@$tmp/huge.json"
+[ "$(status "@$tmp/small.json")" = 200 ] && ok "a small image under the same budget: 200" || bad "small image under budget: $(head -c 300 "$tmp/body")"
+curl -s "$(url /metrics)" | grep -q '^tessera_memory_budget_bytes' && ok "metrics report the memory budget" || bad "budget metric"
+kill -TERM "$pid"; wait "$pid"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

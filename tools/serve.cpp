@@ -32,8 +32,12 @@ void add_serve_options(CLI::App* sub, ServeArgs& s) {
       ->check(CLI::Range(0.0, 100.0));
   sub->add_option("--debounce", s.server.debounce_s, "seconds a screen frame must stay unchanged before it is encoded")
       ->check(CLI::Range(0.0, 3600.0));
-  sub->add_option("--screen-cache-mb", s.screen_cache_mb, "memory budget of the screen's tile cache")
+  sub->add_option("--screen-cache-mb", s.screen_cache_mb, "memory budget of the screen's tile cache (default 64)")
       ->check(CLI::Range(0, 1 << 20));
+  sub->add_option("--mem-budget", s.mem_budget_mb,
+                  "resident memory budget in MB: the tile cache gets what the model, KV cache and buffers leave; "
+                  "a request image that cannot fit is refused (413); refused at start when too small")
+      ->check(CLI::Range(1, 1 << 20));
   sub->add_option("--screen", s.screen, "capture the live screen into the visual memory: x11 ($DISPLAY) or x11:DISPLAY (e.g. x11::99)");
   sub->add_option("--capture-period", s.capture_period_s, "seconds between screen grabs at most (XDamage: none while nothing changes)")
       ->check(CLI::Range(0.01, 3600.0));
@@ -72,7 +76,15 @@ int cmd_serve(CommonArgs& a, ServeArgs& s) {
   if (id.size() > 5 && id.compare(id.size() - 5, 5, ".gguf") == 0) id.resize(id.size() - 5);
   ImageLimits il;
   il.max_pixels = s.max_image_pixels;
-  serve::Engine engine(std::move(loaded), session_options(a), id, il, static_cast<size_t>(s.screen_cache_mb) << 20);
+  serve::EngineMemory mem;
+  mem.screen_cache_bytes = static_cast<size_t>(s.screen_cache_mb) << 20;
+  mem.budget_bytes = static_cast<size_t>(s.mem_budget_mb) << 20;
+  mem.weight_bytes = std::filesystem::file_size(path) + (s.mmproj.empty() ? 0 : std::filesystem::file_size(s.mmproj));
+  if (x11) mem.screen_width = x11->width(), mem.screen_height = x11->height();
+  serve::Engine engine(std::move(loaded), session_options(a), id, il, mem);
+  if (s.mem_budget_mb)
+    std::fprintf(stderr, "tessera serve: --mem-budget %d MB: %s; tile cache %zu MB\n", s.mem_budget_mb,
+                 engine.memory_plan().describe().c_str(), engine.memory_plan().cache >> 20);
   serve::Server server(engine, s.server);
   if (x11) server.capture_x11(std::move(x11), s.capture_period_s);
 

@@ -12,7 +12,8 @@ struct ServeArgs {
   serve::ServerOptions server;
   double max_body_mb = 48;
   int64_t max_image_pixels = int64_t{1} << 24;
-  int screen_cache_mb = 256;
+  int screen_cache_mb = 64;
+  int mem_budget_mb = 0;       // 0: none
   std::string screen;          // "x11" or "x11:DISPLAY"
   double capture_period_s = 1.0;
 };

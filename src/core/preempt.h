@@ -1,8 +1,8 @@
 // Cooperative preemption of background work. Long passes (a decoder forward, a vision tile's
-// encode) call preemption_point() between layers; a background worker arms its own thread with
-// a flag that foreground work raises, and the next point then throws Preempted, so a question
-// waits at most one layer for the background work in front of it. Unarmed threads pay one
-// thread-local load per layer.
+// encode) call preemption_point() between layers and between a layer's parts; a background
+// worker arms its own thread with a flag that foreground work raises, and the next point then
+// throws Preempted, so a question waits for at most one part of a layer of the background work
+// in front of it. Unarmed threads pay one thread-local load per point.
 #pragma once
 #include <atomic>
 

@@ -144,6 +144,7 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
   for (int l = 0; l < c.n_layer; ++l) {
     preemption_point();  // background work yields here (n_past_ is unchanged until the end)
     attention_block(l, n);
+    preemption_point();
     ffn_block(l, n);
   }
   n_past_ += n;

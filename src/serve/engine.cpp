@@ -1,6 +1,10 @@
 #include "serve/engine.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cmath>
+#include <fstream>
 
 #include "core/error.h"
 #include "models/smolvlm/idefics3.h"
@@ -9,12 +13,97 @@
 
 namespace tessera::serve {
 
+size_t resident_bytes() {
+  std::ifstream f("/proc/self/statm");
+  size_t pages = 0, rss = 0;
+  f >> pages >> rss;
+  return rss * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+namespace {
+
+constexpr size_t kMiB = size_t{1} << 20;
+constexpr size_t kMinTileCache = 16 * kMiB;  // a screen's worth of tiles, at least
+
+// A tile encode's buffers: the encoder's activations (tile_scratch in siglip.cpp: im2col,
+// four rows of hidden, q/k/v, the MLP) and the visual memory's own (pixels, output).
+size_t vision_buffer_bytes(const SiglipConfig& c) {
+  const size_t N = static_cast<size_t>(c.n_patches()), H = static_cast<size_t>(c.hidden);
+  const size_t S = static_cast<size_t>(c.image_size), P = static_cast<size_t>(c.patch_size);
+  const size_t floats = N * 3 * P * P + 7 * N * H + N * static_cast<size_t>(c.ff) + 3 * S * S + N * H +
+                        static_cast<size_t>(c.tokens_per_tile()) * static_cast<size_t>(c.text_hidden);
+  return floats * sizeof(float);
+}
+
+// The frames a visual memory holds at once for a w x h screen: the newest and the copy being
+// encoded, its resized image and tiles, and four copies of the embeddings (the encoding in
+// progress, the memory, a question's snapshot and its prompt).
+size_t frame_bytes(const Idefics3Vision& v, int w, int h) {
+  const Idefics3PreprocessConfig& p = v.preprocess_config();
+  const double scale = static_cast<double>(p.longest_edge) / std::max(w, h);
+  const size_t cols = static_cast<size_t>(std::ceil(w * scale / p.tile)), rows = static_cast<size_t>(std::ceil(h * scale / p.tile));
+  const size_t tiles = rows * cols + 1, tile_px = static_cast<size_t>(p.tile) * static_cast<size_t>(p.tile);
+  const size_t per_tile = static_cast<size_t>(v.config().tokens_per_tile()) * static_cast<size_t>(v.config().text_hidden);
+  return 2 * static_cast<size_t>(w) * static_cast<size_t>(h) * 3 + 2 * tiles * tile_px * 3 + 4 * tiles * per_tile * sizeof(float);
+}
+
+std::string mb(size_t bytes) { return std::to_string((bytes + kMiB / 2) / kMiB) + " MB"; }
+
+}  // namespace
+
+std::string MemoryPlan::describe() const {
+  std::string s = "process " + mb(process) + " + weights " + mb(weights) + " + KV cache " + mb(kv);
+  if (vision) s += " + vision buffers " + mb(vision) + " + screen frames " + mb(frames);
+  return s + " = " + mb(fixed());
+}
+
 Engine::Engine(HfModel model, const SessionOptions& options, std::string model_id, ImageLimits image_limits,
-               size_t screen_cache_bytes)
+               const EngineMemory& memory)
     : model_(std::move(model)), session_(*model_.text, options), model_id_(std::move(model_id)),
       image_limits_(image_limits) {
-  if (model_.vision)
-    memory_ = std::make_unique<VisualMemory>(*model_.vision, model_.text->config().n_embd, screen_cache_bytes);
+  plan_.budget = memory.budget_bytes;
+  plan_.weights = memory.weight_bytes;
+  plan_.kv = session_.kv_bytes();
+  if (model_.vision) {
+    plan_.vision = vision_buffer_bytes(model_.vision->config());
+    plan_.frames = frame_bytes(*model_.vision, memory.screen_width, memory.screen_height);
+  }
+  plan_.process = resident_bytes();
+  plan_.cache = memory.screen_cache_bytes;
+  if (plan_.budget) {
+    const size_t need = plan_.fixed() + (model_.vision ? kMinTileCache : 0);
+    if (need > plan_.budget)
+      fail("--mem-budget %zu MB is below what this server needs: %s%s (lower -c, or quantize the model)",
+           plan_.budget / kMiB, plan_.describe().c_str(), model_.vision ? ", plus 16 MB of screen tiles" : "");
+    plan_.cache = std::min(plan_.cache, plan_.budget - plan_.fixed());
+  }
+  if (model_.vision) memory_ = std::make_unique<VisualMemory>(*model_.vision, model_.text->config().n_embd, plan_.cache);
+}
+
+void Engine::admit_image(const ImageRGB& image) {
+  if (!plan_.budget || !memory_) return;
+  // the image's own work: its preprocessing and embeddings, as for a screen frame
+  const size_t need = frame_bytes(*model_.vision, image.width, image.height);
+  const size_t room = plan_.budget - plan_.fixed();
+  if (need > room)
+    throw ApiError(413, "invalid_request_error",
+                   "this image needs " + mb(need) + " of working memory; --mem-budget leaves " + mb(room) +
+                       " beyond the model, its KV cache and buffers (send a smaller image)",
+                   "messages", "memory_budget_exceeded");
+  if (memory_->cache_budget() > room - need) memory_->set_cache_budget(room - need);
+}
+
+bool Engine::over_budget() {
+  if (!plan_.budget) return false;
+  const size_t rss = resident_bytes();
+  if (memory_ && memory_->cache_budget() < plan_.cache && rss + kMinTileCache < plan_.budget)
+    memory_->set_cache_budget(plan_.cache);  // room again (after a request image's work)
+  if (rss <= plan_.budget) return false;
+  if (memory_) {
+    const size_t cached = memory_->stats().cache_bytes, excess = rss - plan_.budget;
+    memory_->set_cache_budget(cached > excess ? cached - excess : 0);
+  }
+  return resident_bytes() > plan_.budget;
 }
 
 ImageRGB Engine::decode_request_image(const ChatRequest& r) const {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <cstddef>
 #include <vector>
 
 #include "image/image.h"
@@ -24,12 +25,45 @@ struct Result {
   bool deadline_hit = false;
 };
 
+// The process's resident size now (/proc/self/statm).
+size_t resident_bytes();
+
+struct EngineMemory {
+  size_t screen_cache_bytes = size_t{64} << 20;  // the screen's tile cache at most
+  size_t budget_bytes = 0;                       // --mem-budget (0: none)
+  size_t weight_bytes = 0;                       // the model files, resident once read
+  int screen_width = 1920, screen_height = 1080; // the frames the visual memory will hold
+};
+
+// Where the memory of a server goes, estimated at start from the shapes (bytes). Under a
+// budget, the tile cache gets what the rest leaves, a request image that cannot fit is refused,
+// and the resident size is checked while the server runs (the cache gives way when it is over).
+struct MemoryPlan {
+  size_t budget = 0;    // 0: no budget
+  size_t process = 0;   // resident at start: code, libraries, heap, the session's buffers
+  size_t weights = 0;   // model files (mapped; read as they are used)
+  size_t kv = 0;        // the KV cache for the whole context (its pages fill as positions do)
+  size_t vision = 0;    // a tile encode's buffers
+  size_t frames = 0;    // screen frames: the newest, the one being encoded, its tiles, embeddings
+  size_t cache = 0;     // the tile cache's share
+  size_t fixed() const { return process + weights + kv + vision + frames; }
+  std::string describe() const;  // "weights 190 MB + KV cache 90 MB + ..."
+};
+
 class Engine {
  public:
-  // With a vision tower, the engine keeps a visual memory of the live screen (screen_cache_bytes
-  // for its tile cache) that {"type": "screen"} parts read.
+  // With a vision tower, the engine keeps a visual memory of the live screen that
+  // {"type": "screen"} parts read. Throws Error when memory.budget_bytes cannot hold the
+  // model, its KV cache and buffers.
   Engine(HfModel model, const SessionOptions& options, std::string model_id, ImageLimits image_limits,
-         size_t screen_cache_bytes = size_t{256} << 20);
+         const EngineMemory& memory = {});
+  const MemoryPlan& memory_plan() const { return plan_; }
+  // Under a budget: makes room for a request image's work (the tile cache gives way) or throws
+  // ApiError 413 when even an empty cache leaves too little. Worker thread.
+  void admit_image(const ImageRGB& image);
+  // Under a budget: when the process is resident beyond it, shrinks the tile cache by the excess.
+  // Returns whether it is still over (background work then waits). Worker thread.
+  bool over_budget();
   const std::string& model_id() const { return model_id_; }
   bool has_vision() const { return model_.vision != nullptr; }
   int n_ctx() const { return session_.n_ctx(); }
@@ -82,6 +116,7 @@ class Engine {
   // of the same encoding may reuse cached positions through its slots
   uint64_t cached_screen_seq_ = 0;
   uint64_t prefix_tried_seq_ = 0;  // the encoding whose prefix the background last evaluated
+  MemoryPlan plan_;
 };
 
 }  // namespace tessera::serve

@@ -51,13 +51,6 @@ struct Histogram {
   }
 };
 
-double resident_bytes() {
-  std::ifstream f("/proc/self/statm");
-  long pages = 0, rss = 0;
-  f >> pages >> rss;
-  return static_cast<double>(rss) * static_cast<double>(::sysconf(_SC_PAGESIZE));
-}
-
 double cpu_seconds() {
   rusage u{};
   ::getrusage(RUSAGE_SELF, &u);
@@ -145,7 +138,7 @@ struct Server::Impl {
   std::map<int, uint64_t> by_status;
   std::atomic<bool> preempt{false};  // raised by a queued request: background work yields
   CpuBudget budget;
-  uint64_t preemptions = 0, screen_questions = 0, screen_questions_current = 0;
+  uint64_t over_budget = 0, preemptions = 0, screen_questions = 0, screen_questions_current = 0;
   std::string background_error;
   std::unique_ptr<X11Capture> x11;
   std::thread capture;
@@ -202,6 +195,11 @@ struct Server::Impl {
         std::lock_guard<std::mutex> lk(mu);
         if (preempt || !budget.allows()) return;
       }
+      if (engine.over_budget()) {  // resident beyond --mem-budget even with the cache shrunk
+        std::lock_guard<std::mutex> lk(mu);
+        ++over_budget;
+        return;
+      }
       const double c0 = cpu_seconds();
       bool did = false;
       try {
@@ -243,6 +241,7 @@ struct Server::Impl {
     const double queued_ms = std::chrono::duration<double, std::milli>(Clock::now() - job.arrived).count();
     Engine::Prepared prepared;
     try {
+      if (job.image) engine.admit_image(*job.image);
       prepared = engine.prepare(job.request, job.image.get());
     } catch (const ApiError& e) {
       finish(std::make_unique<ApiError>(e));
@@ -430,7 +429,12 @@ struct Server::Impl {
     metric("tessera_requests_running", "gauge", running ? 1 : 0);
     metric("tessera_requests_cancelled_total", "counter", static_cast<double>(cancelled),
            "Requests whose client went away before the reply was complete.");
-    metric("tessera_resident_memory_bytes", "gauge", resident_bytes());
+    metric("tessera_resident_memory_bytes", "gauge", static_cast<double>(resident_bytes()));
+    if (const MemoryPlan& p = engine.memory_plan(); p.budget) {
+      metric("tessera_memory_budget_bytes", "gauge", static_cast<double>(p.budget));
+      metric("tessera_memory_over_budget_total", "counter", static_cast<double>(over_budget),
+             "Background steps skipped because the process was resident beyond --mem-budget.");
+    }
     metric("tessera_process_cpu_seconds_total", "counter", cpu_seconds());
     metric("tessera_kv_cache_bytes", "gauge", static_cast<double>(engine.kv_bytes()), "The KV cache's size (resident as far as written).");
     if (VisualMemory* m = engine.memory()) {
@@ -440,6 +444,7 @@ struct Server::Impl {
       metric("tessera_tiles_encoded_total", "counter", static_cast<double>(v.tiles_encoded));
       metric("tessera_tiles_reused_total", "counter", static_cast<double>(v.tiles_reused));
       metric("tessera_tile_cache_bytes", "gauge", static_cast<double>(v.cache_bytes));
+      metric("tessera_tile_cache_budget_bytes", "gauge", static_cast<double>(m->cache_budget()));
       metric("tessera_screen_staleness_seconds", "gauge", v.staleness_s,
              "Age of the oldest screen change the visual memory does not reflect.");
       metric("tessera_screen_memory_current", "gauge", v.current ? 1 : 0);

@@ -60,15 +60,24 @@ void TileCache::insert(const ImageRGB& tile, const std::vector<float>& output) {
     lru_.erase(it->second);
     map_.erase(it);
   }
-  while (bytes_ + need > budget_ && !lru_.empty()) {
+  evict_to(budget_ - need);
+  lru_.push_front(std::move(e));
+  map_[lru_.front().key] = lru_.begin();
+  bytes_ += need;
+}
+
+void TileCache::evict_to(size_t max_bytes) {
+  while (bytes_ > max_bytes && !lru_.empty()) {
     bytes_ -= lru_.back().bytes();
     map_.erase(lru_.back().key);
     lru_.pop_back();
     ++evictions_;
   }
-  lru_.push_front(std::move(e));
-  map_[lru_.front().key] = lru_.begin();
-  bytes_ += need;
+}
+
+void TileCache::set_budget(size_t budget_bytes) {
+  budget_ = budget_bytes;
+  evict_to(budget_);
 }
 
 }  // namespace tessera

@@ -28,6 +28,10 @@ class TileCache {
   // larger than the whole budget is not stored.
   void insert(const ImageRGB& tile, const std::vector<float>& output);
 
+  // A new budget; least recently used entries go until the cache fits it.
+  void set_budget(size_t budget_bytes);
+  size_t budget() const { return budget_; }
+
   size_t bytes() const { return bytes_; }
   size_t entries() const { return map_.size(); }
   uint64_t hits() const { return hits_; }
@@ -46,6 +50,7 @@ class TileCache {
   struct Hash {
     size_t operator()(const TileKey& k) const { return static_cast<size_t>(k.a ^ (k.b * 0x9e3779b97f4a7c15ull)); }
   };
+  void evict_to(size_t max_bytes);
   size_t budget_, bytes_ = 0;
   std::list<Entry> lru_;  // front: most recent
   std::unordered_map<TileKey, std::list<Entry>::iterator, Hash> map_;

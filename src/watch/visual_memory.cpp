@@ -10,7 +10,7 @@ namespace tessera {
 VisualMemory::VisualMemory(const Idefics3Vision& vision, int n_embd, size_t cache_bytes)
     : vision_(vision),
       per_tile_(static_cast<size_t>(vision.config().tokens_per_tile()) * static_cast<size_t>(n_embd)),
-      cache_(cache_bytes) {
+      cache_(cache_bytes), cache_budget_(cache_bytes) {
   const SiglipConfig& c = vision.config();
   chw_.resize(static_cast<size_t>(3) * c.image_size * c.image_size);
   enc_.resize(static_cast<size_t>(c.n_patches()) * c.hidden);
@@ -104,6 +104,18 @@ VisualMemory::Snapshot VisualMemory::snapshot(ThreadPool& pool) {
   s.seq = encoded_seq_;
   s.embeddings = embeddings_;
   return s;
+}
+
+void VisualMemory::set_cache_budget(size_t bytes) {
+  cache_.set_budget(bytes);
+  std::lock_guard<std::mutex> lk(mu_);
+  cache_bytes_ = cache_.bytes();
+  cache_budget_ = bytes;
+}
+
+size_t VisualMemory::cache_budget() const {
+  std::lock_guard<std::mutex> lk(mu_);
+  return cache_budget_;
 }
 
 uint64_t VisualMemory::current_seq() const {

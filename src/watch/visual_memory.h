@@ -54,6 +54,10 @@ class VisualMemory {
   };
   Stats stats() const;
 
+  // The tile cache's budget (worker thread): least recently used tiles go until it fits.
+  void set_cache_budget(size_t bytes);
+  size_t cache_budget() const;
+
  private:
   // Encodes (or finds in the cache) tile `next_tile_` of the work in progress.
   void encode_next_tile(ThreadPool& pool);
@@ -70,7 +74,7 @@ class VisualMemory {
   Clock::time_point newest_at_;   // when the newest content arrived
   Clock::time_point stale_since_; // the first arrival the memory does not reflect
   uint64_t frames_ = 0, unchanged_ = 0, tiles_encoded_ = 0, tiles_reused_ = 0;
-  size_t cache_bytes_ = 0;
+  size_t cache_bytes_ = 0, cache_budget_ = 0;
 
   // the frame being encoded (worker thread)
   uint64_t work_seq_ = 0;

@@ -414,9 +414,11 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     const LayerBf16Inputs in = bf16_inputs(L, bf16_attention_, s);
     norm_rows(s.x.data(), N, H, c.eps, L.ln1_w.data(), L.ln1_b.data(), pending, s.xn.data(), in.qkv, pool);
     self_attention(c, L, li, plan, s, in, record, pool);
+    preemption_point();  // and inside the layer: a question waits for one of its three parts
     apply(L.o, s.att.data(), N, s.tmp.data(), pool, "o", false, in.o);
     norm_rows(s.x.data(), N, H, c.eps, L.ln2_w.data(), L.ln2_b.data(), s.tmp.data(), s.xn.data(), in.fc1, pool);
     apply(L.fc1, s.xn.data(), N, s.ff.data(), pool, "fc1", /*gelu=*/true, in.fc1, in.fc2);
+    preemption_point();
     apply(L.fc2, s.ff.data(), N, s.tmp.data(), pool, "fc2", false, in.fc2);
     pending = s.tmp.data();
   }
