@@ -122,6 +122,33 @@ TEST(Watch, TileCacheKeysOnFullContent) {
   EXPECT_EQ(c.find(v), nullptr);
 }
 
+// A smaller budget (serve --mem-budget making room) drops the least recently used tiles until the
+// cache fits; the ones kept are still found.
+TEST(Watch, TileCacheShrinksToANewBudget) {
+  TileCache c(size_t{64} << 20);
+  std::vector<ImageRGB> tiles(4);
+  for (size_t i = 0; i < tiles.size(); ++i) {
+    tiles[i].width = tiles[i].height = 64;
+    tiles[i].pixels.assign(64 * 64 * 3, static_cast<uint8_t>(i));
+    c.insert(tiles[i], std::vector<float>(256, static_cast<float>(i)));
+  }
+  ASSERT_NE(c.find(tiles[0]), nullptr);  // 0 becomes the most recent: 1 is now the oldest
+  const size_t one = c.bytes() / 4;
+  c.set_budget(2 * one);
+  EXPECT_EQ(c.entries(), 2u);
+  EXPECT_LE(c.bytes(), 2 * one);
+  EXPECT_EQ(c.evictions(), 2u);
+  EXPECT_EQ(c.find(tiles[1]), nullptr);
+  EXPECT_EQ(c.find(tiles[2]), nullptr);
+  ASSERT_NE(c.find(tiles[0]), nullptr);
+  EXPECT_EQ((*c.find(tiles[3]))[0], 3.0f);
+  c.set_budget(0);
+  EXPECT_EQ(c.entries(), 0u);
+  EXPECT_EQ(c.bytes(), 0u);
+  c.insert(tiles[0], std::vector<float>(256, 0.0f));  // larger than the budget: not stored
+  EXPECT_EQ(c.entries(), 0u);
+}
+
 // Approximations are opt-in and measured: the kept global thumbnail and stale KV give small but
 // nonzero divergence, reported by compare().
 TEST(Watch, ApproximationsAreMeasured) {

@@ -6,7 +6,7 @@ not 200 is an error), reports latency p50/p99 of the successful ones, and sample
 resident memory every 5 s to show it stays bounded.
 
     python3 bench/serve/load_test.py --text T.gguf --mmproj M.gguf [--clients 32] [--minutes 10]
-        [--threads 2] [--max-queue 8] [--out out/serve_load]
+        [--threads 2] [--max-queue 8] [--out out/serve_load] [--server-flags "-c 2048 --mem-budget 400"]
 """
 import base64
 import collections
@@ -43,8 +43,8 @@ def rss_mb(pid):
 
 
 def main():
-    a = arguments(__doc__, clients=32, minutes=10.0, max_queue=8, out="out/serve_load")
-    server, port = start_server(a, "--max-queue", str(a.max_queue))
+    a = arguments(__doc__, clients=32, minutes=10.0, max_queue=8, out="out/serve_load", server_flags="")
+    server, port = start_server(a, "--max-queue", str(a.max_queue), *a.server_flags.split())
     try:
         c = http.client.HTTPConnection("127.0.0.1", port)
         c.request("GET", "/v1/models")

@@ -1,15 +1,20 @@
-"""The resident-server benchmark: `tessera serve --screen x11` watching a live typing session.
+"""The resident-server benchmark: `tessera serve --screen x11` watching a typing session.
 
-Starts Xvfb (1920x1080) with an xterm, types into it with xdotool (a burst of keys every second,
-then an idle phase), and runs the server capturing that screen at --capture-period 1 with a CPU
-budget. Every 30 s it asks a screen question (streamed) and records time to first token and
-tokens/s; every 5 s it reads /metrics (background CPU share, staleness, tiles, resident memory)
-and the process's own CPU time from /proc. Prints a markdown table and writes JSON lines.
+Starts Xvfb (1920x1080) and plays a typing session on it: with --replay DIR, a recorded one
+(bench/watch/record_sessions.sh's typing_long: PNG frames shown on the root window at one per
+second, looping if the run is longer), else live (an xterm typed into by xdotool, a burst of keys
+a second); then an idle phase. The server captures that screen at --capture-period 1 with a CPU
+budget. Every --ask-every s it asks a screen question, and every --text-every s a text question
+(both streamed, greedy), recording time to first token and tokens/s: text questions while the
+screen changes against those on the idle screen are the foreground-under-background-load
+comparison. Every 5 s it reads /metrics (background CPU share, staleness, tiles, resident memory)
+and the process's own CPU time from /proc. Prints markdown tables and writes JSON lines.
 
-    python3 bench/serve/watch_bench.py --text T.gguf --mmproj M.gguf [--minutes 10] [--idle-minutes 2]
-        [--budget 10] [--threads 2] [--out out/serve_bench] [--server-flags "-c 2048 --screen-cache-mb 64"]
+    python3 bench/serve/watch_bench.py --text T.gguf --mmproj M.gguf [--replay DIR] [--minutes 10]
+        [--idle-minutes 2] [--budget 10] [--threads 2] [--out out/serve_bench] [--server-flags "-c 2048"]
 
-Needs Xvfb, xterm and xdotool (scripts/setup.sh installs them) and a built build/tessera. The
+Needs Xvfb, xterm and xdotool (scripts/setup.sh installs them), for --replay ImageMagick's display
+(apt-get install imagemagick; recording also needs x11-apps and twm), and a built build/tessera. The
 full-size SmolVLM-256M shape is `tessera vlm-init` (real SmolLM2 text weights, random SigLIP);
 `tessera convert --type q8_0` makes its Q8_0 mmproj.
 """
@@ -46,10 +51,10 @@ def proc_cpu_seconds(pid):
     return (int(f[11]) + int(f[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def ask(port, model, question, max_tokens=24):
+def ask(port, model, question, max_tokens=24, screen=True):
+    content = [{"type": "screen"}, {"type": "text", "text": question}] if screen else question
     body = json.dumps({"model": model, "stream": True, "temperature": 0, "max_tokens": max_tokens,
-                       "stream_options": {"include_usage": True},
-                       "messages": [{"role": "user", "content": [{"type": "screen"}, {"type": "text", "text": question}]}]})
+                       "stream_options": {"include_usage": True}, "messages": [{"role": "user", "content": content}]})
     req = urllib.request.Request(f"http://127.0.0.1:{port}/v1/chat/completions", data=body.encode(),
                                  headers={"Content-Type": "application/json"})
     t0 = time.monotonic()
@@ -76,8 +81,11 @@ def ask(port, model, question, max_tokens=24):
 
 
 def main():
-    a = arguments(__doc__, minutes=10.0, idle_minutes=2.0, budget=10.0, ask_every=30.0, out="out/serve_bench",
-                  server_flags="")
+    a = arguments(__doc__, minutes=10.0, idle_minutes=2.0, budget=10.0, ask_every=30.0, text_every=10.0,
+                  out="out/serve_bench", server_flags="", replay="")
+    frames = sorted(os.path.join(a.replay, f) for f in os.listdir(a.replay) if f.endswith(".png")) if a.replay else []
+    if a.replay and not frames:
+        sys.exit(f"no PNG frames in {a.replay}")
     disp = 90 + random.randrange(300)
     while os.path.exists(f"/tmp/.X{disp}-lock"):
         disp += 1
@@ -87,11 +95,14 @@ def main():
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
         time.sleep(1)
         env = dict(os.environ, DISPLAY=f":{disp}")
-        procs.append(subprocess.Popen(["xterm", "-geometry", "200x60+0+0", "-fa", "Monospace", "-fs", "11"], env=env,
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        time.sleep(1.5)
-        win = subprocess.run(["xdotool", "search", "--class", "xterm"], env=env, capture_output=True, text=True).stdout.split()[0]
-        subprocess.run(["xdotool", "windowfocus", "--sync", win], env=env)
+        if not frames:
+            procs.append(subprocess.Popen(["xterm", "-geometry", "200x60+0+0", "-fa", "Monospace", "-fs", "11"], env=env,
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            time.sleep(1.5)
+            win = subprocess.run(["xdotool", "search", "--class", "xterm"], env=env, capture_output=True, text=True).stdout.split()[0]
+            subprocess.run(["xdotool", "windowfocus", "--sync", win], env=env)
+        else:
+            subprocess.run(["display", "-window", "root", frames[0]], env=env)
         server, port = start_server(a, "--screen", f"x11::{disp}", "--capture-period", "1", "--cpu-budget", str(a.budget),
                                     *a.server_flags.split())
         procs.append(server)
@@ -110,12 +121,25 @@ def main():
                     subprocess.run(["xdotool", "key", "--window", win, "Return"], env=env)
                 time.sleep(max(0.0, 1.0 - 0.03 * len(word)))
 
+        def replayer():  # the recorded frames on the root window, one a second (looping)
+            i, t = 0, time.monotonic()
+            while not stop.is_set() and time.monotonic() < typing_until:
+                subprocess.run(["display", "-window", "root", frames[i % len(frames)]], env=env)
+                i += 1
+                t += 1.0
+                time.sleep(max(0.0, t - time.monotonic()))
+            replayed[0] = i
+
+        replayed = [0]
+        typist = replayer if frames else typist
         threading.Thread(target=typist, daemon=True).start()
         samples, answers = [], []
         t_start = time.monotonic()
         cpu0 = proc_cpu_seconds(server.pid)
         end = t_start + (a.minutes + a.idle_minutes) * 60
         next_ask = t_start + a.ask_every
+        next_text = t_start + a.text_every / 2
+        texts = []
         prev = (t_start, cpu0)
         cores = os.cpu_count()
         while time.monotonic() < end:
@@ -139,6 +163,14 @@ def main():
                 r["phase"] = phase
                 answers.append(r)
                 next_ask += a.ask_every
+            if now >= next_text:  # a question without the screen: the foreground under load or idle
+                p0 = metrics(port).get("tessera_background_preemptions_total", 0)
+                r = ask(port, model, "Name three colors of the sea.", max_tokens=32, screen=False)
+                r["t"] = time.monotonic() - t_start
+                r["phase"] = phase
+                r["preempted"] = metrics(port).get("tessera_background_preemptions_total", 0) > p0
+                texts.append(r)
+                next_text += a.text_every
         stop.set()
         with open(os.path.join(a.out, "samples.jsonl"), "w") as f:
             for s in samples:
@@ -146,7 +178,12 @@ def main():
         with open(os.path.join(a.out, "answers.jsonl"), "w") as f:
             for r in answers:
                 f.write(json.dumps(r) + "\n")
-        report(samples, answers, a)
+        with open(os.path.join(a.out, "text_answers.jsonl"), "w") as f:
+            for r in texts:
+                f.write(json.dumps(r) + "\n")
+        if frames:
+            print(f"\nreplayed {replayed[0]} frames of {len(frames)} ({a.replay})")
+        report(samples, answers, texts, a)
     finally:
         for p in reversed(procs):
             p.terminate()
@@ -162,9 +199,9 @@ def pct(v, q):
     return v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
 
 
-def report(samples, answers, a):
+def report(samples, answers, texts, a):
     print(f"\n## tessera serve --screen x11, --cpu-budget {a.budget}, {a.threads} threads "
-          f"({a.minutes:g} min typing, {a.idle_minutes:g} min idle)\n")
+          f"({a.minutes:g} min {'replayed' if a.replay else 'live'} typing, {a.idle_minutes:g} min idle)\n")
     print("| phase | CPU share of the machine (process, 5 s windows: median, p90) | background share over the last minute (median, max) "
           "| staleness s (p50, p95) | memory current | frames | tiles encoded / reused | RSS MB (first, last, max) |")
     print("|---|---|---|---|---|---|---|---|")
@@ -193,6 +230,21 @@ def report(samples, answers, a):
             sm = [r["staleness_ms"] or 0 for r in rr]
             print(f"| {len(rr)} ({phase}) | {statistics.median(t):.2f}, {max(t):.2f} | {statistics.median([r['tok_s'] for r in rr]):.1f} | "
                   f"{sum(1 for r in rr if r['memory_current'])}/{len(rr)} | {statistics.median(sm):.0f}, {max(sm):.0f} |")
+    med = {}
+    if texts:
+        print("\n| text questions (no screen) | TTFT s (median, p90, max) | decode tok/s (median, p10) | found background work running (preempted it) |")
+        print("|---|---|---|---|")
+        for phase in ("typing", "idle"):
+            rr = [r for r in texts if r["phase"] == phase and r["ttft_s"] is not None]
+            if not rr:
+                continue
+            t, k = [r["ttft_s"] for r in rr], [r["tok_s"] for r in rr]
+            med[phase] = (statistics.median(t), statistics.median(k))
+            print(f"| {len(rr)} ({phase}) | {statistics.median(t):.3f}, {pct(t, 0.9):.3f}, {max(t):.3f} | "
+                  f"{statistics.median(k):.1f}, {pct(k, 0.1):.1f} | {sum(1 for r in rr if r['preempted'])}/{len(rr)} |")
+        if len(med) == 2:
+            print(f"\nwhile watching / idle: TTFT {med['typing'][0] / med['idle'][0]:.2f}x, "
+                  f"tokens/s {med['idle'][1] / med['typing'][1]:.2f}x slower (medians)")
 
 
 if __name__ == "__main__":

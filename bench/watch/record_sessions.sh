@@ -11,6 +11,10 @@
 #   switch  6 frames  twm desktop, xterm (dark, file listing) and xedit (C++), raised in turn
 #   browse  6 frames  chromium (no WM) at 0,0 1920x1080 on a local article; Page_Down + wheel
 #   idle    4 frames  twm desktop, xedit + xterm at a prompt, 1 s apart, nothing done
+#   typing_long  TYPING_FRAMES frames (default 600; not in the default set): the typing desktop,
+#           a paragraph typed into xedit a burst (about 4 characters) per frame, Return at line
+#           ends, the file scrolling as it grows; for bench/serve/watch_bench.py --replay (10 min
+#           at 1 fps). Frames at PNG compression level 1 (about 0.5 s a grab).
 # Needs (Debian): xvfb xdotool xterm x11-apps (xedit) twm chromium imagemagick x11-utils
 #                 fonts-dejavu-core
 # Each session gets its own Xvfb on a free display number (Xvfb -displayfd). Everything the
@@ -249,6 +253,37 @@ session_typing() {
   for b in "${bursts[@]}"; do
     xdotool type --delay 60 "$b"
     snap 0.5
+  done
+  end_session
+}
+
+session_typing_long() {
+  desktop
+  start_shell_xterm 96x24+1040+620 "user@tessera: ~/project"
+  wait_window "--class XTerm" >/dev/null
+  sleep 0.5
+  start_xedit notes.txt 1220x860+40+40
+  local xe; xe="$(wait_window "--class Xedit")"
+  sleep 1.5
+  local WINDOW X Y WIDTH HEIGHT SCREEN
+  eval "$(xdotool getwindowgeometry --shell "$xe")"
+  xdotool mousemove $((X + WIDTH / 3)) $((Y + HEIGHT - 40)) click 1
+  sleep 0.3
+  begin_frames typing_long
+  local text="Measured today: exact tile reuse keeps most of the screen while typing, but the prompt tail is recomputed every frame when the edit sits in the first row of tiles. The server should encode when the screen settles, hold its CPU budget, and answer a question ahead of background work. Next: replay this session at one frame per second and report staleness, time to first token and resident memory over ten minutes. "
+  local n="${TYPING_FRAMES:-600}" i=0 pos=0 col=0 burst
+  while [ "$i" -lt "$n" ]; do
+    burst="${text:$pos:4}"
+    pos=$(( (pos + 4) % ${#text} ))
+    xdotool type --delay 40 "$burst"
+    col=$((col + 4))
+    if [ "$col" -ge 88 ]; then xdotool key Return; col=0; fi
+    FRAME=$i
+    local f; f="$SDIR/$(printf 'frame_%03d.png' "$i")"
+    sleep 0.1
+    import -display "$DISPLAY" -window root -depth 8 -strip -define png:compression-level=1 \
+      -define png:color-type=2 -define png:exclude-chunks=date,time "png24:$f"
+    i=$((i + 1))
   done
   end_session
 }
@@ -501,8 +536,8 @@ session_idle() {
 
 for s in $SESSIONS; do
   case "$s" in
-    typing|scroll|switch|browse|idle) ;;
-    *) echo "unknown session '$s' (known: typing scroll switch browse idle)" >&2; exit 1 ;;
+    typing|typing_long|scroll|switch|browse|idle) ;;
+    *) echo "unknown session '$s' (known: typing typing_long scroll switch browse idle)" >&2; exit 1 ;;
   esac
   echo "recording $s ..." >&2
   "session_$s"
