@@ -232,7 +232,7 @@ start_shell_xterm() {  # $1 geometry, $2 title, [$3 more xterm options]; listing
 }
 
 # ---------------------------------------------------------------- sessions
-session_typing() {
+typing_desktop() {  # xedit on the notes over a shell xterm, the caret at the end of the file
   desktop
   start_shell_xterm 96x24+1040+620 "user@tessera: ~/project"
   wait_window "--class XTerm" >/dev/null   # map the xterm first, so xedit ends up on top
@@ -247,6 +247,10 @@ session_typing() {
   # (the pointer stays there: twm gives the keyboard focus to the window under the pointer)
   xdotool mousemove $((X + WIDTH / 3)) $((Y + HEIGHT - 40)) click 1
   sleep 0.3
+}
+
+session_typing() {
+  typing_desktop
   begin_frames typing
   local bursts=("Next: measure " "reuse on real " "sessions (typing," " scrolling, " "switching, browsing" " and idle) before " "changing the tile " "size to 224 px.")
   local b
@@ -258,17 +262,7 @@ session_typing() {
 }
 
 session_typing_long() {
-  desktop
-  start_shell_xterm 96x24+1040+620 "user@tessera: ~/project"
-  wait_window "--class XTerm" >/dev/null
-  sleep 0.5
-  start_xedit notes.txt 1220x860+40+40
-  local xe; xe="$(wait_window "--class Xedit")"
-  sleep 1.5
-  local WINDOW X Y WIDTH HEIGHT SCREEN
-  eval "$(xdotool getwindowgeometry --shell "$xe")"
-  xdotool mousemove $((X + WIDTH / 3)) $((Y + HEIGHT - 40)) click 1
-  sleep 0.3
+  typing_desktop
   begin_frames typing_long
   local text="Measured today: exact tile reuse keeps most of the screen while typing, but the prompt tail is recomputed every frame when the edit sits in the first row of tiles. The server should encode when the screen settles, hold its CPU budget, and answer a question ahead of background work. Next: replay this session at one frame per second and report staleness, time to first token and resident memory over ten minutes. "
   local n="${TYPING_FRAMES:-600}" i=0 pos=0 col=0 burst
