@@ -2,9 +2,11 @@
 `tessera serve` on a free port."""
 import argparse
 import os
+import random
 import re
 import subprocess
 import sys
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -37,3 +39,40 @@ def start_server(a, *flags):
         time.sleep(0.1)
     proc.kill()
     sys.exit("the server did not start: " + open(os.path.join(a.out, "server.log")).read())
+
+
+def start_xvfb(procs):
+    """Xvfb 1920x1080 on a free display (appended to procs); returns (display number, environment)."""
+    disp = 90 + random.randrange(300)
+    while os.path.exists(f"/tmp/.X{disp}-lock"):
+        disp += 1
+    procs.append(subprocess.Popen(["Xvfb", f":{disp}", "-screen", "0", "1920x1080x24", "-nolisten", "tcp"],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    time.sleep(1)
+    return disp, dict(os.environ, DISPLAY=f":{disp}")
+
+
+def replay_frames(folder):
+    """The recorded session's PNG frames, in order (exits when there are none)."""
+    frames = sorted(os.path.join(folder, f) for f in os.listdir(folder) if f.endswith(".png"))
+    if not frames:
+        sys.exit(f"no PNG frames in {folder}")
+    return frames
+
+
+def start_replay(frames, env, until, stop):
+    """Shows the frames on the root window, one a second (looping), until time `until` or stop is
+    set, on a thread; returns a list whose element 0 counts the frames shown."""
+    shown = [0]
+
+    def run():
+        t = time.monotonic()
+        while not stop.is_set() and time.monotonic() < until:
+            subprocess.run(["display", "-window", "root", frames[shown[0] % len(frames)]], env=env)
+            shown[0] += 1
+            t += 1.0
+            time.sleep(max(0.0, t - time.monotonic()))
+
+    subprocess.run(["display", "-window", "root", frames[0]], env=env)
+    threading.Thread(target=run, daemon=True).start()
+    return shown

@@ -20,7 +20,6 @@ full-size SmolVLM-256M shape is `tessera vlm-init` (real SmolLM2 text weights, r
 """
 import json
 import os
-import random
 import re
 import statistics
 import subprocess
@@ -30,7 +29,7 @@ import threading
 import time
 import urllib.request
 
-from common import arguments, start_server
+from common import arguments, replay_frames, start_replay, start_server, start_xvfb
 # (no word starts with "-": xdotool would read it as an option)
 WORDS = ("def main(): return compute(the, screen, frames) # todo: check the budget and the cache "
          "git status && make && ./build/tessera serve x11 ls src/serve").split()
@@ -83,26 +82,16 @@ def ask(port, model, question, max_tokens=24, screen=True):
 def main():
     a = arguments(__doc__, minutes=10.0, idle_minutes=2.0, budget=10.0, ask_every=30.0, text_every=10.0,
                   out="out/serve_bench", server_flags="", replay="")
-    frames = sorted(os.path.join(a.replay, f) for f in os.listdir(a.replay) if f.endswith(".png")) if a.replay else []
-    if a.replay and not frames:
-        sys.exit(f"no PNG frames in {a.replay}")
-    disp = 90 + random.randrange(300)
-    while os.path.exists(f"/tmp/.X{disp}-lock"):
-        disp += 1
+    frames = replay_frames(a.replay) if a.replay else []
     procs = []
     try:
-        procs.append(subprocess.Popen(["Xvfb", f":{disp}", "-screen", "0", "1920x1080x24", "-nolisten", "tcp"],
-                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
-        time.sleep(1)
-        env = dict(os.environ, DISPLAY=f":{disp}")
+        disp, env = start_xvfb(procs)
         if not frames:
             procs.append(subprocess.Popen(["xterm", "-geometry", "200x60+0+0", "-fa", "Monospace", "-fs", "11"], env=env,
                                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
             time.sleep(1.5)
             win = subprocess.run(["xdotool", "search", "--class", "xterm"], env=env, capture_output=True, text=True).stdout.split()[0]
             subprocess.run(["xdotool", "windowfocus", "--sync", win], env=env)
-        else:
-            subprocess.run(["display", "-window", "root", frames[0]], env=env)
         server, port = start_server(a, "--screen", f"x11::{disp}", "--capture-period", "1", "--cpu-budget", str(a.budget),
                                     *a.server_flags.split())
         procs.append(server)
@@ -121,18 +110,10 @@ def main():
                     subprocess.run(["xdotool", "key", "--window", win, "Return"], env=env)
                 time.sleep(max(0.0, 1.0 - 0.03 * len(word)))
 
-        def replayer():  # the recorded frames on the root window, one a second (looping)
-            i, t = 0, time.monotonic()
-            while not stop.is_set() and time.monotonic() < typing_until:
-                subprocess.run(["display", "-window", "root", frames[i % len(frames)]], env=env)
-                i += 1
-                t += 1.0
-                time.sleep(max(0.0, t - time.monotonic()))
-            replayed[0] = i
-
-        replayed = [0]
-        typist = replayer if frames else typist
-        threading.Thread(target=typist, daemon=True).start()
+        if frames:
+            replayed = start_replay(frames, env, typing_until, stop)
+        else:
+            threading.Thread(target=typist, daemon=True).start()
         samples, answers = [], []
         t_start = time.monotonic()
         cpu0 = proc_cpu_seconds(server.pid)
@@ -163,7 +144,7 @@ def main():
                 r["phase"] = phase
                 answers.append(r)
                 next_ask += a.ask_every
-            if now >= next_text:  # a question without the screen: the foreground under load or idle
+            if a.text_every > 0 and now >= next_text:  # a question without the screen: the foreground under load or idle
                 p0 = metrics(port).get("tessera_background_preemptions_total", 0)
                 r = ask(port, model, "Name three colors of the sea.", max_tokens=32, screen=False)
                 r["t"] = time.monotonic() - t_start

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <fstream>
 
 #include "core/error.h"
@@ -91,6 +92,11 @@ void Engine::admit_image(const ImageRGB& image) {
                        " beyond the model, its KV cache and buffers (send a smaller image)",
                    "messages", "memory_budget_exceeded");
   if (memory_->cache_budget() > room - need) memory_->set_cache_budget(room - need);
+}
+
+size_t Engine::held_image_room() const {
+  if (!plan_.budget) return SIZE_MAX;
+  return (plan_.budget - plan_.fixed() - (memory_ ? kMinTileCache : 0)) / 2;
 }
 
 bool Engine::over_budget() {

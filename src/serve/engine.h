@@ -61,6 +61,9 @@ class Engine {
   // Under a budget: makes room for a request image's work (the tile cache gives way) or throws
   // ApiError 413 when even an empty cache leaves too little. Worker thread.
   void admit_image(const ImageRGB& image);
+  // What the decoded images of waiting requests may hold at once: under a budget, half of what
+  // the plan leaves beyond its fixed part and the smallest tile cache; else no limit.
+  size_t held_image_room() const;
   // Under a budget: when the process is resident beyond it, shrinks the tile cache by the excess.
   // Returns whether it is still over (background work then waits). Worker thread.
   bool over_budget();

@@ -68,6 +68,7 @@ class CpuBudget {
   // budget, so a long step (a tile: seconds of CPU) does not overshoot it.
   bool allows() {
     if (percent_ >= 100) return true;
+    if (percent_ <= 0) return false;  // no background work at all
     return used() + step_cost_ <= percent_ / 100.0 * window_s_ * cores_;
   }
   void add(double cpu_s) {
@@ -96,7 +97,8 @@ class CpuBudget {
 // error), then text pieces, then the end.
 struct Job {
   ChatRequest request;
-  std::unique_ptr<ImageRGB> image;
+  std::unique_ptr<ImageRGB> image;  // decoded on arrival; dropped once the prompt is built
+  size_t image_bytes = 0;           // ... counted in Impl::held_image_bytes until then
   Clock::time_point arrived, deadline;
   std::mutex mu;
   std::condition_variable cv;
@@ -138,6 +140,7 @@ struct Server::Impl {
   std::map<int, uint64_t> by_status;
   std::atomic<bool> preempt{false};  // raised by a queued request: background work yields
   CpuBudget budget;
+  size_t held_image_bytes = 0;  // decoded images of queued requests
   uint64_t over_budget = 0, preemptions = 0, screen_questions = 0, screen_questions_current = 0;
   std::string background_error;
   std::unique_ptr<X11Capture> x11;
@@ -224,6 +227,7 @@ struct Server::Impl {
 
   void run(Job& job) {
     auto finish = [&](std::unique_ptr<ApiError> err) {
+      drop_image(job);
       if (!err) {
         std::lock_guard<std::mutex> lk(mu);
         latency.add(std::chrono::duration<double>(Clock::now() - job.arrived).count());
@@ -243,6 +247,7 @@ struct Server::Impl {
     try {
       if (job.image) engine.admit_image(*job.image);
       prepared = engine.prepare(job.request, job.image.get());
+      drop_image(job);
     } catch (const ApiError& e) {
       finish(std::make_unique<ApiError>(e));
       return;
@@ -286,16 +291,37 @@ struct Server::Impl {
     finish(nullptr);
   }
 
-  // Queues a job; false when the queue is full.
-  bool enqueue(const std::shared_ptr<Job>& job) {
+  // Queues a job, or says why not: 429 when the queue is full, or (under --mem-budget) when the
+  // decoded images of the requests already waiting leave no room for this one's; 413 when the
+  // image alone is more than they may hold.
+  std::unique_ptr<ApiError> enqueue(const std::shared_ptr<Job>& job) {
     {
       std::lock_guard<std::mutex> lk(mu);
-      if (static_cast<int>(queue.size()) >= opt.max_queue) return false;
+      if (static_cast<int>(queue.size()) >= opt.max_queue)
+        return std::make_unique<ApiError>(429, "rate_limit_exceeded",
+                                          "the server is busy: " + std::to_string(opt.max_queue) + " requests are waiting");
+      if (job->image_bytes > engine.held_image_room())
+        return std::make_unique<ApiError>(413, "invalid_request_error",
+                                          "this image (" + std::to_string(job->image_bytes >> 20) +
+                                              " MB decoded) is too large for the server's memory budget (--mem-budget)",
+                                          "messages", "memory_budget_exceeded");
+      if (job->image_bytes && held_image_bytes + job->image_bytes > engine.held_image_room())
+        return std::make_unique<ApiError>(429, "rate_limit_exceeded",
+                                          "the server is busy: the images of the requests waiting fill its memory budget "
+                                          "(--mem-budget); try again shortly");
+      held_image_bytes += job->image_bytes;
       queue.push_back(job);
-      preempt = true;  // background work stops at its next layer
+      preempt = true;  // background work stops at its next checkpoint
     }
     cv.notify_all();
-    return true;
+    return nullptr;
+  }
+
+  void drop_image(Job& job) {  // the prompt is built (or the request is over): its image goes
+    job.image.reset();
+    std::lock_guard<std::mutex> lk(mu);
+    held_image_bytes -= job.image_bytes;
+    job.image_bytes = 0;
   }
 
   bool authorized(const httplib::Request& req, httplib::Response& res) {
@@ -318,15 +344,19 @@ struct Server::Impl {
     job->deadline = arrived + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(opt.deadline_s));
     try {
       job->request = parse_chat_request(req.body, engine.model_id(), opt.limits);
-      if (!job->request.image.empty()) job->image = std::make_unique<ImageRGB>(engine.decode_request_image(job->request));
+      // httplib keeps the request until this handler returns, which for a chat is the end of the
+      // generation: its body (up to --max-body-mb of base64) goes now, not then
+      std::string().swap(const_cast<std::string&>(req.body));
+      if (!job->request.image.empty()) {
+        job->image = std::make_unique<ImageRGB>(engine.decode_request_image(job->request));
+        job->image_bytes = job->image->pixels.size();
+      }
       job->request.image.clear();
       job->request.image.shrink_to_fit();
     } catch (const ApiError& e) {
       return send_error(res, e);
     }
-    if (!enqueue(job))
-      return send_error(res, ApiError(429, "rate_limit_exceeded",
-                                      "the server is busy: " + std::to_string(opt.max_queue) + " requests are waiting"));
+    if (std::unique_ptr<ApiError> refused = enqueue(job)) return send_error(res, *refused);
     // wait until the prompt is accepted (or refused): a refusal still gets its 4xx
     {
       std::unique_lock<std::mutex> lk(job->mu);
