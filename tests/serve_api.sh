@@ -194,6 +194,13 @@ got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"]
 python3 -c 'import json,sys; u=json.load(open(sys.argv[1]))["usage"]; assert u["screen"]["memory_current"] and u["prompt_tokens_details"]["cached_tokens"] > 800, u' "$tmp/body" \
   && ok "the memory was current and its prompt prefix precomputed ($(python3 -c 'import json,sys; u=json.load(open(sys.argv[1]))["usage"]; print(u["prompt_tokens_details"]["cached_tokens"], "of", u["prompt_tokens"], "prompt tokens cached")' "$tmp/body"))" \
   || bad "screen usage: $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"])' "$tmp/body")"
+# a text question overwrites those positions; the next screen question gets the saved prefix back
+status "$(printf '{"model": "%s", "messages": [{"role": "user", "content": "Say hi."}], "temperature": 0, "max_tokens": 4}' "$vid")" >/dev/null
+[ "$(status "@$tmp/screen.json")" = 200 ] || bad "screen question after a text one: $(head -c 300 "$tmp/body")"
+got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["message"]["content"])' "$tmp/body")
+python3 -c 'import json,sys; u=json.load(open(sys.argv[1]))["usage"]; assert u["prompt_tokens_details"]["cached_tokens"] > 800, u' "$tmp/body" && [ "$got" = "$want" ] \
+  && ok "after a text question, the screen prompt's saved prefix is restored (same reply, $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"]["prompt_tokens_details"]["cached_tokens"])' "$tmp/body") tokens reused)" \
+  || bad "restored prefix: '$got' vs '$want': $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"])' "$tmp/body")"
 code=$(curl -s -o "$tmp/push" -w '%{http_code}' "$(url /v1/screen/frames)" -H 'Content-Type: image/png' --data-binary "@$frame")
 grep -q '"changed":false' "$tmp/push" && ok "the same frame again: unchanged" || bad "unchanged frame: $(cat "$tmp/push")"
 head -c 300 /dev/urandom >"$tmp/noise"

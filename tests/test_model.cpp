@@ -391,6 +391,42 @@ TEST(Model, LogitsAreInvariantToChunkingAndThreads) {
   }
 }
 
+// A saved prefix's K/V, restored after other tokens overwrote those positions, gives the same
+// logits bit for bit as evaluating the prefix again (serve's screen-prompt prefix), for every
+// KV type and for prefixes that end inside and at the end of a 16-position K tile.
+TEST(Model, SavedPrefixRestoresBitwise) {
+  auto toks = fixture_tokens();
+  toks.resize(60);
+  for (DType kv : {DType::F16, DType::F32, DType::BF16, DType::I8}) {
+    for (int n : {37, 48}) {
+      SessionOptions o;
+      o.n_ctx = 128;
+      o.kv_type = kv;
+      const std::vector<int32_t> prefix(toks.begin(), toks.begin() + n), rest(toks.begin() + n, toks.end());
+      Session fresh(model(), o);
+      fresh.eval(prefix);
+      fresh.eval(rest);
+      const std::vector<float> want(fresh.logits(), fresh.logits() + model().config().n_vocab);
+
+      Session s(model(), o);
+      s.eval(prefix);
+      std::vector<uint8_t> saved;
+      s.save_prefix(n, saved);
+      EXPECT_EQ(saved.size(), s.prefix_bytes(n));
+      s.truncate(3);
+      s.eval(std::vector<int32_t>(toks.rbegin(), toks.rbegin() + 50));  // other tokens over those positions
+      s.restore_prefix(n, saved);
+      EXPECT_EQ(s.n_past(), n);
+      s.eval(rest);
+      ASSERT_EQ(std::memcmp(want.data(), s.logits(), want.size() * 4), 0) << dtype_name(kv) << " prefix " << n;
+    }
+  }
+  Session s(model(), SessionOptions{});
+  std::vector<uint8_t> saved;
+  EXPECT_THROW(s.save_prefix(1, saved), Error);  // nothing cached yet
+  EXPECT_THROW(s.restore_prefix(4, saved), Error);  // the wrong size
+}
+
 TEST(Model, GreedyAnswerIsSensibleAndDeterministic) {
   auto run = [] {
     SessionOptions o;

@@ -100,6 +100,43 @@ void Session::linear(const WeightMatrix& w, const float* x, int n, int64_t xs, f
 
 void Session::truncate(int n) { n_past_ = std::clamp(n, 0, n_past_); }
 
+// Per layer, positions [0, n) are the first ceil(n / 16) K tiles and the first n V rows: two
+// contiguous runs (a partial tile's later lanes come along; they lie beyond n_past and are
+// overwritten before they are read).
+size_t Session::prefix_bytes(int n) const {
+  const LlamaConfig& c = model_.config();
+  const size_t tiles = (static_cast<size_t>(n) + kKvTile - 1) / kKvTile;
+  return static_cast<size_t>(c.n_layer) * c.n_head_kv * (tiles * k_tile_ + static_cast<size_t>(n) * kv_row_);
+}
+
+void Session::save_prefix(int n, std::vector<uint8_t>& out) const {
+  if (n < 0 || n > n_past_) fail("save_prefix(%d): only %d positions are cached", n, n_past_);
+  const LlamaConfig& c = model_.config();
+  const size_t tile_bytes = static_cast<size_t>(c.n_head_kv) * k_tile_, pos_bytes = static_cast<size_t>(c.n_head_kv) * kv_row_;
+  const size_t kb = (static_cast<size_t>(n) + kKvTile - 1) / kKvTile * tile_bytes, vb = static_cast<size_t>(n) * pos_bytes;
+  out.resize(prefix_bytes(n));
+  uint8_t* o = out.data();
+  for (int l = 0; l < c.n_layer; ++l, o += kb + vb) {
+    std::memcpy(o, k_cache_.data() + static_cast<size_t>(l) * k_tiles() * tile_bytes, kb);
+    std::memcpy(o + kb, v_cache_.data() + static_cast<size_t>(l) * n_ctx_ * pos_bytes, vb);
+  }
+}
+
+void Session::restore_prefix(int n, const std::vector<uint8_t>& saved) {
+  if (n < 0 || n > n_ctx_ || saved.size() != prefix_bytes(n))
+    fail("restore_prefix(%d): %zu saved bytes do not hold %d positions", n, saved.size(), n);
+  const LlamaConfig& c = model_.config();
+  const size_t tile_bytes = static_cast<size_t>(c.n_head_kv) * k_tile_, pos_bytes = static_cast<size_t>(c.n_head_kv) * kv_row_;
+  const size_t kb = (static_cast<size_t>(n) + kKvTile - 1) / kKvTile * tile_bytes, vb = static_cast<size_t>(n) * pos_bytes;
+  const uint8_t* in = saved.data();
+  for (int l = 0; l < c.n_layer; ++l, in += kb + vb) {
+    std::memcpy(k_cache_.data() + static_cast<size_t>(l) * k_tiles() * tile_bytes, in, kb);
+    std::memcpy(v_cache_.data() + static_cast<size_t>(l) * n_ctx_ * pos_bytes, in + kb, vb);
+  }
+  n_past_ = n;
+  n_filled_ = std::max(n_filled_, n);
+}
+
 void Session::skip_to(int n) {
   if (n < n_past_ || n > n_filled_) fail("skip_to(%d): only positions %d..%d hold cached K/V", n, n_past_, n_filled_);
   n_past_ = n;

@@ -54,6 +54,12 @@ class Session {
   const LlamaModel& model() const { return model_; }
   ThreadPool& pool() { return pool_; }
   size_t kv_bytes() const { return k_cache_.size() + v_cache_.size(); }
+  // The K/V of positions [0, n) (n <= n_past()) copied out, e.g. a standing prompt prefix, and
+  // copied back after other prompts overwrote them: n_past becomes n, as if they had been
+  // evaluated again (the same bytes). The saved form is this session's layout.
+  size_t prefix_bytes(int n) const;
+  void save_prefix(int n, std::vector<uint8_t>& out) const;
+  void restore_prefix(int n, const std::vector<uint8_t>& saved);
 
  private:
   // One batch of n tokens through the model: check_batch, embed, then per layer attention_block

@@ -39,11 +39,15 @@ size_t vision_buffer_bytes(const SiglipConfig& c) {
 // The frames a visual memory holds at once for a w x h screen: the newest and the copy being
 // encoded, its resized image and tiles, and four copies of the embeddings (the encoding in
 // progress, the memory, a question's snapshot and its prompt).
-size_t frame_bytes(const Idefics3Vision& v, int w, int h) {
+size_t tile_count(const Idefics3Vision& v, int w, int h) {  // the grid after the resize, and the global image
   const Idefics3PreprocessConfig& p = v.preprocess_config();
   const double scale = static_cast<double>(p.longest_edge) / std::max(w, h);
-  const size_t cols = static_cast<size_t>(std::ceil(w * scale / p.tile)), rows = static_cast<size_t>(std::ceil(h * scale / p.tile));
-  const size_t tiles = rows * cols + 1, tile_px = static_cast<size_t>(p.tile) * static_cast<size_t>(p.tile);
+  return static_cast<size_t>(std::ceil(w * scale / p.tile)) * static_cast<size_t>(std::ceil(h * scale / p.tile)) + 1;
+}
+
+size_t frame_bytes(const Idefics3Vision& v, int w, int h) {
+  const Idefics3PreprocessConfig& p = v.preprocess_config();
+  const size_t tiles = tile_count(v, w, h), tile_px = static_cast<size_t>(p.tile) * static_cast<size_t>(p.tile);
   const size_t per_tile = static_cast<size_t>(v.config().tokens_per_tile()) * static_cast<size_t>(v.config().text_hidden);
   return 2 * static_cast<size_t>(w) * static_cast<size_t>(h) * 3 + 2 * tiles * tile_px * 3 + 4 * tiles * per_tile * sizeof(float);
 }
@@ -54,7 +58,9 @@ std::string mb(size_t bytes) { return std::to_string((bytes + kMiB / 2) / kMiB) 
 
 std::string MemoryPlan::describe() const {
   std::string s = "process " + mb(process) + " + weights " + mb(weights) + " + KV cache " + mb(kv);
-  if (vision) s += " + vision buffers " + mb(vision) + " + screen frames " + mb(frames);
+  if (vision)
+    s += " + vision buffers " + mb(vision) + " + screen frames " + mb(frames) +
+         (prefix ? " + saved screen prompt " + mb(prefix) : " (no room to save the screen prompt)");
   return s + " = " + mb(fixed());
 }
 
@@ -68,10 +74,16 @@ Engine::Engine(HfModel model, const SessionOptions& options, std::string model_i
   if (model_.vision) {
     plan_.vision = vision_buffer_bytes(model_.vision->config());
     plan_.frames = frame_bytes(*model_.vision, memory.screen_width, memory.screen_height);
+    // the screen prompt's prefix: the tiles' tokens and their markup (a few per tile), the template
+    const size_t tiles = tile_count(*model_.vision, memory.screen_width, memory.screen_height);
+    const size_t tokens = tiles * (static_cast<size_t>(model_.vision->config().tokens_per_tile()) + 8) + 64;
+    plan_.prefix = session_.prefix_bytes(static_cast<int>(std::min<size_t>(tokens, static_cast<size_t>(session_.n_ctx()))));
   }
   plan_.process = resident_bytes();
   plan_.cache = memory.screen_cache_bytes;
   if (plan_.budget) {
+    // the saved screen prompt is a convenience: dropped first when the budget is tight
+    if (plan_.fixed() + kMinTileCache > plan_.budget) plan_.prefix = 0;
     const size_t need = plan_.fixed() + (model_.vision ? kMinTileCache : 0);
     if (need > plan_.budget)
       fail("--mem-budget %zu MB is below what this server needs: %s%s (lower -c, or quantize the model)",
@@ -194,6 +206,7 @@ bool Engine::background_step(double debounce_s) {
   // what is already cached of it
   const size_t common = cached_prefix(prefix, cached_screen_seq_ == snap.seq);
   if (common == n) {
+    save_screen_prefix(prefix, snap.seq);
     prefix_tried_seq_ = seq;
     return true;
   }
@@ -215,8 +228,16 @@ bool Engine::background_step(double debounce_s) {
     slots_before += slots;
     cached_.insert(cached_.end(), part.begin(), part.end());
   }
+  save_screen_prefix(prefix, snap.seq);
   prefix_tried_seq_ = seq;  // done (a preemption above leaves it to be finished next time)
   return true;
+}
+
+void Engine::save_screen_prefix(const std::vector<int32_t>& prefix, uint64_t seq) {
+  if (plan_.prefix == 0) return;  // no room in the memory budget
+  session_.save_prefix(static_cast<int>(prefix.size()), prefix_kv_);
+  prefix_tokens_ = prefix;
+  prefix_seq_ = seq;
 }
 
 Result Engine::complete(const ChatRequest& r, const Prepared& p, const std::function<bool(const std::string&)>& emit,
@@ -230,6 +251,15 @@ Result Engine::complete(const ChatRequest& r, const Prepared& p, const std::func
   // Reuse the cached positions the new prompt starts with, up to its first image slot (an image's
   // embeddings are not compared), keeping at least one token to evaluate for the logits.
   // A screen prompt may go through the slots when they hold the same encoding's embeddings.
+  // A screen question whose precomputed prefix other requests have since overwritten gets it
+  // back from the saved copy (the same bytes as evaluating it again).
+  if (p.screen && p.screen_seq != 0 && p.screen_seq == prefix_seq_ && prompt.size() > prefix_tokens_.size() &&
+      std::equal(prefix_tokens_.begin(), prefix_tokens_.end(), prompt.begin()) &&
+      cached_prefix(prompt, p.screen_seq == cached_screen_seq_) < prefix_tokens_.size()) {
+    session_.restore_prefix(static_cast<int>(prefix_tokens_.size()), prefix_kv_);
+    cached_ = prefix_tokens_;
+    cached_screen_seq_ = p.screen_seq;
+  }
   const bool same_screen = p.screen && p.screen_seq != 0 && p.screen_seq == cached_screen_seq_;
   const size_t common = std::min(cached_prefix(prompt, same_screen), prompt.size() - 1);
   session_.truncate(static_cast<int>(common));

@@ -45,8 +45,9 @@ struct MemoryPlan {
   size_t kv = 0;        // the KV cache for the whole context (its pages fill as positions do)
   size_t vision = 0;    // a tile encode's buffers
   size_t frames = 0;    // screen frames: the newest, the one being encoded, its tiles, embeddings
+  size_t prefix = 0;    // the saved K/V of the screen prompt's prefix
   size_t cache = 0;     // the tile cache's share
-  size_t fixed() const { return process + weights + kv + vision + frames; }
+  size_t fixed() const { return process + weights + kv + vision + frames + prefix; }
   std::string describe() const;  // "weights 190 MB + KV cache 90 MB + ..."
 };
 
@@ -120,6 +121,12 @@ class Engine {
   uint64_t cached_screen_seq_ = 0;
   uint64_t prefix_tried_seq_ = 0;  // the encoding whose prefix the background last evaluated
   MemoryPlan plan_;
+  // The screen prompt's prefix as the background evaluated it, K/V saved: a screen question after
+  // other requests overwrote those positions restores them instead of prefilling them again.
+  void save_screen_prefix(const std::vector<int32_t>& prefix, uint64_t seq);
+  std::vector<int32_t> prefix_tokens_;
+  std::vector<uint8_t> prefix_kv_;
+  uint64_t prefix_seq_ = 0;
 };
 
 }  // namespace tessera::serve
