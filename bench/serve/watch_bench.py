@@ -153,6 +153,8 @@ def main():
                 texts.append(r)
                 next_text += a.text_every
         stop.set()
+        with open(os.path.join(a.out, "metrics.txt"), "w") as f:  # the metrics page at the end of the run
+            f.write(urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode())
         with open(os.path.join(a.out, "samples.jsonl"), "w") as f:
             for s in samples:
                 f.write(json.dumps(s) + "\n")
