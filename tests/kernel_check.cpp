@@ -1,8 +1,10 @@
 // Standalone cross-ISA kernel check (no GoogleTest, no image or JSON libraries), so it can be
 // cross-compiled and run under qemu-user: the active ISA's matmul, encoder GEMM, 8-bit-activation
 // matmul and fused attention must equal the scalar twin bit for bit (matmul also within the
-// documented float64 tolerance), over shape, type and head-dim sweeps. Prints "N passed, N failed".
+// documented float64 tolerance), GELU and softmax within theirs of float64, over shape, type and
+// head-dim sweeps. Prints "N passed, N failed".
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 
@@ -79,6 +81,33 @@ int main() {
     ref::swiglu(want.data(), u.data(), n);
     swiglu(got.data(), u.data(), n);
     check(std::memcmp(want.data(), got.data(), got.size() * 4) == 0, "swiglu", DType::F32, n, 0);
+  }
+  {  // GELU-tanh against float64 on a dense grid, softmax rows against float64 (docs/numerics.md)
+    std::vector<float> v(200'001);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = -20.0f + 40.0f * static_cast<float>(i) / 200'000.0f;
+    std::vector<float> g = v;
+    gelu_tanh(g.data(), static_cast<int64_t>(g.size()));
+    double worst = 0;
+    for (size_t i = 0; i < v.size(); ++i) {
+      const double x = v[i], want = 0.5 * x * (1.0 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+      worst = std::max(worst, std::fabs(g[i] - want) / std::max(1.0, std::fabs(want)));
+    }
+    check(worst <= 2e-7, "gelu_tanh", DType::F32, static_cast<long long>(v.size()), 0);
+    for (int64_t n : {1, 15, 16, 17, 100, 1024}) {
+      std::vector<float> x = random_x(1, n, static_cast<uint32_t>(n + 9));
+      for (auto& e : x) e *= 16.0f;
+      std::vector<float> y = x;
+      softmax_row(y.data(), n, 0.125f);
+      double mx = -INFINITY, sum = 0;
+      for (float e : x) mx = std::max(mx, 0.125 * e);
+      for (float e : x) sum += std::exp(0.125 * e - mx);
+      bool ok = true;
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = std::exp(0.125 * x[static_cast<size_t>(i)] - mx) / sum;
+        ok = ok && std::fabs(y[static_cast<size_t>(i)] - want) <= 2e-6 * want;
+      }
+      check(ok, "softmax_row", DType::F32, n, 0);
+    }
   }
   for (int64_t n : {1, 7, 9, 17, 576, 1031}) {  // RMS and Layer norms (+ residual add): bitwise the scalar twins
     std::vector<float> x = random_x(1, n, static_cast<uint32_t>(n + 2)), d = random_x(1, n, static_cast<uint32_t>(n + 3)),

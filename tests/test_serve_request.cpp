@@ -163,3 +163,25 @@ TEST(Preemption, ForwardStopsAtALayerAndLeavesTheSessionAsItWas) {
   fresh.eval(tokens);
   ASSERT_EQ(std::memcmp(got.data(), fresh.logits(), got.size() * sizeof(float)), 0);
 }
+
+// Inside a parallel_for: on an armed thread, a flag raised while chunks run skips the rest and
+// the call throws once the running ones are done (a question waits for one chunk, not a whole
+// GEMM); the same pool then runs every chunk for an unarmed caller.
+TEST(Preemption, ParallelForStopsBetweenChunks) {
+  ThreadPool pool(2);
+  std::atomic<bool> flag{false};
+  std::atomic<int64_t> covered{0};
+  const auto work = [&](int64_t a, int64_t b) {
+    flag = true;  // raised by the first chunk to run (as a request arriving mid-GEMM)
+    covered += b - a;
+  };
+  {
+    PreemptionScope armed(&flag);
+    EXPECT_THROW(pool.parallel_for(1 << 20, 1, work), Preempted);
+  }
+  EXPECT_GT(covered.load(), 0);
+  EXPECT_LT(covered.load(), int64_t{1} << 20);
+  covered = 0;
+  pool.parallel_for(1 << 20, 1, work);  // unarmed: the raised flag changes nothing
+  EXPECT_EQ(covered.load(), int64_t{1} << 20);
+}

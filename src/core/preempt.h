@@ -2,7 +2,8 @@
 // encode) call preemption_point() between layers and between a layer's parts; a background
 // worker arms its own thread with a flag that foreground work raises, and the next point then
 // throws Preempted, so a question waits for at most one part of a layer of the background work
-// in front of it. Unarmed threads pay one thread-local load per point.
+// in front of it; ThreadPool::parallel_for on an armed thread also stops between chunks. Unarmed
+// threads pay one thread-local load per point.
 #pragma once
 #include <atomic>
 

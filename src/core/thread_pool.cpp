@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/preempt.h"
+
 #if defined(__x86_64__)
 #include <immintrin.h>
 #define TESSERA_PAUSE() _mm_pause()
@@ -43,7 +45,10 @@ void ThreadPool::run_chunks(uint32_t epoch) {
     if (idx >= chunks_) return;
     if (!claim_.compare_exchange_weak(c, c + 1)) continue;
     const int64_t begin = static_cast<int64_t>(idx) * chunk_;
-    (*fn_)(begin, std::min(n_, begin + chunk_));
+    if (abort_ && abort_->load(std::memory_order_relaxed))
+      skipped_.store(true, std::memory_order_relaxed);  // preempted: the caller throws after the join
+    else
+      (*fn_)(begin, std::min(n_, begin + chunk_));
     done_.fetch_add(1);
   }
 }
@@ -91,6 +96,8 @@ void ThreadPool::run(int64_t n, int64_t grain, const RangeFn& fn) {
   const uint32_t e = epoch_.load() + 1;
   claim_.store((static_cast<uint64_t>(e) << 32) | 0xffffffffu);
   fn_ = &fn;
+  abort_ = detail::preempt_flag;  // an armed caller's work stops between chunks when it is raised
+  skipped_.store(false, std::memory_order_relaxed);
   n_ = n;
   chunk_ = (blocks + chunks - 1) / chunks * grain;
   chunks_ = static_cast<uint32_t>((n + chunk_ - 1) / chunk_);
@@ -105,6 +112,7 @@ void ThreadPool::run(int64_t n, int64_t grain, const RangeFn& fn) {
     if (!oversubscribed_ && ++spins < kSpinIterations) TESSERA_PAUSE();
     else std::this_thread::yield();
   }
+  if (skipped_.load(std::memory_order_relaxed)) throw Preempted{};
 }
 
 }  // namespace tessera

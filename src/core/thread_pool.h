@@ -54,7 +54,9 @@ class ThreadPool {
   int size() const { return n_threads_; }
 
   // Calls fn(begin, end) over chunks covering [0, n); chunk sizes are multiples of `grain`
-  // (except the last). Returns when every chunk is done.
+  // (except the last). Returns when every chunk is done. On a thread armed for preemption
+  // (core/preempt.h), a raised flag skips the chunks not yet started and the call throws
+  // Preempted once the running ones finish: a question waits for one chunk, not a whole GEMM.
   void parallel_for(int64_t n, int64_t grain, RangeFn fn);
 
  private:
@@ -73,6 +75,8 @@ class ThreadPool {
   std::atomic<uint32_t> epoch_{0};
   std::atomic<uint32_t> done_{0};
   std::atomic<bool> stop_{false};
+  const std::atomic<bool>* abort_ = nullptr;  // the caller's preemption flag (core/preempt.h)
+  std::atomic<bool> skipped_{false};          // a chunk was skipped for it
 };
 
 }  // namespace tessera

@@ -83,6 +83,8 @@ KernelTable make_table(Isa level) {
       t.gemm_rows = neon::gemm_rows;
       if (cpu_features().dotprod) t.matmul_q8_rows = neon::matmul_q8_rows_dotprod;
       t.swiglu = neon::swiglu;
+      t.softmax_row = neon::softmax_row_v16;
+      t.gelu_tanh = neon::gelu_tanh_v16;
       t.rms_norm = neon::rms_norm;
       t.add_rms_norm = neon::add_rms_norm;
       t.layer_norm = neon::layer_norm;
@@ -101,6 +103,8 @@ KernelTable make_table(Isa level) {
       t.gemm_rows = avx2::gemm_rows;
       t.matmul_q8_rows = avx2::matmul_q8_rows;
       t.swiglu = avx2::swiglu;
+      t.softmax_row = avx2::softmax_row_v16;
+      t.gelu_tanh = avx2::gelu_tanh_v16;
       t.attention_block = avx2::attention_block;
       t.attention_name = "avx2";
       t.combine_rows_u8 = avx2::combine_rows_u8;

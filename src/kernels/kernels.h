@@ -129,9 +129,14 @@ TESSERA_KERNEL_DECLS
 TESSERA_Q8_DECL
 TESSERA_ENCODER_DECLS
 }  // namespace ref
+// The V16 softmax and GELU (simd/elementwise_simd.inc) for the levels without their own.
+#define TESSERA_V16_ENCODER_DECLS                                                                \
+  void softmax_row_v16(float* x, int64_t n, float scale);                                       \
+  void gelu_tanh_v16(float* x, int64_t n);
 namespace avx2 {
 TESSERA_KERNEL_DECLS
 TESSERA_Q8_DECL
+TESSERA_V16_ENCODER_DECLS
 }  // namespace avx2
 namespace avx512 {
 TESSERA_KERNEL_DECLS
@@ -140,11 +145,13 @@ TESSERA_ENCODER_DECLS
 }  // namespace avx512
 namespace neon {
 TESSERA_KERNEL_DECLS
+TESSERA_V16_ENCODER_DECLS
 // The dot-product kernel (arm/matmul_q8_dotprod.cpp), in the table where the CPU reports dotprod.
 void matmul_q8_rows_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m,
                             int64_t xq_stride, float* y, int64_t ys);
 }  // namespace neon
 #undef TESSERA_Q8_DECL
+#undef TESSERA_V16_ENCODER_DECLS
 #undef TESSERA_ENCODER_DECLS
 #undef TESSERA_KERNEL_DECLS
 namespace ref {
