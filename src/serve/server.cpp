@@ -447,7 +447,7 @@ struct Server::Impl {
       char line[96];
       if (help) out += std::string("# HELP ") + name + " " + help + "\n";
       out += std::string("# TYPE ") + name + " " + type + "\n";
-      std::snprintf(line, sizeof line, " %.17g\n", value);
+      std::snprintf(line, sizeof line, " %.15g\n", value);
       out += name;
       out += line;
     };
