@@ -57,7 +57,8 @@ qemu-aarch64-static -cpu max -L /usr/aarch64-linux-gnu build-arm/kernel_check >/
 # instruction counts of a fixed workload against the last recorded ones (+3% fails)
 bash bench/regress/callgrind.sh
 
-fuzz_seconds="${TESSERA_FUZZ_SECONDS:-30}"
+# 20 s per parser keeps the whole run within CI's 30 minutes on 2 cores; TESSERA_FUZZ_SECONDS for longer runs
+fuzz_seconds="${TESSERA_FUZZ_SECONDS:-20}"
 fuzzers=(fuzz_gguf fuzz_tokenizer fuzz_safetensors fuzz_image fuzz_json)
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_FUZZERS=ON >/dev/null
