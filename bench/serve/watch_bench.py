@@ -182,6 +182,11 @@ def pct(v, q):
     return v[min(len(v) - 1, int(q * len(v)))] if v else float("nan")
 
 
+def answered(rs, phase):
+    """The questions of a phase that got a first token."""
+    return [r for r in rs if r["phase"] == phase and r["ttft_s"] is not None]
+
+
 def report(samples, answers, texts, a):
     print(f"\n## tessera serve --screen x11, --cpu-budget {a.budget}, {a.threads} threads "
           f"({a.minutes:g} min {'replayed' if a.replay else 'live'} typing, {a.idle_minutes:g} min idle)\n")
@@ -206,7 +211,7 @@ def report(samples, answers, texts, a):
         print("\n| questions | TTFT s (median, max) | decode tok/s (median) | memory current when asked | staleness ms when asked (median, max) |")
         print("|---|---|---|---|---|")
         for phase in ("typing", "idle"):
-            rr = [r for r in answers if r["phase"] == phase and r["ttft_s"] is not None]
+            rr = answered(answers, phase)
             if not rr:
                 continue
             t = [r["ttft_s"] for r in rr]
@@ -218,7 +223,7 @@ def report(samples, answers, texts, a):
         print("\n| text questions (no screen) | TTFT s (median, p90, max) | decode tok/s (median, p10) | found background work running (preempted it) |")
         print("|---|---|---|---|")
         for phase in ("typing", "idle"):
-            rr = [r for r in texts if r["phase"] == phase and r["ttft_s"] is not None]
+            rr = answered(texts, phase)
             if not rr:
                 continue
             t, k = [r["ttft_s"] for r in rr], [r["tok_s"] for r in rr]

@@ -109,30 +109,35 @@ size_t Session::prefix_bytes(int n) const {
   return static_cast<size_t>(c.n_layer) * c.n_head_kv * (tiles * k_tile_ + static_cast<size_t>(n) * kv_row_);
 }
 
-void Session::save_prefix(int n, std::vector<uint8_t>& out) const {
-  if (n < 0 || n > n_past_) fail("save_prefix(%d): only %d positions are cached", n, n_past_);
+template <class F>
+void Session::for_each_prefix_run(int n, F f) const {
   const LlamaConfig& c = model_.config();
   const size_t tile_bytes = static_cast<size_t>(c.n_head_kv) * k_tile_, pos_bytes = static_cast<size_t>(c.n_head_kv) * kv_row_;
   const size_t kb = (static_cast<size_t>(n) + kKvTile - 1) / kKvTile * tile_bytes, vb = static_cast<size_t>(n) * pos_bytes;
+  for (int l = 0; l < c.n_layer; ++l)
+    f(static_cast<size_t>(l) * k_tiles() * tile_bytes, kb, static_cast<size_t>(l) * n_ctx_ * pos_bytes, vb);
+}
+
+void Session::save_prefix(int n, std::vector<uint8_t>& out) const {
+  if (n < 0 || n > n_past_) fail("save_prefix(%d): only %d positions are cached", n, n_past_);
   out.resize(prefix_bytes(n));
   uint8_t* o = out.data();
-  for (int l = 0; l < c.n_layer; ++l, o += kb + vb) {
-    std::memcpy(o, k_cache_.data() + static_cast<size_t>(l) * k_tiles() * tile_bytes, kb);
-    std::memcpy(o + kb, v_cache_.data() + static_cast<size_t>(l) * n_ctx_ * pos_bytes, vb);
-  }
+  for_each_prefix_run(n, [&](size_t k_at, size_t kb, size_t v_at, size_t vb) {
+    std::memcpy(o, k_cache_.data() + k_at, kb);
+    std::memcpy(o + kb, v_cache_.data() + v_at, vb);
+    o += kb + vb;
+  });
 }
 
 void Session::restore_prefix(int n, const std::vector<uint8_t>& saved) {
   if (n < 0 || n > n_ctx_ || saved.size() != prefix_bytes(n))
     fail("restore_prefix(%d): %zu saved bytes do not hold %d positions", n, saved.size(), n);
-  const LlamaConfig& c = model_.config();
-  const size_t tile_bytes = static_cast<size_t>(c.n_head_kv) * k_tile_, pos_bytes = static_cast<size_t>(c.n_head_kv) * kv_row_;
-  const size_t kb = (static_cast<size_t>(n) + kKvTile - 1) / kKvTile * tile_bytes, vb = static_cast<size_t>(n) * pos_bytes;
   const uint8_t* in = saved.data();
-  for (int l = 0; l < c.n_layer; ++l, in += kb + vb) {
-    std::memcpy(k_cache_.data() + static_cast<size_t>(l) * k_tiles() * tile_bytes, in, kb);
-    std::memcpy(v_cache_.data() + static_cast<size_t>(l) * n_ctx_ * pos_bytes, in + kb, vb);
-  }
+  for_each_prefix_run(n, [&](size_t k_at, size_t kb, size_t v_at, size_t vb) {
+    std::memcpy(k_cache_.data() + k_at, in, kb);
+    std::memcpy(v_cache_.data() + v_at, in + kb, vb);
+    in += kb + vb;
+  });
   n_past_ = n;
   n_filled_ = std::max(n_filled_, n);
 }

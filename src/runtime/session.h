@@ -88,6 +88,9 @@ class Session {
   size_t kv_row_;                           // bytes of one kv head's V row (kernels/attention.h)
   size_t k_tile_;                           // bytes of one kv head's tile of 16 K rows
   size_t k_tiles() const { return (static_cast<size_t>(n_ctx_) + kKvTile - 1) / kKvTile; }
+  // f(K offset, K bytes, V offset, V bytes) for each layer's run of positions [0, n)
+  template <class F>
+  void for_each_prefix_run(int n, F f) const;
   bool q8_act_;
   // sized for n_ctx, resident only as far as positions are written (core/zeroed_buffer.h)
   ZeroedBuffer k_cache_;                    // [layer][pos / 16][kv head] tiles of 16 positions

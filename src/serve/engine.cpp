@@ -36,15 +36,16 @@ size_t vision_buffer_bytes(const SiglipConfig& c) {
   return floats * sizeof(float);
 }
 
-// The frames a visual memory holds at once for a w x h screen: the newest and the copy being
-// encoded, its resized image and tiles, and four copies of the embeddings (the encoding in
-// progress, the memory, a question's snapshot and its prompt).
-size_t tile_count(const Idefics3Vision& v, int w, int h) {  // the grid after the resize, and the global image
+// A w x h image's tiles: the grid after the resize, and the global image.
+size_t tile_count(const Idefics3Vision& v, int w, int h) {
   const Idefics3PreprocessConfig& p = v.preprocess_config();
   const double scale = static_cast<double>(p.longest_edge) / std::max(w, h);
   return static_cast<size_t>(std::ceil(w * scale / p.tile)) * static_cast<size_t>(std::ceil(h * scale / p.tile)) + 1;
 }
 
+// The frames a visual memory holds at once for a w x h screen: the newest and the copy being
+// encoded, its resized image and tiles, and four copies of the embeddings (the encoding in
+// progress, the memory, a question's snapshot and its prompt).
 size_t frame_bytes(const Idefics3Vision& v, int w, int h) {
   const Idefics3PreprocessConfig& p = v.preprocess_config();
   const size_t tiles = tile_count(v, w, h), tile_px = static_cast<size_t>(p.tile) * static_cast<size_t>(p.tile);

@@ -30,7 +30,6 @@ class TileCache {
 
   // A new budget; least recently used entries go until the cache fits it.
   void set_budget(size_t budget_bytes);
-  size_t budget() const { return budget_; }
 
   size_t bytes() const { return bytes_; }
   size_t entries() const { return map_.size(); }
