@@ -5,8 +5,12 @@
 # file parsers.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+SECONDS=0
 bash "$root/scripts/setup.sh"
 cd "$root"
+
+# each stage's start is stamped with the seconds since the run began, so a slow CI shows where
+stage() { echo "== [${SECONDS}s] $*"; }
 
 # a build step's output is shown only when it fails, and then it stops the run
 build() {  # log name, then the cmake --build arguments
@@ -20,11 +24,13 @@ if [ ! -d build/pylib/openai ]; then
     echo "note: could not install the openai package (see build/pylib.log); serve_api skips its client check"
 fi
 
+stage "ctest"
 (cd build && ctest --output-on-failure -j1)
 
 # The fast suites and the CLI's hostile-input checks again under AddressSanitizer + UBSan. Left
 # to the plain build above: the 18 end-to-end model, vision and watch runs that take 10-90 s
 # each under the sanitizers (4 to 15 minutes together).
+stage "AddressSanitizer + UBSan build and fast suites"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1 -g1" -DTESSERA_SANITIZE=ON >/dev/null
 build build-asan/build.log build-asan -j"$(nproc)" --target tessera-cli tessera_tests
 slow="Attention.MatchesFloat64AndEveryIsaBitwise:Model.FiveAndSixBitMixturesMatchFloat64ReferenceAndAreInvariant"
@@ -48,6 +54,7 @@ rm -rf "$asan_tmp"
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
 # ARM NEON kernels (Apple Silicon's instruction set): cross-compiled, run under qemu-user
+stage "ARM NEON kernels under qemu"
 cmake -S . -B build-arm -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DTESSERA_KERNELS_ONLY=ON \
   -DCMAKE_BUILD_TYPE=Release >/dev/null
 build build-arm/build.log build-arm -j"$(nproc)"
@@ -55,11 +62,13 @@ echo "arm64 (qemu-aarch64 -cpu max): $(qemu-aarch64-static -cpu max -L /usr/aarc
 qemu-aarch64-static -cpu max -L /usr/aarch64-linux-gnu build-arm/kernel_check >/dev/null
 
 # instruction counts of a fixed workload against the last recorded ones (+3% fails)
+stage "callgrind instruction counts"
 bash bench/regress/callgrind.sh
 
 # 20 s per parser keeps the whole run within CI's 30 minutes on 2 cores; TESSERA_FUZZ_SECONDS for longer runs
 fuzz_seconds="${TESSERA_FUZZ_SECONDS:-20}"
 fuzzers=(fuzz_gguf fuzz_tokenizer fuzz_safetensors fuzz_image fuzz_json)
+stage "fuzzers"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_FUZZERS=ON >/dev/null
 build build-fuzz/build.log build-fuzz -j"$(nproc)" --target "${fuzzers[@]}" make_fuzz_seeds
@@ -75,3 +84,4 @@ for target in "${fuzzers[@]}"; do
   grep -E "stat::number_of_executed_units|Done" "$seeds/$target.log" | tail -2
 done
 echo "fuzz: no crashes"
+stage "done"
