@@ -1,5 +1,5 @@
 // Standalone cross-ISA kernel check (no GoogleTest, no image or JSON libraries), so it can be
-// cross-compiled and run under qemu-user: the active ISA's matmul, encoder GEMM, 8-bit-activation
+// cross-compiled and run under qemu-user: the active ISA's matmul (also over decode panels), encoder GEMM, 8-bit-activation
 // matmul and fused attention must equal the scalar twin bit for bit (matmul also within the
 // documented float64 tolerance), GELU and softmax within theirs of float64, over shape, type and
 // head-dim sweeps. Prints "N passed, N failed".
@@ -10,6 +10,7 @@
 
 #include "kernel_cases.h"
 #include "kernels/attention.h"
+#include "kernels/decode_panels.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm_panels.h"
 #include "kernels/q8_panels.h"
@@ -56,6 +57,19 @@ int main() {
       std::printf("FAIL %s %s %lld %lld\n", what, dtype_name(t), a, b);
     }
   };
+  // the decode kernel (one token, several) over decode panels: the scalar twin's bits on the GGUF rows
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::A4G64, DType::Q6_K}) {
+    const int64_t K = t == DType::Q6_K ? 768 : 576;
+    const RandomMatrix W = make_matrix(t, 48, K, static_cast<uint32_t>(K + 11));
+    const PackedWeights P = pack_decode_panels(W.w);
+    for (int64_t M : {1, 3}) {
+      const std::vector<float> x = random_x(M, K, static_cast<uint32_t>(M + 5));
+      std::vector<float> y_ref(static_cast<size_t>(M * 48)), y(y_ref.size(), -1.0f);
+      ref::matmul_rows(W.w, 0, 48, x.data(), M, K, y_ref.data(), 48);
+      matmul(P.matrix, x.data(), M, K, y.data(), 48, pool);
+      check(std::memcmp(y.data(), y_ref.data(), y.size() * 4) == 0, "decode panels", t, K, M);
+    }
+  }
   for (const Case& c : cases()) {  // encoder GEMM: one FMA chain per output
     for (int64_t K : {c.ks.front(), c.ks.back()}) {
       const RandomMatrix W = make_matrix(c.type, 45, K, static_cast<uint32_t>(K + 3));

@@ -1,16 +1,18 @@
-// Decode panels (kernels/decode_panels.h): the same weights in 8-row groups for the AVX-512
-// fp32-activation matmul. Rows rebuilt from the panels are the GGUF bytes; matmul over the
+// Decode panels (kernels/decode_panels.h): the same weights in 8-row groups for the AVX-512 and
+// AVX2/NEON (V16) fp32-activation matmul. Rows rebuilt from the panels are the GGUF bytes; matmul over the
 // panels gives the bits of matmul over the rows, for one token (the panel kernel) and several
 // (prefill, which rebuilds rows), at 1 and 2 threads, whatever the ISA level; other types and
 // shapes are one-line errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
 #include "core/error.h"
 #include "kernel_cases.h"
 #include "kernels/decode_panels.h"
+#include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
 
 namespace tessera {
@@ -52,17 +54,23 @@ TEST(DecodePanels, SameBytesAndSameBits) {
               << isa_name(active_isa());
         }
       }
-#if defined(TESSERA_HAVE_AVX512)
-      // row ranges that do not start on a group read the GGUF rows instead: the same bits
-      if (active_isa() >= Isa::Avx512 && rows > 8) {
-        const std::vector<float> x = test::random_x(1, cols, 6);
-        std::vector<float> want(static_cast<size_t>(rows)), got(want.size(), -1.0f);
-        avx512::matmul_rows(M.w, 0, rows, x.data(), 1, cols, want.data(), rows);
-        avx512::matmul_rows(P.matrix, 0, 3, x.data(), 1, cols, got.data(), rows);
-        avx512::matmul_rows(P.matrix, 3, rows, x.data(), 1, cols, got.data(), rows);
-        ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0);
+      // every vector level this CPU has, over the panels, gives the scalar twin's bits; row ranges
+      // that do not start on a group read the GGUF rows instead: the same bits
+      const std::vector<float> x = test::random_x(1, cols, 6);
+      std::vector<float> want(static_cast<size_t>(rows));
+      ref::matmul_rows(M.w, 0, rows, x.data(), 1, cols, want.data(), rows);
+      for (Isa level : {Isa::Neon, Isa::Avx2, Isa::Avx512}) {
+        const auto rows_fn = kernel_table(level).matmul_rows;
+        if (kernel_table(level).isa != level) continue;  // not on this CPU
+        std::vector<float> got(want.size(), -1.0f);
+        rows_fn(P.matrix, 0, rows, x.data(), 1, cols, got.data(), rows);
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << isa_name(level) << " " << dtype_name(t);
+        if (rows <= 8) continue;
+        std::fill(got.begin(), got.end(), -1.0f);
+        rows_fn(P.matrix, 0, 3, x.data(), 1, cols, got.data(), rows);
+        rows_fn(P.matrix, 3, rows, x.data(), 1, cols, got.data(), rows);
+        ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size() * 4), 0) << isa_name(level) << " split " << dtype_name(t);
       }
-#endif
     }
   const test::RandomMatrix f16 = test::make_matrix(DType::F16, 8, 256, 1);
   EXPECT_THROW(pack_decode_panels(f16.w), Error);

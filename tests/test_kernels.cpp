@@ -229,18 +229,21 @@ TEST(Kernels, Q4KScalesMins8MatchesFieldByField) {
 // The vectorised activation quantizer gives the scalar twin's bytes, including all-zero
 // blocks, tiny (fp16-subnormal) scales, huge values and exact .5 ties.
 TEST(Kernels, QuantizeRowQ8_1SimdMatchesScalar) {
-  if (!has_avx512()) GTEST_SKIP() << "no AVX-512";
-  std::mt19937 rng(7);
-  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (float scale : {1.0f, 1e-6f, 1e-30f, 3e4f, 1e30f, 0.0f}) {
-    std::vector<float> x(32 * 40);
-    for (auto& v : x) v = u(rng) * scale;
-    for (int i = 0; i < 32; ++i) x[static_cast<size_t>(64 + i)] = static_cast<float>(i) - 15.5f;  // ties after scaling? amax 15.5
-    for (int i = 0; i < 32; ++i) x[static_cast<size_t>(96 + i)] = i == 3 ? 127.0f : static_cast<float>(i) + 0.5f;
-    std::vector<BlockQ8_1> a(40), b(40);
-    ref::quantize_row_q8_1(x.data(), a.data(), 32 * 40);
-    avx512::quantize_row_q8_1(x.data(), b.data(), 32 * 40);
-    ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(BlockQ8_1)), 0) << "scale " << scale;
+  if (!has_avx2()) GTEST_SKIP() << "no AVX2";
+  for (Isa level : {Isa::Avx2, Isa::Avx512}) {
+    if (kernel_table(level).isa != level) continue;  // not on this CPU
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+    for (float scale : {1.0f, 1e-6f, 1e-30f, 3e4f, 1e30f, 0.0f}) {
+      std::vector<float> x(32 * 40);
+      for (auto& v : x) v = u(rng) * scale;
+      for (int i = 0; i < 32; ++i) x[static_cast<size_t>(64 + i)] = static_cast<float>(i) - 15.5f;  // ties after scaling? amax 15.5
+      for (int i = 0; i < 32; ++i) x[static_cast<size_t>(96 + i)] = i == 3 ? 127.0f : static_cast<float>(i) + 0.5f;
+      std::vector<BlockQ8_1> a(40), b(40);
+      ref::quantize_row_q8_1(x.data(), a.data(), 32 * 40);
+      kernel_table(level).quantize_row_q8_1(x.data(), b.data(), 32 * 40);
+      ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * sizeof(BlockQ8_1)), 0) << isa_name(level) << " scale " << scale;
+    }
   }
 }
 
@@ -367,55 +370,63 @@ TEST(Kernels, SwigluMatchesScalarTwinAndFloat64) {
   }
 }
 
-// RMS and Layer norms (with and without the fused residual add): the active level (AVX-512 or
-// NEON keep the statistics' eight partial sums in double vectors) bitwise the scalar twins, tails
-// included, and within a few float ulp of float64 (rows with a large common offset included, where
-// a float mean would lose the variance).
+// RMS and Layer norms (with and without the fused residual add): every level this CPU has (AVX2,
+// AVX-512 and NEON keep the statistics' eight partial sums in double vectors) bitwise the scalar
+// twins, tails included, and within a few float ulp of float64 (rows with a large common offset
+// included, where a float mean would lose the variance).
 TEST(Kernels, NormsMatchScalarTwinAndFloat64) {
-  std::mt19937 rng(13);
-  std::normal_distribution<float> nd(0.0f, 2.0f);
-  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 33, 576, 768, 1031}) {
-    for (float offset : {0.0f, 300.0f}) {
-      std::vector<float> x(static_cast<size_t>(n)), d(x.size()), w(x.size()), b(x.size());
-      for (auto& v : x) v = nd(rng) + offset;
-      for (auto& v : d) v = nd(rng);
-      for (auto& v : w) v = nd(rng);
-      for (auto& v : b) v = nd(rng);
-      const float eps = 1e-6f;
-      std::vector<float> want(x.size()), got(x.size()), xw = x, xg = x;
-      ref::layer_norm(x.data(), w.data(), b.data(), want.data(), n, eps);
-      layer_norm(x.data(), w.data(), b.data(), got.data(), n, eps);
-      ASSERT_EQ(std::memcmp(want.data(), got.data(), got.size() * 4), 0) << "layer_norm n=" << n << " " << isa_name(active_isa());
-      double mean = 0, var = 0;
-      for (float v : x) mean += v;
-      mean /= static_cast<double>(n);
-      for (float v : x) var += (v - mean) * (v - mean);
-      var /= static_cast<double>(n);
-      for (int64_t i = 0; i < n; ++i) {
-        // x - m is taken in float with m the mean rounded to float: up to half an ulp of the mean
-        // (relative 6e-8), scaled by 1/σ and w, on top of a few ulp of the result
-        const double inv = 1.0 / std::sqrt(var + eps), exact = (x[i] - mean) * inv * w[i] + b[i];
-        const double tol = 4e-6 * (std::fabs((x[i] - mean) * inv * w[i]) + std::fabs(b[i])) + 6e-8 * std::fabs(mean) * inv * std::fabs(w[i]);
-        ASSERT_NEAR(got[i], exact, tol) << "layer_norm n=" << n << " i=" << i << " offset " << offset;
+  for (Isa level : {Isa::Neon, Isa::Avx2, Isa::Avx512}) {
+    const KernelTable& k = kernel_table(level);
+    if (k.isa != level) continue;  // not on this CPU
+    const auto layer_norm = k.layer_norm;
+    const auto add_layer_norm = k.add_layer_norm;
+    const auto rms_norm = k.rms_norm;
+    const auto add_rms_norm = k.add_rms_norm;
+    std::mt19937 rng(13);
+    std::normal_distribution<float> nd(0.0f, 2.0f);
+    for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 33, 576, 768, 1031}) {
+      for (float offset : {0.0f, 300.0f}) {
+        std::vector<float> x(static_cast<size_t>(n)), d(x.size()), w(x.size()), b(x.size());
+        for (auto& v : x) v = nd(rng) + offset;
+        for (auto& v : d) v = nd(rng);
+        for (auto& v : w) v = nd(rng);
+        for (auto& v : b) v = nd(rng);
+        const float eps = 1e-6f;
+        std::vector<float> want(x.size()), got(x.size()), xw = x, xg = x;
+        ref::layer_norm(x.data(), w.data(), b.data(), want.data(), n, eps);
+        layer_norm(x.data(), w.data(), b.data(), got.data(), n, eps);
+        ASSERT_EQ(std::memcmp(want.data(), got.data(), got.size() * 4), 0) << "layer_norm n=" << n << " " << isa_name(level);
+        double mean = 0, var = 0;
+        for (float v : x) mean += v;
+        mean /= static_cast<double>(n);
+        for (float v : x) var += (v - mean) * (v - mean);
+        var /= static_cast<double>(n);
+        for (int64_t i = 0; i < n; ++i) {
+          // x - m is taken in float with m the mean rounded to float: up to half an ulp of the mean
+          // (relative 6e-8), scaled by 1/σ and w, on top of a few ulp of the result
+          const double inv = 1.0 / std::sqrt(var + eps), exact = (x[i] - mean) * inv * w[i] + b[i];
+          const double tol = 4e-6 * (std::fabs((x[i] - mean) * inv * w[i]) + std::fabs(b[i])) + 6e-8 * std::fabs(mean) * inv * std::fabs(w[i]);
+          ASSERT_NEAR(got[i], exact, tol) << "layer_norm n=" << n << " i=" << i << " offset " << offset;
+        }
+        ref::add_layer_norm(xw.data(), d.data(), w.data(), b.data(), want.data(), n, eps);
+        add_layer_norm(xg.data(), d.data(), w.data(), b.data(), got.data(), n, eps);
+        ASSERT_EQ(std::memcmp(xw.data(), xg.data(), xg.size() * 4), 0) << "add_layer_norm's x, n=" << n;
+        ASSERT_EQ(std::memcmp(want.data(), got.data(), got.size() * 4), 0) << "add_layer_norm n=" << n << " " << isa_name(level);
+        xw = x, xg = x;
+        ref::rms_norm(x.data(), w.data(), want.data(), n, eps);
+        rms_norm(x.data(), w.data(), got.data(), n, eps);
+        ASSERT_EQ(std::memcmp(want.data(), got.data(), got.size() * 4), 0) << "rms_norm n=" << n << " " << isa_name(level);
+        double ss = 0;
+        for (float v : x) ss += static_cast<double>(v) * v;
+        for (int64_t i = 0; i < n; ++i) {
+          const double exact = x[i] / std::sqrt(ss / static_cast<double>(n) + eps) * w[i];
+          ASSERT_NEAR(got[i], exact, 4e-7 * std::fabs(exact) + 1e-30) << "rms_norm n=" << n << " i=" << i;
+        }
+        ref::add_rms_norm(xw.data(), d.data(), w.data(), want.data(), n, eps);
+        add_rms_norm(xg.data(), d.data(), w.data(), got.data(), n, eps);
+        ASSERT_EQ(std::memcmp(xw.data(), xg.data(), xg.size() * 4), 0) << "add_rms_norm's x, n=" << n;
+        ASSERT_EQ(std::memcmp(want.data(), got.data(), got.size() * 4), 0) << "add_rms_norm n=" << n;
       }
-      ref::add_layer_norm(xw.data(), d.data(), w.data(), b.data(), want.data(), n, eps);
-      add_layer_norm(xg.data(), d.data(), w.data(), b.data(), got.data(), n, eps);
-      ASSERT_EQ(std::memcmp(xw.data(), xg.data(), xg.size() * 4), 0) << "add_layer_norm's x, n=" << n;
-      ASSERT_EQ(std::memcmp(want.data(), got.data(), got.size() * 4), 0) << "add_layer_norm n=" << n;
-      xw = x, xg = x;
-      ref::rms_norm(x.data(), w.data(), want.data(), n, eps);
-      rms_norm(x.data(), w.data(), got.data(), n, eps);
-      ASSERT_EQ(std::memcmp(want.data(), got.data(), got.size() * 4), 0) << "rms_norm n=" << n;
-      double ss = 0;
-      for (float v : x) ss += static_cast<double>(v) * v;
-      for (int64_t i = 0; i < n; ++i) {
-        const double exact = x[i] / std::sqrt(ss / static_cast<double>(n) + eps) * w[i];
-        ASSERT_NEAR(got[i], exact, 4e-7 * std::fabs(exact) + 1e-30) << "rms_norm n=" << n << " i=" << i;
-      }
-      ref::add_rms_norm(xw.data(), d.data(), w.data(), want.data(), n, eps);
-      add_rms_norm(xg.data(), d.data(), w.data(), got.data(), n, eps);
-      ASSERT_EQ(std::memcmp(xw.data(), xg.data(), xg.size() * 4), 0) << "add_rms_norm's x, n=" << n;
-      ASSERT_EQ(std::memcmp(want.data(), got.data(), got.size() * 4), 0) << "add_rms_norm n=" << n;
     }
   }
 }

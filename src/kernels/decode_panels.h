@@ -57,6 +57,11 @@ constexpr bool supports_decode_panels(DType t) {
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::A4G64 ||
          t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K;
 }
+// The types the V16 decode kernel (simd/matmul_simd.inc: AVX2, NEON) reads from panels; the
+// 5-bit and Q4_K panels need AVX-512's permutes to pay off.
+constexpr bool v16_decode_panels(DType t) {
+  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0 || t == DType::A4G64 || t == DType::Q6_K;
+}
 // per block (sub-block)
 constexpr int64_t decode_scale_bytes(DType t) { return t == DType::Q4_1 || t == DType::Q5_1 ? 4 : t == DType::Q6_K ? 3 : 2; }
 constexpr int64_t decode_quant_bytes(DType t) {

@@ -9,6 +9,7 @@
 #include "kernels/attention.h"
 #include "kernels/attention_bf16.h"
 #include "kernels/bf16_tiles.h"
+#include "kernels/decode_panels.h"
 #include "kernels/elementwise.h"
 #include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
@@ -59,7 +60,7 @@ KernelTable scalar_table() {
   t.gemm_bf16_rows = ref_gemm_bf16_rows;
   t.pack_attn_bf16 = ref::pack_attn_bf16;
   t.attention_bf16_rows = ref_attention_bf16_rows;
-  t.decode_panels = false;
+  t.decode_panels = nullptr;
   return t;
 }
 
@@ -101,13 +102,19 @@ KernelTable make_table(Isa level) {
       t.isa = Isa::Avx2;
       t.matmul_rows = avx2::matmul_rows;
       t.gemm_rows = avx2::gemm_rows;
+      t.quantize_row_q8_1 = avx2::quantize_row_q8_1;
       t.matmul_q8_rows = avx2::matmul_q8_rows;
       t.swiglu = avx2::swiglu;
+      t.rms_norm = avx2::rms_norm;
+      t.add_rms_norm = avx2::add_rms_norm;
+      t.layer_norm = avx2::layer_norm;
+      t.add_layer_norm = avx2::add_layer_norm;
       t.softmax_row = avx2::softmax_row_v16;
       t.gelu_tanh = avx2::gelu_tanh_v16;
       t.attention_block = avx2::attention_block;
       t.attention_name = "avx2";
       t.combine_rows_u8 = avx2::combine_rows_u8;
+      t.decode_panels = [](DType d) { return v16_decode_panels(d); };
       if (level == Isa::Avx2) break;
       t.isa = Isa::Avx512;
       t.matmul_rows = avx512::matmul_rows;
@@ -124,7 +131,7 @@ KernelTable make_table(Isa level) {
       t.attention_block = avx512::attention_block;
       t.attention_name = "avx512";
       t.combine_rows_u8 = avx512::combine_rows_u8;
-      t.decode_panels = true;
+      t.decode_panels = [](DType d) { return supports_decode_panels(d); };
       if (level == Isa::Avx512) break;
       t.isa = Isa::Avx512Vnni;
       t.matmul_q8_rows = vnni_matmul_q8_rows;

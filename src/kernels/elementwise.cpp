@@ -56,9 +56,9 @@ void add_layer_norm(float* x, const float* d, const float* w, const float* b, fl
 
 }  // namespace ref
 
-// The dispatched norms (rms_norm, layer_norm, ...) are in dispatch.cpp: AVX-512 and NEON keep
-// sum8's partial sums in double vectors (the same bits); AVX2 and the portable level run the
-// scalar twins.
+// The dispatched norms (rms_norm, layer_norm, ...) are in dispatch.cpp: AVX2, AVX-512 and NEON
+// keep sum8's partial sums in double vectors (the same bits); the portable level runs the scalar
+// twins.
 
 void rope_angles(int64_t pos, int head_dim, float base, float* cs) {
   const float theta_scale = std::pow(base, -2.0f / static_cast<float>(head_dim));

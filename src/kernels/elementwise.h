@@ -49,6 +49,9 @@ inline float layer_norm_inv(double var, float eps) { return static_cast<float>(1
 namespace ref {
 TESSERA_NORM_DECLS
 }  // namespace ref
+namespace avx2 {
+TESSERA_NORM_DECLS
+}  // namespace avx2
 namespace avx512 {
 TESSERA_NORM_DECLS
 }  // namespace avx512

@@ -57,9 +57,9 @@ struct KernelTable {
   void (*attention_bf16_rows)(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_t h, int64_t i0, float* out,
                               int64_t out_stride, uint16_t* out_b16);
 
-  // Layouts worth packing at load for this level: the fp32 decode kernel's 8-row panels
-  // (decode_panels.h), read by the AVX-512 matmul_rows only.
-  bool decode_panels;
+  // Layouts worth packing at load for this level: the weight types whose matmul_rows reads the
+  // fp32 decode kernel's 8-row panels (decode_panels.h); null where none does.
+  bool (*decode_panels)(DType);
 };
 
 // The active level's table.

@@ -43,8 +43,8 @@ struct WeightMatrix {
   const uint8_t* gemm_panels = nullptr;
   // The same weights as AMX bf16 tiles for gemm_bf16 (kernels/bf16_tiles.h), or null.
   const uint8_t* bf16_tiles = nullptr;
-  // The same weights in 8-row groups for the AVX-512 fp32-activation matmul (kernels/decode_panels.h),
-  // or null; other kernels read `data`.
+  // The same weights in 8-row groups for the fp32-activation decode kernels (AVX-512, and AVX2 and
+  // NEON for the types v16_decode_panels lists; kernels/decode_panels.h), or null; other kernels read `data`.
   const uint8_t* row_panels = nullptr;
 };
 
@@ -162,6 +162,9 @@ void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);
 void gemm_bf16_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
                     float* y, int64_t ys, const float* bias = nullptr, uint16_t* gelu_b16 = nullptr);
 }  // namespace ref
+namespace avx2 {
+void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);
+}  // namespace avx2
 namespace avx512 {
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);
 // The VNNI kernel (x86/matmul_q8_vnni.cpp); false for weight types it does not cover.

@@ -2,6 +2,7 @@
 #include <filesystem>
 
 #include "core/mapped_file.h"
+#include "kernels/kernels.h"
 #include "profile/probe.h"
 #include "profile/profiler.h"
 
@@ -18,10 +19,14 @@ Peaks load_peaks(const std::string& path, int threads) {
     if (v <= 0) v = probe_lookup(j, name, 1) * threads;  // only the 1-thread figure stored
     return v;
   };
-  p.gflops = get("fp32_fma_avx512");
-  if (p.gflops <= 0) p.gflops = get("fp32_fma");
-  p.int8_gops = get("int8_dot_vnni");
-  p.amx_bf16_gflops = get("amx_bf16");
+  // the roofs of the level the kernels run at (a `--isa avx2` cap on an AVX-512 machine gets AVX2's)
+  const Isa isa = active_isa();
+  const bool x512 = isa >= Isa::Avx512;
+  p.gflops = get(x512 ? "fp32_fma_avx512" : isa == Isa::Avx2 ? "fp32_fma_avx2" : isa == Isa::Neon ? "fp32_fma_neon" : "");
+  p.int8_gops = get(isa >= Isa::Avx512Vnni ? "int8_dot_vnni" : isa == Isa::Neon ? "int8_dot_sdot" : "int8_dot_avx2");
+  // AMX against the ceiling with tile loads (what a GEMM can reach); older probe files lack it
+  p.amx_bf16_gflops = isa == Isa::Amx ? get("amx_bf16_loads") : 0;
+  if (isa == Isa::Amx && p.amx_bf16_gflops <= 0) p.amx_bf16_gflops = get("amx_bf16");
   p.dram_gbs = get("read_dram");
   p.l3_gbs = get("read_l3");
   p.source = path;

@@ -20,9 +20,22 @@ double fma_loop(int64_t iters);
 double vnni_loop(int64_t iters);
 double bf16_dot_loop(int64_t iters);
 double amx_bf16_loop(int64_t iters);
+double amx_bf16_loads_loop(int64_t iters);
 double amx_int8_loop(int64_t iters);
 double read_loop(const float* p, size_t n_floats, int passes);
 }  // namespace probe_x86
+namespace probe_avx2 {
+double fma_loop(int64_t iters);
+double int8_dot_loop(int64_t iters);
+double read_loop(const float* p, size_t n_floats, int passes);
+}  // namespace probe_avx2
+#elif defined(__aarch64__)
+namespace probe_neon {
+double fma_loop(int64_t iters);
+double sdot_loop(int64_t iters);
+double smmla_loop(int64_t iters);
+double read_loop(const float* p, size_t n_floats, int passes);
+}  // namespace probe_neon
 #endif
 
 namespace {
@@ -65,30 +78,79 @@ ProbeResult measure(const std::string& name, const std::string& unit, double sca
 
 }  // namespace
 
+namespace {
+
+// One compute figure: a loop run on each thread, returning the units it did.
+struct ComputeLoop {
+  const char* name;
+  const char* unit;
+  int64_t iters;
+  double (*loop)(int64_t);
+};
+using ReadLoop = double (*)(const float*, size_t, int);
+
+// The loops this CPU (and OS, for AMX) can run, every vector level it has: on an AVX-512 machine
+// the AVX2 figures too, the roofs of the `--isa avx2` cap.
+std::vector<ComputeLoop> compute_loops() {
+  std::vector<ComputeLoop> v;
+#if defined(TESSERA_HAVE_AVX512)
+  const CpuFeatures& f = cpu_features();
+  const bool avx2 = f.os_avx && f.avx2 && f.fma;
+  const bool avx512 = avx2 && f.os_avx512 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
+  if (avx512) {
+    v.push_back({"fp32_fma_avx512", "GFLOP/s", 20'000'000, probe_x86::fma_loop});
+    if (f.avx512vnni) v.push_back({"int8_dot_vnni", "GOP/s", 20'000'000, probe_x86::vnni_loop});
+    if (f.avx512bf16) v.push_back({"bf16_dot_avx512", "GFLOP/s", 10'000'000, probe_x86::bf16_dot_loop});
+  }
+  if (avx2) {
+    v.push_back({"fp32_fma_avx2", "GFLOP/s", 20'000'000, probe_avx2::fma_loop});
+    v.push_back({"int8_dot_avx2", "GOP/s", 10'000'000, probe_avx2::int8_dot_loop});
+  }
+  if (avx512 && amx_granted()) {
+    if (f.amx_bf16) {
+      v.push_back({"amx_bf16", "GFLOP/s", 2'000'000, probe_x86::amx_bf16_loop});
+      v.push_back({"amx_bf16_loads", "GFLOP/s", 2'000'000, probe_x86::amx_bf16_loads_loop});
+    }
+    if (f.amx_int8) v.push_back({"amx_int8", "GOP/s", 2'000'000, probe_x86::amx_int8_loop});
+  }
+#elif defined(__aarch64__)
+  const CpuFeatures& f = cpu_features();
+  v.push_back({"fp32_fma_neon", "GFLOP/s", 20'000'000, probe_neon::fma_loop});
+  if (f.dotprod) v.push_back({"int8_dot_sdot", "GOP/s", 20'000'000, probe_neon::sdot_loop});
+  if (f.i8mm) v.push_back({"int8_mmla_i8mm", "GOP/s", 10'000'000, probe_neon::smmla_loop});
+#endif
+  return v;
+}
+
+ReadLoop read_loop() {
+#if defined(TESSERA_HAVE_AVX512)
+  const CpuFeatures& f = cpu_features();
+  if (f.os_avx512 && f.avx512f) return probe_x86::read_loop;
+  if (f.os_avx && f.avx2) return probe_avx2::read_loop;
+  return nullptr;
+#elif defined(__aarch64__)
+  return probe_neon::read_loop;
+#else
+  return nullptr;
+#endif
+}
+
+}  // namespace
+
 std::vector<ProbeResult> run_probe(const ProbeOptions& opt) {
   const int all = opt.threads > 0 ? opt.threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   std::vector<int> counts = {1};
   if (all > 1) counts.push_back(all);
+  const ReadLoop reader = read_loop();
+  const std::vector<ComputeLoop> loops = compute_loops();
+  if (!reader || loops.empty()) fail("the probe needs AVX2+FMA (x86-64) or NEON (AArch64); this CPU has neither");
+  const auto scaled = [&](int64_t n) { return std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(n) * opt.scale)); };
   std::vector<ProbeResult> out;
-#if defined(TESSERA_HAVE_AVX512)
-  const CpuFeatures& f = cpu_features();
-  const bool avx512 = f.os_avx512 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq;
-  if (!avx512) fail("the probe's compute loops need AVX-512 (not available on this CPU)");
-  for (int t : counts) {
-    out.push_back(measure("fp32_fma_avx512", "GFLOP/s", 1e9, t, opt.repetitions, [](int) { return probe_x86::fma_loop(20'000'000); }));
-    if (f.avx512vnni)
-      out.push_back(measure("int8_dot_vnni", "GOP/s", 1e9, t, opt.repetitions, [](int) { return probe_x86::vnni_loop(20'000'000); }));
-    if (f.avx512bf16)
-      out.push_back(measure("bf16_dot_avx512", "GFLOP/s", 1e9, t, opt.repetitions, [](int) { return probe_x86::bf16_dot_loop(10'000'000); }));
-  }
-  if (amx_granted()) {
+  for (const ComputeLoop& c : loops)
     for (int t : counts) {
-      if (f.amx_bf16)
-        out.push_back(measure("amx_bf16", "GFLOP/s", 1e9, t, opt.repetitions, [](int) { return probe_x86::amx_bf16_loop(2'000'000); }));
-      if (f.amx_int8)
-        out.push_back(measure("amx_int8", "GOP/s", 1e9, t, opt.repetitions, [](int) { return probe_x86::amx_int8_loop(2'000'000); }));
+      const int64_t iters = scaled(c.iters);
+      out.push_back(measure(c.name, c.unit, 1e9, t, opt.repetitions, [&](int) { return c.loop(iters); }));
     }
-  }
   // read bandwidth: per-thread buffers of L2, L3 and DRAM size
   struct Level {
     const char* name;
@@ -96,22 +158,20 @@ std::vector<ProbeResult> run_probe(const ProbeOptions& opt) {
     int passes;
   };
   for (const Level& lv : {Level{"read_l2", size_t{512} << 10, 4000}, Level{"read_l3", size_t{16} << 20, 60}, Level{"read_dram", size_t{512} << 20, 2}}) {
+    const size_t bytes = std::max<size_t>(size_t{64} << 10, static_cast<size_t>(static_cast<double>(lv.bytes) * std::min(1.0, opt.scale * 100)) / 64 * 64);
+    const int passes = static_cast<int>(std::max<int64_t>(1, scaled(lv.passes)));
     for (int t : counts) {
       std::vector<std::unique_ptr<float, decltype(&std::free)>> bufs;
       for (int i = 0; i < t; ++i) {
-        float* p = static_cast<float*>(std::aligned_alloc(64, lv.bytes));
+        float* p = static_cast<float*>(std::aligned_alloc(64, bytes));
         if (!p) fail("probe: out of memory");
-        std::memset(p, 1, lv.bytes);
+        std::memset(p, 1, bytes);
         bufs.emplace_back(p, &std::free);
       }
       out.push_back(measure(lv.name, "GB/s", 1e9, t, opt.repetitions,
-                            [&](int i) { return probe_x86::read_loop(bufs[static_cast<size_t>(i)].get(), lv.bytes / 4, lv.passes); }));
+                            [&](int i) { return reader(bufs[static_cast<size_t>(i)].get(), bytes / 4, passes); }));
     }
   }
-#else
-  (void)counts;
-  fail("the probe is implemented for x86-64 with AVX-512 only so far");
-#endif
   return out;
 }
 
@@ -127,15 +187,8 @@ std::string probe_to_json(const std::vector<ProbeResult>& r) {
 }
 
 double probe_read_pass(const float* p, size_t bytes) {
-#if defined(TESSERA_HAVE_AVX512)
-  const CpuFeatures& f = cpu_features();
-  if (f.os_avx512 && f.avx512f) return probe_x86::read_loop(p, bytes / 4, 1);
-  return 0;
-#else
-  (void)p;
-  (void)bytes;
-  return 0;
-#endif
+  const ReadLoop reader = read_loop();
+  return reader ? reader(p, bytes / 4, 1) : 0;
 }
 
 double probe_lookup(const std::string& json, const std::string& name, int threads) {

@@ -1,7 +1,9 @@
 // `tessera probe`: this machine's measured peaks -- the denominators of every kernel target
-// and of the profiler's roofline. Compute: fp32 FMA (AVX-512), int8 dot (AVX512-VNNI), AMX
-// bf16 and int8 when the OS grants tile data. Bandwidth: reads from L2-, L3- and DRAM-sized
-// buffers. Each figure is the median of repeated timed runs, on 1 thread and on all threads.
+// and of the profiler's roofline. Compute, for each vector level the CPU has: fp32 FMA (AVX2,
+// AVX-512, NEON), int8 dot products (AVX2 vpmaddubsw, AVX512-VNNI, NEON SDOT and SMMLA), bf16
+// (AVX512-BF16), AMX bf16 and int8 when the OS grants tile data (AMX bf16 also with its tile
+// loads, the ceiling a GEMM can reach). Bandwidth: reads from L2-, L3- and DRAM-sized buffers.
+// Each figure is the median of repeated timed runs, on 1 thread and on all threads.
 #pragma once
 #include <string>
 #include <vector>
@@ -18,6 +20,7 @@ struct ProbeResult {
 struct ProbeOptions {
   int threads = 0;  // 0: all cores
   int repetitions = 5;
+  double scale = 1.0;  // iterations and buffer sizes × scale: < 1 for a quick run (under qemu), whose figures mean nothing
 };
 
 std::vector<ProbeResult> run_probe(const ProbeOptions& opt);

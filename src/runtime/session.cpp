@@ -56,11 +56,11 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
   logits_.resize(static_cast<size_t>(kLogitRows) * c.n_vocab);
   if (q8_act_) xq_.resize(B * static_cast<size_t>(std::max(c.n_embd, c.n_ff)) / 32 + 1);
   // Repack once, here, into the layout the kernels read (as llama.cpp's CPU_REPACK): q8 panels
-  // for the 8-bit kernels; with fp32 activations on AVX-512, decode panels (one linear stream per
+  // for the 8-bit kernels; with fp32 activations on AVX-512 and AVX2, decode panels (one linear stream per
   // thread for the decode kernel; the same bits). Either replaces the GGUF bytes, whose pages are
   // then dropped (only the token embeddings read them again, a row per token; a dropped page of a
   // read-only mapping comes back from the file if touched).
-  const bool decode_panels = !q8_act_ && kernels().decode_panels;
+  const auto decode_panels = q8_act_ ? nullptr : kernels().decode_panels;
   const auto pack = [&](const WeightMatrix& w) {
     if (packed_.count(w.data)) return;
     if (q8_act_) {
@@ -70,7 +70,7 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
       packed_bytes_ += pw.bytes;
       packed_.emplace(w.data, std::move(pw));
     } else if (decode_panels) {
-      if (!fits_decode_panels(w)) return;
+      if (!fits_decode_panels(w) || !decode_panels(w.type)) return;
       PackedWeights pw = pack_decode_panels(w, [&](const uint8_t* p, size_t n) { model.release_pages(p, n); });
       packed_bytes_ += pw.bytes;
       packed_.emplace(w.data, std::move(pw));

@@ -97,7 +97,7 @@ class Session {
   ZeroedBuffer v_cache_;                    // [layer][pos][kv head] rows of kv_type_
   std::vector<BlockQ8_1> xq_;               // quantized activations (q8_act_)
   // The weights repacked at construction, by their GGUF data pointer: into q8 panels (q8_act_), or
-  // for the AVX-512 fp32-activation kernels into decode panels (kernels/decode_panels.h)
+  // for the AVX-512 and AVX2 fp32-activation kernels into decode panels (kernels/decode_panels.h)
   std::unordered_map<const uint8_t*, PackedWeights> packed_;
   size_t packed_bytes_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_, logits_;

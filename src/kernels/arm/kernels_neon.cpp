@@ -9,6 +9,7 @@
 
 #include "kernels/attention.h"
 #include "kernels/exp_poly.h"
+#include "kernels/decode_panels.h"
 #include "kernels/gemm_panels.h"
 #include "kernels/kernels.h"
 #include "kernels/simd/deq16.h"

@@ -82,17 +82,6 @@ void rms_norm_x(const float* x, const float* w, float* y, int64_t n, float eps, 
 
 }  // namespace
 
-void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) {
-  rms_norm_x(x, w, y, n, eps, sum_x(const_cast<float*>(x), nullptr, n, true));  // not written without d
-}
-void add_rms_norm(float* x, const float* d, const float* w, float* y, int64_t n, float eps) {
-  rms_norm_x(x, w, y, n, eps, sum_x(x, d, n, true));
-}
-void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps) {
-  layer_norm_x(x, w, b, y, n, eps, sum_x(const_cast<float*>(x), nullptr, n, false));
-}
-void add_layer_norm(float* x, const float* d, const float* w, const float* b, float* y, int64_t n, float eps) {
-  layer_norm_x(x, w, b, y, n, eps, sum_x(x, d, n, false));
-}
+#include "kernels/simd/norms_entry.inc"
 
 }  // namespace tessera::neon
