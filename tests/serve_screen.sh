@@ -14,10 +14,11 @@ d=$((90 + RANDOM % 400))
 while [ -e "/tmp/.X$d-lock" ]; do d=$((d + 1)); done
 Xvfb ":$d" -screen 0 1280x800x24 -nolisten tcp >"$tmp/xvfb.log" 2>&1 &
 pids+=($!); disown
-for _ in $(seq 1 50); do [ -e "/tmp/.X11-unix/X$d" ] && break; sleep 0.1; done
+# generous waits: on a loaded 2-core machine (builds beside the test) xterm took over 5 s to map
+for _ in $(seq 1 300); do [ -e "/tmp/.X11-unix/X$d" ] && break; sleep 0.1; done
 DISPLAY=":$d" xterm -geometry 100x30+0+0 >/dev/null 2>&1 &
 pids+=($!); disown
-for _ in $(seq 1 50); do win=$(DISPLAY=":$d" xdotool search --class xterm 2>/dev/null | head -n 1); [ -n "$win" ] && break; sleep 0.1; done
+for _ in $(seq 1 300); do win=$(DISPLAY=":$d" xdotool search --class xterm 2>/dev/null | head -n 1); [ -n "$win" ] && break; sleep 0.1; done
 [ -n "$win" ] || { echo "FAIL xterm did not start on :$d"; exit 1; }
 sleep 0.5
 

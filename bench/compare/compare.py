@@ -7,16 +7,21 @@ Tests (llama-bench's, plus vision):
   pp512, tg128, pp512 @ d512      tessera bench  vs  llama-bench (same model file); with --q8 also
                                   tessera --q8-activations (llama.cpp's own W4A8 numerics) vs the
                                   same llama-bench runs
-  vision encode per 512 tile      tessera run    vs  llama-mtmd-cli on a 1920x1080 screenshot (13 tiles);
-                                  with --q8 also tessera --q8-activations, which runs a quantized
-                                  mmproj's layers on 8-bit activations (as llama.cpp does for them)
+  vision encode per 512 tile      tessera run    vs  llama-mtmd-cli (SmolVLM chat template) on a 1920x1080
+                                  screenshot (13 tiles), once per mmproj file: by default the f16 one
+                                  (the type llama.cpp users download) and its Q8_0 conversion; with --q8
+                                  also tessera --q8-activations, which runs a quantized mmproj's layers on
+                                  8-bit activations (as llama.cpp does for them)
   screenshot question             the same runs, end to end (preprocess, encode, prefill, answer)
 
-  .peers/venv/bin/python bench/compare/compare.py [--rounds 5] [-t 2] [--q8] [--bf16] [--no-vision | --no-text]
-      [--mmproj M.gguf] [--out out/compare]
+  python3 bench/compare/compare.py [--rounds 5] [-t 2] [--q8] [--bf16] [--no-vision | --no-text]
+      [--mmproj M.gguf ...] [--out out/compare]
 
-Needs build/tessera (scripts/setup.sh), the llama.cpp build (bench/peers/build_llamacpp.sh) and,
-for the vision tests, the SmolVLM-shaped GGUF pair (tessera vlm-init, see docs/vision.md).
+Needs build/tessera (scripts/setup.sh) and the llama.cpp build (bench/peers/build_llamacpp.sh). The
+vision tests use the full-size SmolVLM-256M-shaped pair in .peers/smolvlm-full/; when it is missing it
+is made here (tessera vlm-init: the real SmolLM2 text weights, a seeded random SigLIP-B/16 in f16;
+tessera convert --type q8_0 for the Q8_0 mmproj). It prints which tests ran and writes the machine's
+fingerprint (CPU, ISA class, both builds) beside the results.
 """
 import argparse
 import os
@@ -29,6 +34,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+PAIR = ROOT / ".peers/smolvlm-full"
 TESSERA = ROOT / "build/tessera"
 LLAMA_BIN = Path(os.environ.get("LLAMA_BIN", ROOT / ".peers/llama.cpp-build/bin"))  # NO_AMX build: see build_llamacpp.sh
 
@@ -63,6 +69,7 @@ def tessera_image(a, image, q8=False, bf16=False):
 def llama_image(a, image):
     t0 = time.monotonic()
     e = run([LLAMA_BIN / "llama-mtmd-cli", "-m", a.text, "--mmproj", a.mmproj, "--image", image, "-p", a.question,
+             "--chat-template", "smolvlm",
              "-n", a.n_answer, "-t", a.threads, "--temp", 0, "--seed", 1, "--perf", "-v"]).stderr
     wall = (time.monotonic() - t0) * 1e3
     encs = [float(x) for x in re.findall(r"mtmd batch encoding done in (\d+) ms", e)]
@@ -103,11 +110,48 @@ def plot(rows, path, title):
     fig.savefig(path, dpi=120)
 
 
+def ensure_pair():
+    """The default full-size SmolVLM pair: made with tessera vlm-init (f16 mmproj) and convert (Q8_0) when missing."""
+    text, f16, q8 = PAIR / "text.gguf", PAIR / "mmproj.gguf", PAIR / "mmproj-q8_0.gguf"
+    PAIR.mkdir(parents=True, exist_ok=True)
+    if not text.exists() or not f16.exists():
+        print(f"making the SmolVLM-256M-shaped pair in {PAIR} (tessera vlm-init)", file=sys.stderr)
+        run([TESSERA, "vlm-init", "--out-text", text, "--out-mmproj", f16])
+    if not q8.exists():
+        print(f"making {q8.name} (tessera convert --type q8_0)", file=sys.stderr)
+        run([TESSERA, "convert", "-m", f16, "-o", q8, "--type", "q8_0"])
+
+
+def gguf_type(path):
+    """The mmproj's weight type as the file name says it (vlm-init's is f16)."""
+    m = re.search(r"(f16|f32|bf16|q8_0|q4_0|q4_1|q5_0|q5_1|q4_k|q5_k|q6_k)", Path(path).name.lower())
+    return m[1] if m else "f16"
+
+
+def fingerprint(a):
+    """The machine and both builds: tessera's bench fingerprint, the CPU model and ISA class, llama.cpp's build."""
+    fp = json.loads(run([TESSERA, "bench", "-p", 1, "-n", 0, "-d", 0, "-r", 1, "--json"]).stdout)["machine"]
+    try:
+        model = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
+        flags = next(l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags"))
+        fp["cpu_model"] = model
+        fp["isa_class"] = ("AMX" if "amx_tile" in flags else "AVX-512" if "avx512f" in flags else
+                           "AVX2" if "avx2" in flags else "other")
+    except (OSError, StopIteration):
+        pass
+    try:
+        lb = json.loads(run([LLAMA_BIN / "llama-bench", "-m", a.model, "-t", a.threads, "-r", 1, "-o", "json", "-p", 8, "-n", 0]).stdout)[0]
+        fp["llama.cpp"] = {k: lb.get(k) for k in ("build_commit", "build_number", "cpu_info", "backends")}
+    except (subprocess.CalledProcessError, OSError, ValueError, IndexError):
+        fp["llama.cpp"] = None
+    return fp
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("-m", "--model", default=str(ROOT / "models/SmolLM2-135M-Instruct.Q4_1.gguf"))
-    ap.add_argument("--text", default=str(ROOT / ".peers/smolvlm-full/text.gguf"), help="SmolVLM text GGUF (vision tests)")
-    ap.add_argument("--mmproj", default=str(ROOT / ".peers/smolvlm-full/mmproj.gguf"))
+    ap.add_argument("--text", default=str(PAIR / "text.gguf"), help="SmolVLM text GGUF (vision tests)")
+    ap.add_argument("--mmproj", action="append", help="mmproj GGUF, repeatable (default: the pair's f16 and Q8_0 files, made when missing)")
     ap.add_argument("--screenshot", default=str(ROOT / "tests/fixtures/vision/screens/desktop_1920x1080.png"))
     ap.add_argument("--question", default="What is the user working on?")
     ap.add_argument("--n-answer", type=int, default=16)
@@ -121,14 +165,30 @@ def main():
     a = ap.parse_args()
     out = Path(a.out)
     out.mkdir(parents=True, exist_ok=True)
+    ran, skipped = [], []
+    if not a.no_vision and not a.mmproj:
+        if Path(a.text) == PAIR / "text.gguf":
+            ensure_pair()
+        a.mmproj = [str(PAIR / "mmproj.gguf"), str(PAIR / "mmproj-q8_0.gguf")]
+    mmprojs = [] if a.no_vision else [m for m in (a.mmproj or []) if Path(m).exists()]
+    if a.no_vision:
+        skipped.append("vision (--no-vision)")
+    for m in a.mmproj or []:
+        if not Path(m).exists():
+            skipped.append(f"vision with {m} (no such file)")
+    if not Path(a.text).exists():
+        skipped.append(f"vision (no text GGUF {a.text})")
+        mmprojs = []
     text_tests = [] if a.no_text else [("pp512", 512, 0, 0), ("tg128", 0, 128, 0), ("pp512 @ d512", 512, 0, 512)]
     res = {name: ([], []) for name, *_ in text_tests}
     if a.q8:
         for name, *_ in text_tests:
             res[name + " (q8 act)"] = ([], [])
-    vision = not a.no_vision and Path(a.mmproj).exists() and Path(a.text).exists()
-    if vision:
-        for k in ("vision encode per 512 tile", "screenshot question (total)"):
+    def vkeys(mm):
+        t = gguf_type(mm)
+        return f"vision encode per 512 tile, {t} mmproj", f"screenshot question (total), {t} mmproj"
+    for mm in mmprojs:
+        for k in vkeys(mm):
             res[k] = ([], [])
             if a.q8:
                 res[k + " (q8 act)"] = ([], [])
@@ -141,24 +201,30 @@ def main():
             if a.q8:
                 res[name + " (q8 act)"][0].append(tessera_text(a, p, n, d, q8=True))
                 res[name + " (q8 act)"][1].append(res[name][1][-1])
-        if vision:
+        for mm in mmprojs:
+            a.mmproj = mm  # tessera_image / llama_image read a.mmproj
+            tile, total = vkeys(mm)
             ta, la = tessera_image(a, a.screenshot), llama_image(a, a.screenshot)
-            res["vision encode per 512 tile"][0].append(ta["tile_ms"])
-            res["vision encode per 512 tile"][1].append(la["tile_ms"])
-            res["screenshot question (total)"][0].append(ta["total_ms"])
-            res["screenshot question (total)"][1].append(la["total_ms"])
+            res[tile][0].append(ta["tile_ms"])
+            res[tile][1].append(la["tile_ms"])
+            res[total][0].append(ta["total_ms"])
+            res[total][1].append(la["total_ms"])
             for tag, on, kw in ((" (q8 act)", a.q8, {"q8": True}), (" (bf16 AMX)", a.bf16, {"bf16": True})):
                 if on:
                     tv = tessera_image(a, a.screenshot, **kw)
-                    res["vision encode per 512 tile" + tag][0].append(tv["tile_ms"])
-                    res["vision encode per 512 tile" + tag][1].append(la["tile_ms"])
-                    res["screenshot question (total)" + tag][0].append(tv["total_ms"])
-                    res["screenshot question (total)" + tag][1].append(la["total_ms"])
+                    res[tile + tag][0].append(tv["tile_ms"])
+                    res[tile + tag][1].append(la["tile_ms"])
+                    res[total + tag][0].append(tv["total_ms"])
+                    res[total + tag][1].append(la["total_ms"])
         print(f"round {r + 1}/{a.rounds} done", file=sys.stderr)
     rows = [summarize(k, "t/s" if k.startswith(("pp", "tg")) else "ms", v[0], v[1]) for k, v in res.items()]
-    fp = json.loads(run([TESSERA, "bench", "-p", 1, "-n", 0, "-d", 0, "-r", 1, "--json"]).stdout)["machine"]
-    title = f"tessera vs llama.cpp, {a.threads} threads, {a.rounds} interleaved rounds, {fp['cpu']} ({fp['commit']})"
-    print(f"{title}\nmodel: {Path(a.model).name}; vision: {Path(a.text).name} + {Path(a.mmproj).name}\n")
+    fp = fingerprint(a)
+    ran = [r["test"] for r in rows]
+    title = (f"tessera vs llama.cpp, {a.threads} threads, {a.rounds} interleaved rounds, {fp.get('cpu_model', fp['cpu'])}"
+             f" [{fp.get('isa_class', '?')}] ({fp['commit']})")
+    print(f"{title}\nmodel: {Path(a.model).name}; vision: {Path(a.text).name} + {', '.join(Path(m).name for m in mmprojs) or 'none'}")
+    print(f"tests run: {', '.join(ran) or 'none'}")
+    print(f"skipped: {'; '.join(skipped) or 'none'}\n")
     print("| test | unit | tessera median (min..max) | llama.cpp median (min..max) | tessera speed-up: median (min..max) |")
     print("|---|---|---|---|---|")
     for r in rows:
@@ -166,7 +232,9 @@ def main():
         print(f"| {r['test']} | {r['unit']} | {statistics.median(t):.1f} ({min(t):.1f}..{max(t):.1f}) | "
               f"{statistics.median(l):.1f} ({min(l):.1f}..{max(l):.1f}) | {r['speedup_median']:.2f}x "
               f"({r['speedup_min']:.2f}..{r['speedup_max']:.2f}) |")
-    (out / "compare.json").write_text(json.dumps({"machine": fp, "threads": a.threads, "rounds": a.rounds, "rows": rows}, indent=1))
+    (out / "compare.json").write_text(json.dumps({"machine": fp, "threads": a.threads, "rounds": a.rounds, "tests_run": ran,
+                                                 "skipped": skipped, "rows": rows}, indent=1))
+    (out / "fingerprint.json").write_text(json.dumps(fp, indent=1))
     try:  # the plot is optional: matplotlib lives in the reference venv, not in every python3
         plot(rows, out / "compare.png", title)
         print(f"\nwrote {out / 'compare.json'} and {out / 'compare.png'}", file=sys.stderr)

@@ -24,16 +24,22 @@ double fma_loop(int64_t iters) {
 }
 
 // The int8 dot product as AVX2 has it (what the 8-bit-activation kernels run): vpmaddubsw (32
-// u8×s8 products summed in pairs), vpmaddwd by ones (pairs to int32), vpaddd. Each chain feeds
-// its accumulator back in as the signed operand, or the compiler hoists the loop-invariant
-// multiplies and times the adds alone; 12 chains cover the 7-cycle chain latency at two per
-// cycle. Returns int8 ops (32 multiplies + 32 adds per vpmaddubsw).
+// u8×s8 products summed in pairs), vpmaddwd by ones (pairs to int32), vpaddd into 12 independent
+// accumulators. An operand passes through an empty asm before each multiply so the compiler can
+// neither hoist the loop-invariant multiplies nor share one between chains (it did both: the loop
+// then timed the adds alone). Returns int8 ops (32
+// multiplies + 32 adds per vpmaddubsw).
 double int8_dot_loop(int64_t iters) {
   __m256i a[12];
   for (int i = 0; i < 12; ++i) a[i] = _mm256_set1_epi32(i);
-  const __m256i b = _mm256_set1_epi8(3), ones = _mm256_set1_epi16(1);
+  __m256i b = _mm256_set1_epi8(3);
+  const __m256i c = _mm256_set1_epi8(-2);
+  const __m256i ones = _mm256_set1_epi16(1);
   for (int64_t it = 0; it < iters; ++it)
-    for (int i = 0; i < 12; ++i) a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(b, a[i]), ones));
+    for (int i = 0; i < 12; ++i) {
+      asm volatile("" : "+x"(b));  // a "new" b each time: no hoisting, no sharing between chains
+      a[i] = _mm256_add_epi32(a[i], _mm256_madd_epi16(_mm256_maddubs_epi16(b, c), ones));
+    }
   __m256i s = a[0];
   for (int i = 1; i < 12; ++i) s = _mm256_add_epi32(s, a[i]);
   volatile int sink = _mm256_extract_epi32(s, 0);
