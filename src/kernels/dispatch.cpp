@@ -92,6 +92,9 @@ KernelTable make_table(Isa level) {
       t.add_layer_norm = neon::add_layer_norm;
       t.attention_block = neon::attention_block;
       t.attention_name = "neon";
+      // the V16 decode kernel reads them as on AVX2 (bitwise, kernel_check under qemu); its speed
+      // on Apple's cores is not measured here
+      t.decode_panels = [](DType d) { return v16_decode_panels(d); };
 #endif
       break;
     case Isa::Avx2:
