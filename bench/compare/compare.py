@@ -135,6 +135,9 @@ def fingerprint(a):
         model = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
         flags = next(l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags"))
         fp["cpu_model"] = model
+        fam = {k: next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.split(":")[0].strip() == k)
+               for k in ("cpu family", "model", "stepping")}
+        fp["cpu_family_model_stepping"] = f"{fam['cpu family']}/{fam['model']}/{fam['stepping']}"
         fp["isa_class"] = ("AMX" if "amx_tile" in flags else "AVX-512" if "avx512f" in flags else
                            "AVX2" if "avx2" in flags else "other")
     except (OSError, StopIteration):
