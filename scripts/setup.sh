@@ -8,7 +8,7 @@ cd "$root"
 packages=(cmake g++ make pkg-config python3 python3-pip libgtest-dev libbenchmark-dev
           nlohmann-json3-dev libcli11-dev libcpp-httplib-dev curl libxcb-shm0-dev libxcb-damage0-dev libxcb-xfixes0-dev
           xvfb xdotool xterm clang libclang-rt-14-dev libpng-dev libjpeg-dev
-          g++-aarch64-linux-gnu qemu-user-static valgrind xz-utils)
+          g++-aarch64-linux-gnu clang-19 qemu-user-static valgrind xz-utils)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

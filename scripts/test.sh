@@ -53,13 +53,21 @@ echo "serve under ASan: $(grep -c '^ok' "$asan_tmp/serve.log") checks passed"
 rm -rf "$asan_tmp"
 unset ASAN_OPTIONS UBSAN_OPTIONS
 
-# ARM NEON kernels (Apple Silicon's instruction set): cross-compiled, run under qemu-user
+# ARM NEON kernels (Apple Silicon's instruction set) and the SME GEMM (clang-19): cross-compiled, run under qemu-user
 stage "ARM NEON kernels under qemu"
 cmake -S . -B build-arm -DCMAKE_TOOLCHAIN_FILE=cmake/aarch64-linux-gnu.cmake -DTESSERA_KERNELS_ONLY=ON \
   -DCMAKE_BUILD_TYPE=Release >/dev/null
 build build-arm/build.log build-arm -j"$(nproc)"
-echo "arm64 (qemu-aarch64 -cpu max): $(qemu-aarch64-static -cpu max -L /usr/aarch64-linux-gnu build-arm/kernel_check | tail -n 1)"
-qemu-aarch64-static -cpu max -L /usr/aarch64-linux-gnu build-arm/kernel_check >/dev/null
+# each configuration runs once: its last line printed, any failure shown and fatal
+arm_check() {  # label, then the qemu -cpu value
+  local out
+  out="$(qemu-aarch64-static -cpu "$2" -L /usr/aarch64-linux-gnu build-arm/kernel_check)" ||
+    { echo "$out" | grep -E "FAIL" | head -n 20; echo "kernel_check failed ($1)" >&2; exit 1; }
+  echo "arm64 ($1): $(echo "$out" | tail -n 1)"
+}
+arm_check "qemu-aarch64 -cpu max, SME at 256 bits" max
+# Apple M4's 512-bit streaming vectors for the SME encoder GEMM
+arm_check "SME at 512 bits" max,sme512=on,sme1024=off,sme2048=off
 # the probe's NEON, SDOT and SMMLA loops run (figures under emulation mean nothing)
 qemu-aarch64-static -cpu max -L /usr/aarch64-linux-gnu build-arm/probe_check --quick | tail -n 1
 

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/cpu.h"
 #include "kernel_cases.h"
 #include "kernels/attention.h"
 #include "kernels/decode_panels.h"
@@ -22,6 +23,11 @@ int main() {
   int passed = 0, failed = 0;
   ThreadPool pool(2);
   std::printf("kernel_check: active ISA %s (detected %s)\n", isa_name(active_isa()), isa_name(detected_isa()));
+#if defined(TESSERA_HAVE_SME)
+  if (cpu_features().sme)
+    std::printf("kernel_check: encoder GEMM on SME (streaming vectors of %llu floats)\n",
+                static_cast<unsigned long long>(neon::sme_vector_words()));
+#endif
   for (const Case& c : cases()) {
     for (int64_t K : c.ks) {
       for (int64_t N : {1, 3, 8, 13}) {
@@ -73,7 +79,7 @@ int main() {
   for (const Case& c : cases()) {  // encoder GEMM: one FMA chain per output
     for (int64_t K : {c.ks.front(), c.ks.back()}) {
       const RandomMatrix W = make_matrix(c.type, 45, K, static_cast<uint32_t>(K + 3));
-      for (int64_t M : {1, 7, 13}) {
+      for (int64_t M : {1, 7, 13, 37}) {  // 37: several of SME's token blocks, the last partial
         const std::vector<float> x = random_x(M, K, static_cast<uint32_t>(M + K));
         std::vector<float> y_ref(static_cast<size_t>(M * 45)), y(y_ref.size());
         ref::gemm_rows(W.w, 0, 45, x.data(), M, K, y_ref.data(), 45);

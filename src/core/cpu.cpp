@@ -43,6 +43,7 @@ const CpuFeatures& cpu_features() {
 #elif defined(__aarch64__) && defined(__linux__)
     c.dotprod = (getauxval(AT_HWCAP) >> 20) & 1;  // HWCAP_ASIMDDP
     c.i8mm = (getauxval(AT_HWCAP2) >> 13) & 1;    // HWCAP2_I8MM
+    c.sme = (getauxval(AT_HWCAP2) >> 23) & 1;     // HWCAP2_SME
 #elif defined(__aarch64__) && defined(__APPLE__)
     c.dotprod = true;  // every Apple Silicon core (M1 and later)
 #endif

@@ -8,7 +8,7 @@ struct CpuFeatures {
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512vnni = false, avx512bf16 = false;
   bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
   bool os_avx = false, os_avx512 = false, os_amx = false;  // XCR0 has the register state enabled
-  bool dotprod = false, i8mm = false;                      // AArch64 (HWCAP)
+  bool dotprod = false, i8mm = false, sme = false;         // AArch64 (HWCAP, HWCAP2)
 };
 
 const CpuFeatures& cpu_features();

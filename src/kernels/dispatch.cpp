@@ -83,6 +83,9 @@ KernelTable make_table(Isa level) {
       t.matmul_rows = neon::matmul_rows;
       t.gemm_rows = neon::gemm_rows;
       if (cpu_features().dotprod) t.matmul_q8_rows = neon::matmul_q8_rows_dotprod;
+#if defined(TESSERA_HAVE_SME)
+      if (cpu_features().sme) t.gemm_rows = neon::gemm_rows_sme;
+#endif
       t.swiglu = neon::swiglu;
       t.softmax_row = neon::softmax_row_v16;
       t.gelu_tanh = neon::gelu_tanh_v16;

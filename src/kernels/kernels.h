@@ -149,6 +149,11 @@ TESSERA_V16_ENCODER_DECLS
 // The dot-product kernel (arm/matmul_q8_dotprod.cpp), in the table where the CPU reports dotprod.
 void matmul_q8_rows_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m,
                             int64_t xq_stride, float* y, int64_t ys);
+// The SME encoder GEMM (arm/gemm_sme.cpp, built by clang-19 where found: TESSERA_HAVE_SME), in the
+// table where the CPU reports SME; bitwise gemm_rows. Its streaming vector length in 32-bit words.
+void gemm_rows_sme(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m, int64_t xs, float* y,
+                   int64_t ys);
+uint64_t sme_vector_words();
 }  // namespace neon
 #undef TESSERA_Q8_DECL
 #undef TESSERA_V16_ENCODER_DECLS
