@@ -7,6 +7,9 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <random>
+#include <utility>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -98,6 +101,36 @@ double max_rel_err(const std::vector<float>& got, const float* want, size_t n) {
 }
 
 }  // namespace
+
+// Incremental preprocessing: a frame that changed in rows [a, b) resampled only where those rows
+// reach (each resize's vertical support, the tiles they fall in, the global image) gives every
+// tile bitwise what the whole frame's preprocessing gives: bands at the top, the bottom, one row,
+// across tile borders, one after another on the same state; with and without splitting, both
+// arithmetics; a frame of another size or a state left invalid starts over.
+TEST(Vision, IncrementalPreprocessingIsBitwiseTheWholeFrame) {
+  ImageRGB img = load_image(test::source_path(kScreens + std::string("xterm_700x450.png")));
+  std::mt19937 rng(5);
+  ThreadPool two(2);
+  for (bool split : {true, false})
+    for (ResampleArithmetic arith : {ResampleArithmetic::Torch, ResampleArithmetic::Pillow}) {
+      Idefics3PreprocessConfig cfg;
+      cfg.split = split;
+      cfg.arithmetic = arith;
+      PreprocessState st;
+      ImageRGB frame = img;
+      EXPECT_EQ(tile_hashes(preprocess_idefics3_rows(frame, cfg, 0, frame.height, st, &two)), tile_hashes(preprocess_idefics3(frame, cfg)));
+      const int H = frame.height;
+      for (auto [a, b] : std::vector<std::pair<int, int>>{{0, 3}, {H - 1, H}, {200, 201}, {100, 260}, {37, 38}, {0, H}}) {
+        for (int y = a; y < b; ++y)
+          for (int x = 0; x < frame.width * 3; ++x) frame.row(y)[x] = static_cast<uint8_t>(rng());
+        const PreprocessedImage& inc = preprocess_idefics3_rows(frame, cfg, a, b, st, &two);
+        EXPECT_EQ(tile_hashes(inc), tile_hashes(preprocess_idefics3(frame, cfg)))
+            << "rows " << a << ".." << b << (split ? " split" : " global only") << " " << static_cast<int>(arith);
+      }
+      st.valid = false;  // as a failed call leaves it: the next call computes everything
+      EXPECT_EQ(tile_hashes(preprocess_idefics3_rows(img, cfg, 5, 6, st)), tile_hashes(preprocess_idefics3(img, cfg)));
+    }
+}
 
 // Every tile of every test screen is bit-identical to transformers' default (torchvision)
 // Idefics3ImageProcessor, and to the Pillow one with Pillow arithmetic.

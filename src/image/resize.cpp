@@ -117,11 +117,19 @@ void transpose_pixels(const uint8_t* src, int64_t src_stride, int64_t rows, int6
 
 }  // namespace
 
-ImageRGB resize_like_pil(const ImageRGB& in, int out_w, int out_h, ResampleFilter f, ResampleArithmetic arith,
-                         ThreadPool* pool) {
+void resize_rows_like_pil(const ImageRGB& in, ImageRGB& out, int o0, int o1, ResampleFilter f, ResampleArithmetic arith,
+                          ThreadPool* pool) {
+  const int out_w = out.width, out_h = out.height;
   if (out_w <= 0 || out_h <= 0 || out_w > (1 << 16) || out_h > (1 << 16)) fail("resize to %dx%d is out of range", out_w, out_h);
-  if (in.width == out_w && in.height == out_h) return in;  // Pillow returns a copy
+  if (out.pixels.size() != static_cast<size_t>(out_w) * out_h * 3) fail("resize: the output image is not %dx%d", out_w, out_h);
+  o0 = std::max(0, o0);
+  o1 = std::min(out_h, o1);
+  if (o0 >= o1) return;
   const bool need_h = out_w != in.width, need_v = out_h != in.height;
+  if (!need_h && !need_v) {  // Pillow returns a copy
+    std::memcpy(out.row(o0), in.row(o0), static_cast<size_t>(o1 - o0) * out_w * 3);
+    return;
+  }
   const Coeffs ch = precompute(in.width, out_w, f, arith);
   Coeffs cv = precompute(in.height, out_h, f, arith);
   const auto combine = combine_rows_u8;  // kernels/resample.h, vectorised per ISA
@@ -129,15 +137,16 @@ ImageRGB resize_like_pil(const ImageRGB& in, int out_w, int out_h, ResampleFilte
     if (pool) pool->parallel_for(n, 8, fn);
     else fn(0, n);
   };
-  const ImageRGB* src = &in;
-  ImageRGB tmp;
+  // the source rows output rows [o0, o1) read (all of them without a vertical pass)
+  const int y_first = need_v ? cv.bounds[2 * static_cast<size_t>(o0)] : o0;
+  const int y_last = need_v ? cv.bounds[2 * static_cast<size_t>(o1) - 2] + cv.bounds[2 * static_cast<size_t>(o1) - 1] : o1;
+  const int h = y_last - y_first;
+  const uint8_t* src = in.row(y_first);  // rows y_first.., the vertical pass's source
+  int64_t src_stride = int64_t{in.width} * 3;
+  std::vector<uint8_t> tmp;
   if (need_h) {
-    // only the source rows the vertical pass reads, as columns: output column xx combines
-    // source columns xmin.. with its taps, a whole column (h pixels) at a time
-    const int y_first = cv.bounds[0];
-    const int y_last = cv.bounds[2 * static_cast<size_t>(out_h) - 2] + cv.bounds[2 * static_cast<size_t>(out_h) - 1];
-    for (int i = 0; i < out_h; ++i) cv.bounds[2 * static_cast<size_t>(i)] -= y_first;
-    const int h = y_last - y_first;
+    // those source rows as columns: output column xx combines source columns xmin.. with its
+    // taps, a whole column (h pixels) at a time
     std::vector<uint8_t> cols(static_cast<size_t>(in.width) * h * 3), out_cols(static_cast<size_t>(out_w) * h * 3);
     transpose_pixels(in.row(y_first), int64_t{in.width} * 3, h, in.width, cols.data(), int64_t{h} * 3, pool);
     run(out_w, [&](int64_t x0, int64_t x1) {
@@ -149,27 +158,48 @@ ImageRGB resize_like_pil(const ImageRGB& in, int out_w, int out_h, ResampleFilte
                 out_cols.data() + static_cast<size_t>(xx) * h * 3);
       }
     });
-    tmp.width = out_w;
-    tmp.height = h;
-    tmp.pixels.resize(static_cast<size_t>(tmp.width) * tmp.height * 3);
-    transpose_pixels(out_cols.data(), int64_t{h} * 3, out_w, h, tmp.pixels.data(), int64_t{out_w} * 3, pool);  // back to rows
-    src = &tmp;
+    if (!need_v) {  // the rows are the output's
+      transpose_pixels(out_cols.data(), int64_t{h} * 3, out_w, h, out.row(o0), int64_t{out_w} * 3, pool);
+      return;
+    }
+    tmp.resize(static_cast<size_t>(out_w) * h * 3);
+    transpose_pixels(out_cols.data(), int64_t{h} * 3, out_w, h, tmp.data(), int64_t{out_w} * 3, pool);  // back to rows
+    src = tmp.data();
+    src_stride = int64_t{out_w} * 3;
   }
-  if (!need_v) return tmp;
-  ImageRGB out;
-  out.width = src->width;
-  out.height = out_h;
-  out.pixels.resize(static_cast<size_t>(out.width) * out_h * 3);
-  run(out_h, [&](int64_t y0, int64_t y1) {
+  run(o1 - o0, [&](int64_t i0, int64_t i1) {
     std::vector<const uint8_t*> rows(static_cast<size_t>(cv.ksize));
-    for (int64_t yy = y0; yy < y1; ++yy) {
+    for (int64_t yy = o0 + i0; yy < o0 + i1; ++yy) {
       const int ymin = cv.bounds[2 * static_cast<size_t>(yy)], n = cv.bounds[2 * static_cast<size_t>(yy) + 1];
-      for (int t = 0; t < n; ++t) rows[static_cast<size_t>(t)] = src->row(ymin + t);
-      combine(rows.data(), &cv.k[static_cast<size_t>(yy) * cv.ksize], n, int64_t{out.width} * 3, cv.precision,
+      for (int t = 0; t < n; ++t) rows[static_cast<size_t>(t)] = src + (ymin - y_first + t) * src_stride;
+      combine(rows.data(), &cv.k[static_cast<size_t>(yy) * cv.ksize], n, int64_t{out_w} * 3, cv.precision,
               out.row(static_cast<int>(yy)));
     }
   });
+}
+
+ImageRGB resize_like_pil(const ImageRGB& in, int out_w, int out_h, ResampleFilter f, ResampleArithmetic arith,
+                         ThreadPool* pool) {
+  if (out_w <= 0 || out_h <= 0 || out_w > (1 << 16) || out_h > (1 << 16)) fail("resize to %dx%d is out of range", out_w, out_h);
+  if (in.width == out_w && in.height == out_h) return in;  // Pillow returns a copy
+  ImageRGB out;
+  out.width = out_w;
+  out.height = out_h;
+  out.pixels.resize(static_cast<size_t>(out_w) * out_h * 3);
+  resize_rows_like_pil(in, out, 0, out_h, f, arith, pool);
   return out;
+}
+
+std::pair<int, int> resized_rows_touched(int in_h, int out_h, ResampleFilter f, ResampleArithmetic arith, int a, int b) {
+  if (a >= b) return {0, 0};
+  if (in_h == out_h) return {a, b};
+  const Coeffs cv = precompute(in_h, out_h, f, arith);
+  int first = out_h, last = 0;
+  for (int yy = 0; yy < out_h; ++yy) {
+    const int ymin = cv.bounds[2 * static_cast<size_t>(yy)], n = cv.bounds[2 * static_cast<size_t>(yy) + 1];
+    if (ymin < b && ymin + n > a) first = std::min(first, yy), last = yy + 1;
+  }
+  return first < last ? std::pair<int, int>{first, last} : std::pair<int, int>{0, 0};
 }
 
 }  // namespace tessera

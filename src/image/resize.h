@@ -2,6 +2,8 @@
 // coefficients normalised to 22-bit fixed point, horizontal pass then vertical, 8-bit rounding
 // between passes), so preprocessing matches Hugging Face's PIL-based processors pixel for pixel.
 #pragma once
+#include <utility>
+
 #include "core/thread_pool.h"
 #include "image/image.h"
 
@@ -17,5 +19,15 @@ enum class ResampleArithmetic { Pillow, Torch };
 // With a pool, output rows (and columns) are spread over its threads; the bytes are the same.
 ImageRGB resize_like_pil(const ImageRGB& in, int out_w, int out_h, ResampleFilter filter = ResampleFilter::Lanczos,
                          ResampleArithmetic arith = ResampleArithmetic::Pillow, ThreadPool* pool = nullptr);
+
+// Output rows [o0, o1) of resize_like_pil(in, out.width, out.height, ...) written into `out`
+// (already sized), its other rows untouched: bitwise those rows of the whole resize. For frames
+// that change in a few rows (incremental preprocessing, models/smolvlm/preprocess.h).
+void resize_rows_like_pil(const ImageRGB& in, ImageRGB& out, int o0, int o1, ResampleFilter filter,
+                          ResampleArithmetic arith, ThreadPool* pool = nullptr);
+
+// The output rows [first, last) of a resize from in_h to out_h rows whose values depend on input
+// rows [a, b) (the vertical filter's support); {0, 0} when none do.
+std::pair<int, int> resized_rows_touched(int in_h, int out_h, ResampleFilter filter, ResampleArithmetic arith, int a, int b);
 
 }  // namespace tessera

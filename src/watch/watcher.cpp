@@ -75,11 +75,26 @@ FrameResult Watcher::process(const ImageRGB& frame) {
   FrameResult r;
   r.width = frame.width;
   r.height = frame.height;
-  PreprocessedImage pre;
+  PreprocessedImage full;
+  const PreprocessedImage* pre_p = &full;
   {
     prof::PhaseScope phase(prof::Phase::Preprocess);
-    pre = preprocess_idefics3(frame, vision_.preprocess_config(), &session_.pool());
+    if (opt_.reuse) {  // only the rows from the first to the last that changed (bitwise the whole frame's)
+      int a = 0, b = frame.height;
+      if (pre_state_.valid && pre_frame_.width == frame.width && pre_frame_.height == frame.height) {
+        const size_t row = static_cast<size_t>(frame.width) * 3;
+        const auto same = [&](int y) { return std::memcmp(frame.row(y), pre_frame_.row(y), row) == 0; };
+        while (a < b && same(a)) ++a;
+        while (b > a && same(b - 1)) --b;
+      }
+      pre_frame_ = ImageRGB{};  // the state describes no frame until the call completes
+      pre_p = &preprocess_idefics3_rows(frame, vision_.preprocess_config(), a, b, pre_state_, &session_.pool());
+      pre_frame_ = frame;
+    } else {
+      full = preprocess_idefics3(frame, vision_.preprocess_config(), &session_.pool());
+    }
   }
+  const PreprocessedImage& pre = *pre_p;
   const double t_pre = now_ms();
   r.preprocess_ms = t_pre - t_start;
   r.tiles = static_cast<int>(pre.tiles.size());

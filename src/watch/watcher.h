@@ -26,6 +26,7 @@
 
 #include "image/image.h"
 #include "models/smolvlm/idefics3.h"
+#include "models/smolvlm/preprocess.h"
 #include "models/llama/llama.h"
 #include "models/smolvlm/siglip.h"
 #include "runtime/session.h"
@@ -119,6 +120,10 @@ class Watcher {
   uint64_t gate_clock_ = 0;
   ImageRGB prev_frame_;
   FrameResult prev_result_;
+  // incremental preprocessing (with reuse): the state of the last preprocessed frame, which is
+  // pre_frame_; the next frame resamples only from its first to its last changed row
+  PreprocessState pre_state_;
+  ImageRGB pre_frame_;
   bool have_prev_ = false;
 };
 

@@ -47,22 +47,11 @@ void idefics3_resize_size(int w, int h, int longest_edge, int& out_w, int& out_h
   out_h = std::max(H, 1);
 }
 
-PreprocessedImage preprocess_idefics3(const ImageRGB& image, const Idefics3PreprocessConfig& cfg, ThreadPool* pool) {
-  if (image.width <= 0 || image.height <= 0) fail("image has zero size");
-  if (cfg.tile <= 0 || cfg.longest_edge < cfg.tile) fail("bad preprocessing sizes");
-  PreprocessedImage out;
-  int w, h;
-  idefics3_resize_size(image.width, image.height, cfg.longest_edge, w, h);
-  ImageRGB img = resize_like_pil(image, w, h, cfg.filter, cfg.arithmetic, pool);
-  if (!cfg.split) {
-    out.tiles.push_back(resize_like_pil(img, cfg.tile, cfg.tile, cfg.filter, cfg.arithmetic, pool));
-    out.resized_w = out.resized_h = cfg.tile;
-    return out;
-  }
-  // resize_for_vision_encoder: both sides up to multiples of the tile size (a stretch)
+namespace {
+
+// resize_for_vision_encoder: both sides of a w × h image up to multiples of the tile size (a stretch)
+void stretched_size(int w, int h, int T, int& W, int& H) {
   const double aspect = static_cast<double>(w) / h;
-  const int T = cfg.tile;
-  int W, H;
   if (w >= h) {
     W = (w + T - 1) / T * T;
     H = static_cast<int>(W / aspect);
@@ -72,24 +61,81 @@ PreprocessedImage preprocess_idefics3(const ImageRGB& image, const Idefics3Prepr
     W = static_cast<int>(H * aspect);
     W = (W + T - 1) / T * T;
   }
-  img = resize_like_pil(img, W, H, cfg.filter, cfg.arithmetic, pool);
-  out.resized_w = W;
-  out.resized_h = H;
+}
+
+ImageRGB sized(int w, int h) {
+  ImageRGB im;
+  im.width = w;
+  im.height = h;
+  im.pixels.resize(static_cast<size_t>(w) * h * 3);
+  return im;
+}
+
+// The tiles and the global image from the stretched image, whose rows [a, b) changed; all == true
+// computes every one.
+void split_tiles(const ImageRGB& stretched, const Idefics3PreprocessConfig& cfg, int a, int b,
+                 bool all, PreprocessedImage& out, ThreadPool* pool) {
+  const int T = cfg.tile, W = stretched.width, H = stretched.height;
   if (H > T || W > T) {
     out.rows = (H + T - 1) / T;
     out.cols = (W + T - 1) / T;
     const int th = (H + out.rows - 1) / out.rows, tw = (W + out.cols - 1) / out.cols;
+    out.tiles.resize(static_cast<size_t>(out.rows * out.cols + 1));
     for (int r = 0; r < out.rows; ++r) {
-      for (int c = 0; c < out.cols; ++c) {
-        ImageRGB t;
-        crop(img, c * tw, r * th, std::min(c * tw + tw, W), std::min(r * th + th, H), t);
-        out.tiles.push_back(std::move(t));
-      }
+      if (!all && (r * th >= b || std::min(r * th + th, H) <= a)) continue;  // none of its rows changed
+      for (int c = 0; c < out.cols; ++c)
+        crop(stretched, c * tw, r * th, std::min(c * tw + tw, W), std::min(r * th + th, H), out.tiles[static_cast<size_t>(r * out.cols + c)]);
     }
-    out.tiles.push_back(resize_like_pil(img, T, T, cfg.filter, cfg.arithmetic, pool));
+    ImageRGB& global = out.tiles.back();
+    if (all || global.width != T || global.height != T) global = sized(T, T), a = 0, b = H;
+    const auto [g0, g1] = resized_rows_touched(H, T, cfg.filter, cfg.arithmetic, a, b);
+    resize_rows_like_pil(stretched, global, g0, g1, cfg.filter, cfg.arithmetic, pool);
   } else {
-    out.tiles.push_back(std::move(img));
+    out.rows = out.cols = 0;
+    out.tiles.assign(1, stretched);
   }
+}
+
+}  // namespace
+
+PreprocessedImage preprocess_idefics3(const ImageRGB& image, const Idefics3PreprocessConfig& cfg, ThreadPool* pool) {
+  PreprocessState st;
+  preprocess_idefics3_rows(image, cfg, 0, image.height, st, pool);
+  return std::move(st.out);
+}
+
+const PreprocessedImage& preprocess_idefics3_rows(const ImageRGB& image, const Idefics3PreprocessConfig& cfg, int a, int b,
+                                                  PreprocessState& st, ThreadPool* pool) {
+  if (image.width <= 0 || image.height <= 0) fail("image has zero size");
+  if (cfg.tile <= 0 || cfg.longest_edge < cfg.tile) fail("bad preprocessing sizes");
+  int w, h;
+  idefics3_resize_size(image.width, image.height, cfg.longest_edge, w, h);
+  const bool fresh = !st.valid || st.in_w != image.width || st.in_h != image.height;
+  st.valid = false;  // until this call completes: a failure leaves no half-updated state behind
+  if (fresh) a = 0, b = image.height;
+  a = std::max(0, a), b = std::min(image.height, b);
+  if (fresh) st.first = sized(w, h);
+  auto [a1, b1] = resized_rows_touched(image.height, h, cfg.filter, cfg.arithmetic, a, b);
+  resize_rows_like_pil(image, st.first, a1, b1, cfg.filter, cfg.arithmetic, pool);
+  PreprocessedImage& out = st.out;
+  if (!cfg.split) {
+    if (fresh) out = PreprocessedImage{}, out.tiles.assign(1, sized(cfg.tile, cfg.tile));
+    const auto [g0, g1] = resized_rows_touched(h, cfg.tile, cfg.filter, cfg.arithmetic, a1, b1);
+    resize_rows_like_pil(st.first, out.tiles[0], g0, g1, cfg.filter, cfg.arithmetic, pool);
+    out.resized_w = out.resized_h = cfg.tile;
+  } else {
+    int W, H;
+    stretched_size(w, h, cfg.tile, W, H);
+    if (fresh) st.stretched = sized(W, H), out = PreprocessedImage{};
+    const auto [a2, b2] = resized_rows_touched(h, H, cfg.filter, cfg.arithmetic, a1, b1);
+    resize_rows_like_pil(st.first, st.stretched, a2, b2, cfg.filter, cfg.arithmetic, pool);
+    out.resized_w = W;
+    out.resized_h = H;
+    split_tiles(st.stretched, cfg, a2, b2, fresh, out, pool);
+  }
+  st.in_w = image.width;
+  st.in_h = image.height;
+  st.valid = true;
   return out;
 }
 

@@ -31,6 +31,19 @@ struct PreprocessedImage {
 
 PreprocessedImage preprocess_idefics3(const ImageRGB& image, const Idefics3PreprocessConfig& cfg, ThreadPool* pool = nullptr);
 
+// Incremental preprocessing for frames that change in a few rows: the state of the last call (its
+// intermediate images and result); only the rows and tiles that input rows [a, b) can change are
+// resampled again, bitwise what preprocess_idefics3 gives for the whole frame. A state that is
+// empty, of another frame size, or left by a call that failed computes everything.
+struct PreprocessState {
+  bool valid = false;
+  int in_w = 0, in_h = 0;
+  ImageRGB first, stretched;  // after the longest-edge resize, after the tile-multiple stretch
+  PreprocessedImage out;
+};
+const PreprocessedImage& preprocess_idefics3_rows(const ImageRGB& image, const Idefics3PreprocessConfig& cfg, int a, int b,
+                                                  PreprocessState& st, ThreadPool* pool = nullptr);
+
 // One tile as a normalised float tensor, channel-major [3][h][w] (what the encoder reads).
 void tile_to_chw(const ImageRGB& tile, const Idefics3PreprocessConfig& cfg, float* out);
 
