@@ -75,8 +75,8 @@ qemu-aarch64-static -cpu max -L /usr/aarch64-linux-gnu build-arm/probe_check --q
 stage "callgrind instruction counts"
 bash bench/regress/callgrind.sh
 
-# 20 s per parser keeps the whole run within CI's 30 minutes on 2 cores; TESSERA_FUZZ_SECONDS for longer runs
-fuzz_seconds="${TESSERA_FUZZ_SECONDS:-20}"
+# 15 s per parser keeps the whole run within CI's 30 minutes on 2 cores (everything before this stage took 23 min on 2026-12-03); TESSERA_FUZZ_SECONDS for longer runs
+fuzz_seconds="${TESSERA_FUZZ_SECONDS:-15}"
 fuzzers=(fuzz_gguf fuzz_tokenizer fuzz_safetensors fuzz_image fuzz_json)
 stage "fuzzers"
 CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
