@@ -34,7 +34,7 @@ void add_common(CLI::App* app, CommonArgs& a) {
   app->add_option("--cache-type", a.cache_type, "KV cache element type: f16 (default), f32, bf16 or q8 (int8 + a scale per row)")
       ->check(CLI::IsMember({"f16", "f32", "bf16", "q8"}));
   app->add_flag("--q8-activations", a.q8_act, "quantize matmul inputs to 8 bits per 32 like llama.cpp's CPU backend (W4A8): text model, and a quantized mmproj's layers");
-  app->add_flag("--bf16-vision", a.bf16_vision, "vision encoder matmuls and attention in bf16 on AMX tiles (inputs rounded to bf16, fp32 sums; needs AMX bf16)");
+  app->add_flag("--bf16-vision", a.bf16_vision, "vision encoder matmuls and attention in bf16 (inputs rounded to bf16, fp32 sums; needs AMX bf16 or AVX512_BF16)");
   app->add_option("--isa", a.isa, "cap the kernel instruction set: scalar, neon, avx2, avx512, avx512vnni or amx")
       ->check(CLI::IsMember({"scalar", "neon", "avx2", "avx512", "avx512vnni", "amx"}));
 }

@@ -17,6 +17,7 @@ const CpuFeatures& cpu_features() {
     CpuFeatures c;
 #if defined(__x86_64__)
     unsigned a, b, cx, d;
+    if (__get_cpuid(0, &a, &b, &cx, &d)) c.amd = b == 0x68747541u && d == 0x69746e65u && cx == 0x444d4163u;  // "AuthenticAMD"
     if (!__get_cpuid(1, &a, &b, &cx, &d)) return c;
     const bool osxsave = (cx >> 27) & 1;
     c.fma = (cx >> 12) & 1;

@@ -141,6 +141,9 @@ TESSERA_ATTN_BF16_PACK_DECL
 // activation tiles instead of out.
 void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_t h, int64_t i0, float* out,
                          int64_t out_stride, uint16_t* out_b16 = nullptr);
+// The same on AVX512-BF16 without AMX (x86/attention_bf16_vdp.cpp).
+void attention_bf16_rows_vdp(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_t h, int64_t i0, float* out,
+                             int64_t out_stride, uint16_t* out_b16 = nullptr);
 // The AMX kernel's 16-lane exp2 over n values (for the test that it equals exp2_bf16attn).
 void exp2_bf16attn_lanes(const float* t, float* e, int64_t n);
 }  // namespace avx512

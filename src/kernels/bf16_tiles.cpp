@@ -1,6 +1,7 @@
 #include "kernels/bf16_tiles.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -121,14 +122,23 @@ namespace ref {
 
 namespace {
 
-// Output (t, r): bias[r] (or 0), then one fp32 rounding per step over k in order.
+// x, or a zero of its sign where it is denormal (VDPBF16PS's implied DAZ and FTZ).
+float flush_denormal(float x) { return std::fabs(x) < 0x1p-126f ? std::copysign(0.0f, x) : x; }
+
+// Output (t, r): bias[r] (or 0), then over k in pairs in order, as VDPBF16PS specifies its lane:
+// the odd k's product added first, then the even k's, one fp32 rounding each (the products are
+// exact in fp32), denormal inputs and sums flushed to zero.
 float dot_bf16(const WeightMatrix& w, int64_t r, int64_t t, const uint16_t* xb, int64_t kp, const float* bias) {
   const int64_t nkb = kp / kBf16K;
   const uint16_t* tiles = reinterpret_cast<const uint16_t*>(w.bf16_tiles);
+  auto product = [&](int64_t k) {
+    return flush_denormal(bf16_to_float(tiles[bf16_weight_index(r, k, nkb)])) *
+           flush_denormal(bf16_to_float(xb[bf16_act_index(t, k, kp)]));
+  };
   float acc = bias ? bias[r] : 0.0f;
-  for (int64_t k = 0; k < kp; ++k) {
-    const float wv = bf16_to_float(tiles[bf16_weight_index(r, k, nkb)]);
-    acc += wv * bf16_to_float(xb[bf16_act_index(t, k, kp)]);  // the product is exact in fp32: one rounding per step
+  for (int64_t k = 0; k < kp; k += 2) {  // kp is a multiple of 32
+    acc = flush_denormal(acc + product(k + 1));
+    acc = flush_denormal(acc + product(k));
   }
   return acc;
 }

@@ -141,6 +141,13 @@ KernelTable make_table(Isa level) {
       if (level == Isa::Avx512) break;
       t.isa = Isa::Avx512Vnni;
       t.matmul_q8_rows = vnni_matmul_q8_rows;
+      if (cpu_features().avx512bf16) {  // the bf16 GEMM and attention by VDPBF16PS (Zen 4, Cooper Lake)
+        t.bf16_tiles = true;
+        t.round_rows_bf16 = avx512::round_rows_bf16_avx512;
+        t.gemm_bf16_rows = avx512::gemm_bf16_rows_vdp;
+        t.pack_attn_bf16 = avx512::pack_attn_bf16;
+        t.attention_bf16_rows = avx512::attention_bf16_rows_vdp;
+      }
       if (level == Isa::Avx512Vnni) break;
       t.isa = Isa::Amx;
       t.bf16_tiles = true;

@@ -47,8 +47,9 @@ struct KernelTable {
   void (*combine_rows_u8)(const uint8_t* const* rows, const int32_t* k, int n, int64_t len, int precision,
                           uint8_t* out);
 
-  // bf16 tiles (bf16_tiles.h, attention_bf16.h): AMX at the Amx level, the scalar twins elsewhere.
-  bool bf16_tiles;  // the AMX kernels are in use (gemm_bf16 and attention_bf16 are fast, not emulated)
+  // bf16 tiles (bf16_tiles.h, attention_bf16.h): AMX at the Amx level, VDPBF16PS at the Avx512Vnni
+  // level where the CPU has AVX512_BF16, the scalar twins elsewhere.
+  bool bf16_tiles;  // a SIMD kernel is in use (gemm_bf16 and attention_bf16 are fast, not emulated)
   void (*round_rows_bf16)(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t k, uint16_t* y, int64_t kp);
   void (*gemm_bf16_rows)(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
                          float* y, int64_t ys, const float* bias, uint16_t* gelu_b16, const Bf16QkvTarget* qkv);

@@ -179,6 +179,11 @@ bool matmul_q8_rows_vnni(const WeightMatrix& w, int64_t r0, int64_t r1, const Bl
 void gemm_bf16_rows_amx(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
                         float* y, int64_t ys, const float* bias = nullptr, uint16_t* gelu_b16 = nullptr,
                         const Bf16QkvTarget* qkv = nullptr);
+// The AVX512-BF16 kernel (x86/gemm_bf16_vdp.cpp) for gemm_bf16 where there is no AMX: the same tiles,
+// the same bound.
+void gemm_bf16_rows_vdp(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xb, int64_t m, int64_t kp,
+                        float* y, int64_t ys, const float* bias = nullptr, uint16_t* gelu_b16 = nullptr,
+                        const Bf16QkvTarget* qkv = nullptr);
 void round_rows_bf16_avx512(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t k, uint16_t* y, int64_t kp);
 }  // namespace avx512
 

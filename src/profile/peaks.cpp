@@ -2,6 +2,7 @@
 #include <filesystem>
 
 #include "core/mapped_file.h"
+#include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
 #include "profile/probe.h"
 #include "profile/profiler.h"
@@ -24,9 +25,14 @@ Peaks load_peaks(const std::string& path, int threads) {
   const bool x512 = isa >= Isa::Avx512;
   p.gflops = get(x512 ? "fp32_fma_avx512" : isa == Isa::Avx2 ? "fp32_fma_avx2" : isa == Isa::Neon ? "fp32_fma_neon" : "");
   p.int8_gops = get(isa >= Isa::Avx512Vnni ? "int8_dot_vnni" : isa == Isa::Neon ? "int8_dot_sdot" : "int8_dot_avx2");
-  // AMX against the ceiling with tile loads (what a GEMM can reach); older probe files lack it
-  p.amx_bf16_gflops = isa == Isa::Amx ? get("amx_bf16_loads") : 0;
-  if (isa == Isa::Amx && p.amx_bf16_gflops <= 0) p.amx_bf16_gflops = get("amx_bf16");
+  // the bf16 GEMM and attention: on AMX against the ceiling with tile loads (what a GEMM can reach;
+  // older probe files lack it), on AVX512-BF16 without AMX against VDPBF16PS
+  if (isa == Isa::Amx) {
+    p.bf16_gflops = get("amx_bf16_loads");
+    if (p.bf16_gflops <= 0) p.bf16_gflops = get("amx_bf16");
+  } else if (isa == Isa::Avx512Vnni && kernels().bf16_tiles) {
+    p.bf16_gflops = get("bf16_dot_avx512");
+  }
   p.dram_gbs = get("read_dram");
   p.l3_gbs = get("read_l3");
   p.source = path;

@@ -117,13 +117,14 @@ Verdict verdict(const std::string& op, double flops, double bytes, double second
 
 }  // namespace
 
-// Ops on 8-bit activations run on integer dot products, the bf16 GEMM and attention on AMX tiles:
+// Ops on 8-bit activations run on integer dot products, the bf16 GEMM and attention on AMX tiles or
+// VDPBF16PS:
 // against fp32 FMA they would read as several times "of roof".
 double compute_roof(const std::string& op, const Peaks& p) {
   if (op.find("/ matmul_q8") != std::string::npos && p.int8_gops > 0) return p.int8_gops;
   if ((op.find("/ gemm_bf16") != std::string::npos || op.find("/ attention_bf16") != std::string::npos) &&
-      p.amx_bf16_gflops > 0)
-    return p.amx_bf16_gflops;
+      p.bf16_gflops > 0)
+    return p.bf16_gflops;
   return p.gflops;
 }
 
@@ -321,7 +322,7 @@ std::string report_text(const Peaks& peaks) {
   char buf[512];
   const double wall = r.wall_ns * 1e-9;
   char amx[64] = "";
-  if (peaks.amx_bf16_gflops > 0) std::snprintf(amx, sizeof amx, "; AMX bf16 ops: %.0f GFLOP/s", peaks.amx_bf16_gflops);
+  if (peaks.bf16_gflops > 0) std::snprintf(amx, sizeof amx, "; bf16 ops: %.0f GFLOP/s", peaks.bf16_gflops);
   std::snprintf(buf, sizeof buf, "profile: %.1f ms wall; roofline peaks %.0f GFLOP/s (int8 ops: %.0f GOP/s%s), DRAM %.1f GB/s (%d threads, %s)\n\n",
                 wall * 1e3, peaks.gflops, peaks.int8_gops > 0 ? peaks.int8_gops : peaks.gflops, amx, peaks.dram_gbs, peaks.threads,
                 peaks.source.empty() ? "no probe: run `tessera probe`" : peaks.source.c_str());
@@ -356,7 +357,7 @@ std::string report_text(const Peaks& peaks) {
 std::string report_json(const Peaks& peaks) {
   const Summary r = summarize();
   std::ostringstream o;
-  o << "{\"wall_ms\": " << r.wall_ns * 1e-6 << ", \"peaks\": {\"gflops\": " << peaks.gflops << ", \"int8_gops\": " << peaks.int8_gops << ", \"amx_bf16_gflops\": " << peaks.amx_bf16_gflops << ", \"dram_gbs\": " << peaks.dram_gbs
+  o << "{\"wall_ms\": " << r.wall_ns * 1e-6 << ", \"peaks\": {\"gflops\": " << peaks.gflops << ", \"int8_gops\": " << peaks.int8_gops << ", \"bf16_gflops\": " << peaks.bf16_gflops << ", \"dram_gbs\": " << peaks.dram_gbs
     << ", \"threads\": " << peaks.threads << ", \"source\": \"" << json_escape(peaks.source) << "\"}, \"phases\": [";
   bool first = true;
   for (int p = 0; p < static_cast<int>(Phase::Count); ++p) {

@@ -21,6 +21,7 @@
 #include "kernels/attention_bf16.h"
 #include "kernels/bf16_tiles.h"
 #include "kernels/x86/amx_tile_config.h"
+#include "kernels/x86/attention_bf16_steps.h"
 #include "kernels/x86/bf16_round.h"
 
 namespace tessera::avx512 {
@@ -60,28 +61,6 @@ void pack_attn_bf16(const Bf16AttnDims& D, const float* q, int64_t q_stride, con
       }
 }
 
-namespace {
-
-template <class T>
-T* align64(T* p) {
-  return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
-}
-
-// 2^t sixteen lanes at a time: exp2_bf16attn's steps. VREDUCEPS with imm 8 (round to nearest
-// even, precision exception suppressed) gives f = t - round(t), exact for |f| <= 1/2; t - f is
-// then round(t) exactly, and VSCALEFPS multiplies by 2^round(t) exactly. (Rounding down would
-// save the subtraction, since VSCALEFPS floors its exponent, but t - floor(t) has to round for
-// small negative t, and VREDUCEPS's rounding of it differed from a scalar subtraction's.)
-inline __m512 exp2_lanes(__m512 t) {
-  t = _mm512_max_ps(t, _mm512_set1_ps(-126.0f));
-  const __m512 f = _mm512_reduce_ps(t, 8);
-  __m512 p = _mm512_set1_ps(kExp2Poly[4]);
-  for (int i = 3; i >= 0; --i) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(kExp2Poly[i]));
-  return _mm512_scalef_ps(p, _mm512_sub_ps(t, f));
-}
-
-}  // namespace
-
 void exp2_bf16attn_lanes(const float* t, float* e, int64_t n) {
   for (int64_t i = 0; i < n; i += 16) {
     const __mmask16 k = first_lanes(n - i);
@@ -95,23 +74,11 @@ void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_
   const int64_t ndk = D.hdk / 32, hdv = D.hdv, rows = std::min(R, D.n_q - i0);
   const int64_t g = h / (D.n_head / D.n_head_kv);
   const float c = D.c;
-  // per row: scores and weights of one key block (rows a cache line longer than they need, so
-  // they do not all map to the same cache sets), the block's output and the running output
-  constexpr int64_t ss = KB + 16, ps = KB + 32;
-  thread_local std::vector<float> sbuf(R * ss + 16);  // + 16: room to align to 64 bytes
-  thread_local std::vector<uint16_t> pbuf(R * ps + 32);
-  float* const S = align64(sbuf.data());
-  uint16_t* const P = align64(pbuf.data());
-  thread_local std::vector<float> obuf, obuf_blk;
-  obuf.assign(static_cast<size_t>(R * hdv), 0.0f);
-  obuf_blk.resize(static_cast<size_t>(R * hdv));
-  float* O = obuf.data();
-  float* Ob = obuf_blk.data();
-  alignas(64) float m[R], a[R], mc[R], mn[R] = {};  // mn: rows past `rows` stay 0
-  std::fill_n(m, R, -INFINITY);
-  __m512 l[R];  // the running sums, as 16 partial sums (added up at the end)
-  std::fill_n(l, R, _mm512_setzero_ps());
-  const __m512bh ones = std::bit_cast<__m512bh>(_mm512_set1_epi16(0x3f80));
+  constexpr int64_t ss = Bf16AttnRows::ss, ps = Bf16AttnRows::ps;
+  Bf16AttnRows st(hdv);
+  float* const S = st.S;
+  uint16_t* const P = st.P;
+  float* const Ob = st.Ob;
 
   _tile_loadconfig(&kFullTiles);  // tmm0..3 accumulators, tmm4, 5 queries or weights, tmm6, 7 keys or values
                                   // (head_dim <= 64: scores in tmm0, 1 with the queries in tmm2..5)
@@ -170,46 +137,7 @@ void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_
       }
     }
 
-    // every row's new max and rescale factor first, then the weights: the exp loops do not wait
-    // on the reductions. Each row's max is a tree over two chains (max is exact: any order gives
-    // the same bits), and the rescale factors are exp2_lanes of 16 rows at once: a row's chain
-    // holds no scalar exp2, so the out-of-order core overlaps the rows (this pass was latency-bound).
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* s = S + r * ss;
-      __m512 mx0 = _mm512_set1_ps(m[r]), mx1 = mx0;
-      for (int64_t j = 0; j < kbn; j += 32) {
-        mx0 = _mm512_mask_max_ps(mx0, first_lanes(D.n_kv - j0 - j), mx0, _mm512_load_ps(s + j));
-        mx1 = _mm512_mask_max_ps(mx1, first_lanes(D.n_kv - j0 - j - 16), mx1, _mm512_load_ps(s + j + 16));
-      }
-      mn[r] = _mm512_reduce_max_ps(_mm512_max_ps(mx0, mx1));
-    }
-    for (int64_t r = 0; r < rows; r += 16) {
-      const __m512 vm = _mm512_load_ps(m + r), vmn = _mm512_load_ps(mn + r);
-      const __m512 vmc = _mm512_mul_ps(vmn, _mm512_set1_ps(c));
-      const __mmask16 seen = _mm512_cmp_ps_mask(vm, _mm512_set1_ps(-INFINITY), _CMP_NEQ_OQ);  // a = 0 before any key
-      _mm512_store_ps(mc + r, vmc);
-      _mm512_store_ps(a + r, _mm512_maskz_mov_ps(seen, exp2_lanes(_mm512_fmsub_ps(vm, _mm512_set1_ps(c), vmc))));
-      _mm512_store_ps(m + r, vmn);
-    }
-    const __m512 vc = _mm512_set1_ps(c);
-    for (int64_t r = 0; r < rows; ++r) {
-      const float* s = S + r * ss;
-      const __m512 vmc = _mm512_set1_ps(mc[r]);
-      __m512 sum = _mm512_mul_ps(l[r], _mm512_set1_ps(a[r]));
-      for (int64_t j = 0; j < kbn; j += 32) {
-        __m512 e0 = exp2_lanes(_mm512_fmsub_ps(_mm512_load_ps(s + j), vc, vmc));
-        __m512 e1 = exp2_lanes(_mm512_fmsub_ps(_mm512_load_ps(s + j + 16), vc, vmc));
-        if (j0 + j + 32 > D.n_kv) {  // keys past n_kv weigh nothing
-          e0 = _mm512_maskz_mov_ps(first_lanes(D.n_kv - j0 - j), e0);
-          e1 = _mm512_maskz_mov_ps(first_lanes(D.n_kv - j0 - j - 16), e1);
-        }
-        // exp2 never returns a denormal (t >= -126), so this rounds exactly as float_to_bf16
-        const __m512bh p = _mm512_cvtne2ps_pbh(e1, e0);  // keys j..j+15 in the low half
-        sum = _mm512_dpbf16_ps(sum, p, ones);
-        _mm512_store_si512(P + r * ps + j, std::bit_cast<__m512i>(p));
-      }
-      l[r] = sum;
-    }
+    st.softmax_block(rows, kbn, j0, D.n_kv, c);
 
     for (int64_t dc = 0; dc < hdv; dc += 32) {
       const bool two = dc + 16 < hdv;  // a second value tile in this step
@@ -235,28 +163,10 @@ void attention_bf16_rows(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_
       _tile_stored(1, Ob + dc + 16, hdv * 4);
       _tile_stored(3, Ob + 16 * hdv + dc + 16, hdv * 4);
     }
-    for (int64_t r = 0; r < rows; ++r) {
-      const __m512 va = _mm512_set1_ps(a[r]);
-      for (int64_t d = 0; d < hdv; d += 16)
-        _mm512_storeu_ps(O + r * hdv + d, _mm512_fmadd_ps(_mm512_loadu_ps(O + r * hdv + d), va, _mm512_loadu_ps(Ob + r * hdv + d)));
-    }
+    st.rescale_add(rows, hdv);
   }
   _tile_release();
-  for (int64_t r = 0; r < rows; ++r) {
-    const __m512 vl = _mm512_set1_ps(_mm512_reduce_add_ps(l[r]));
-    if (out_b16) {  // rounded as round_row_bf16 rounds the fp32 row; each 16 values one head's
-      const int64_t kp = bf16_padded_k(D.n_head * D.hd);
-      for (int64_t d = 0; d < D.hd; d += 16) {
-        const __m512 o = _mm512_div_ps(_mm512_loadu_ps(O + r * hdv + d), vl);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out_b16 + bf16_act_index(i0 + r, h * D.hd + d, kp)),
-                            _mm512_cvtepi32_epi16(round_bf16_lanes(_mm512_castps_si512(o))));
-      }
-      continue;
-    }
-    float* dst = out + (i0 + r) * out_stride + h * D.hd;
-    for (int64_t d = 0; d < D.hd; d += 16)
-      _mm512_mask_storeu_ps(dst + d, first_lanes(D.hd - d), _mm512_div_ps(_mm512_loadu_ps(O + r * hdv + d), vl));
-  }
+  st.finish(D, rows, i0, h, out, out_stride, out_b16);
 }
 
 }  // namespace tessera::avx512

@@ -524,7 +524,7 @@ std::vector<WeightMatrix*> Idefics3Vision::linear_weights() {
 }
 
 int Idefics3Vision::use_bf16_gemm() {
-  if (!bf16_gemm_available()) fail("bf16 vision GEMM needs AMX bf16 tiles: this CPU or OS gives none, or --isa/TESSERA_ISA caps below amx");
+  if (!bf16_gemm_available()) fail("bf16 vision GEMM needs AVX512_BF16 or AMX bf16: this CPU or OS gives neither, or --isa/TESSERA_ISA caps below avx512vnni");
   bf16_attention_ = true;
   int n = 0;
   // q, k and v read the same normed rows: one stacked matrix makes them one GEMM (same bits,
