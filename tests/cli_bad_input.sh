@@ -44,6 +44,8 @@ check "unwritable output"    run -m "$model" -p hi -n 4 -o "$tmp/no/such/dir/out
 check "output is a dir"      run -m "$model" -p hi -n 4 -o "$tmp"
 check "bad isa"              run -m "$model" -p hi --isa sse9
 check "bf16 vision, no image" run -m "$model" -p hi --bf16-vision
+check "fp32 vision, no image" run -m "$model" -p hi --fp32-vision
+check "bf16 and fp32 vision" run -m "$model" -p hi --bf16-vision --fp32-vision
 check "tokenize bad model"   tokenize -m "$tmp/random.gguf" -p hi
 # the screen path
 tiny="$root/tests/fixtures/vision/tiny"

@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "core/output_file.h"
+#include "kernels/bf16_tiles.h"
 #include "kernels/kernels.h"
 
 namespace tessera::cli {
@@ -34,7 +35,11 @@ void add_common(CLI::App* app, CommonArgs& a) {
   app->add_option("--cache-type", a.cache_type, "KV cache element type: f16 (default), f32, bf16 or q8 (int8 + a scale per row)")
       ->check(CLI::IsMember({"f16", "f32", "bf16", "q8"}));
   app->add_flag("--q8-activations", a.q8_act, "quantize matmul inputs to 8 bits per 32 like llama.cpp's CPU backend (W4A8): text model, and a quantized mmproj's layers");
-  app->add_flag("--bf16-vision", a.bf16_vision, "vision encoder matmuls and attention in bf16 (inputs rounded to bf16, fp32 sums; needs AMX bf16 or AVX512_BF16)");
+  auto* bf16 = app->add_flag("--bf16-vision", a.bf16_vision,
+                             "vision encoder matmuls and attention in bf16 (inputs rounded to bf16, fp32 sums; needs AMX bf16 or "
+                             "AVX512_BF16; the default where they are fast: AMX, AMD Zen 4 and later)");
+  app->add_flag("--fp32-vision", a.fp32_vision, "vision encoder in fp32 (the reference numerics) where bf16 would be the default")
+      ->excludes(bf16);
   app->add_option("--isa", a.isa, "cap the kernel instruction set: scalar, neon, avx2, avx512, avx512vnni or amx")
       ->check(CLI::IsMember({"scalar", "neon", "avx2", "avx512", "avx512vnni", "amx"}));
 }
@@ -75,11 +80,13 @@ SessionOptions session_options(const CommonArgs& a) {
 
 void check_bf16_vision_applies(const CommonArgs& a, bool runs_vision, const char* what_runs_it) {
   if (a.bf16_vision && !runs_vision) fail("--bf16-vision applies to the vision encoder: give %s", what_runs_it);
+  if (a.fp32_vision && !runs_vision) fail("--fp32-vision applies to the vision encoder: give %s", what_runs_it);
 }
 
 std::unique_ptr<Idefics3Vision> vision_options(const CommonArgs& a, std::unique_ptr<Idefics3Vision> v) {
   if (v && a.q8_act) v->use_q8_activations();
-  if (v && a.bf16_vision) v->use_bf16_gemm();
+  // bf16 by default where it is fast (kernels/bf16_tiles.h; its quality cost: docs/numerics.md)
+  if (v && (a.bf16_vision || (!a.fp32_vision && bf16_gemm_fast()))) v->use_bf16_gemm();
   return v;
 }
 

@@ -26,7 +26,8 @@ struct CommonArgs {
   std::string isa;
   std::string cache_type = "f16";
   bool q8_act = false;
-  bool bf16_vision = false;
+  bool bf16_vision = false;   // --bf16-vision: the bf16 vision path, failing where there is none
+  bool fp32_vision = false;   // --fp32-vision: the fp32 vision path even where bf16 is the default
 };
 
 void add_common(CLI::App* app, CommonArgs& a);

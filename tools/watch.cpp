@@ -37,6 +37,11 @@ void add_watch_options(CLI::App* sub, WatchArgs& w) {
   sub->add_option("--approx-kv", w.approx_kv,
                   "keep stale K/V of unchanged tiles after a changed one, recomputing this fraction of each (0..1)")
       ->check(CLI::Range(0.0, 1.0));
+  sub->add_flag("--validate-fp32-vision", w.validate_fp32_vision,
+               "compare against a full recompute with the default fp32 vision path (a second copy of the vision model): "
+               "the embedding error and next-token KL of --bf16-vision or --q8-activations");
+  sub->add_option("--reference-mmproj", w.reference_mmproj,
+                  "with --validate-fp32-vision: the reference's vision model (default: --mmproj), e.g. the f16 file a Q8_0 one was made from");
 }
 
 int cmd_watch(CommonArgs& a, const WatchArgs& w) {
@@ -53,7 +58,14 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
   wo.approx_global = w.approx_global;
   wo.approx_kv = w.approx_kv;
   wo.approx_gate = w.approx_gate;
-  const bool approx = w.approx_global >= 0 || w.approx_kv >= 0 || w.approx_gate;
+  // with --validate-fp32-vision the frames are expected to differ: measured, not failed
+  const bool approx = w.approx_global >= 0 || w.approx_kv >= 0 || w.approx_gate || w.validate_fp32_vision;
+  if (w.validate_fp32_vision && w.validate <= 0) fail("--validate-fp32-vision needs --validate N");
+  std::unique_ptr<Idefics3Vision> fp32_vision;  // the reference: the mmproj loaded without the lower-precision options
+  if (!w.reference_mmproj.empty() && !w.validate_fp32_vision) fail("--reference-mmproj needs --validate-fp32-vision");
+  if (w.validate_fp32_vision)
+    fp32_vision = std::move(open_model(a.model, w.reference_mmproj.empty() ? w.mmproj : w.reference_mmproj).vision);
+  if (w.validate_fp32_vision && !fp32_vision) fail("--validate-fp32-vision: no vision model in the reference");
   Session session(text, session_options(a));
   Watcher watcher(text, *vision, session, wo);
   std::unique_ptr<Session> full_session;
@@ -64,7 +76,7 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
     fo.approx_global = fo.approx_kv = -1;
     fo.approx_gate = false;
     full_session = std::make_unique<Session>(text, session_options(a));
-    full = std::make_unique<Watcher>(text, *vision, *full_session, fo);
+    full = std::make_unique<Watcher>(text, fp32_vision ? *fp32_vision : *vision, *full_session, fo);
   }
 
   int n = 0, skipped = 0, validated = 0, bitwise = 0, same_answer = 0, failures = 0;
@@ -153,11 +165,11 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
   }
   const double wall = now_seconds() - t_begin, cpu = cpu_seconds() - cpu_begin;
   const TileCache& c = watcher.cache();
-  std::printf("{\"summary\": {\"frames\": %d, \"skipped\": %d, \"mean_encoder_work\": %.3f, \"mean_prefill_tokens\": %.3f, "
+  std::printf("{\"summary\": {\"vision\": \"%s\", \"frames\": %d, \"skipped\": %d, \"mean_encoder_work\": %.3f, \"mean_prefill_tokens\": %.3f, "
               "\"mean_time_vs_full\": %.3f, \"validated\": %d, \"bitwise_equal\": %d, \"same_answer\": %d, \"mean_next_token_kl\": %.3g, "
               "\"max_next_token_kl\": %.3g, \"busy_s\": %.2f, \"wall_s\": %.2f, \"cpu_s\": %.2f, \"cache\": {\"entries\": %zu, \"mb\": %.1f, "
               "\"hits\": %llu, \"misses\": %llu, \"evictions\": %llu, \"collisions\": %llu}}}\n",
-              n, skipped, n ? sum_enc_work / n : 0, n ? sum_tok_work / n : 0, ratios ? sum_ratio / ratios : 0, validated, bitwise, same_answer,
+              vision->bf16() ? "bf16" : "fp32", n, skipped, n ? sum_enc_work / n : 0, n ? sum_tok_work / n : 0, ratios ? sum_ratio / ratios : 0, validated, bitwise, same_answer,
               validated ? sum_kl / validated : 0, max_kl, busy_s, wall, cpu, c.entries(), c.bytes() / 1048576.0,
               static_cast<unsigned long long>(c.hits()), static_cast<unsigned long long>(c.misses()),
               static_cast<unsigned long long>(c.evictions()), static_cast<unsigned long long>(c.collisions()));

@@ -11,10 +11,11 @@ Tests (llama-bench's, plus vision):
                                   screenshot (13 tiles), once per mmproj file: by default the f16 one
                                   (the type llama.cpp users download) and its Q8_0 conversion; with --q8
                                   also tessera --q8-activations, which runs a quantized mmproj's layers on
-                                  8-bit activations (as llama.cpp does for them)
+                                  8-bit activations (as llama.cpp does for them); with --fp32-vision also tessera
+                                  --fp32-vision where its default is the bf16 vision path (AMX, AMD Zen 4+)
   screenshot question             the same runs, end to end (preprocess, encode, prefill, answer)
 
-  python3 bench/compare/compare.py [--rounds 5] [-t 2] [--q8] [--bf16] [--no-vision | --no-text]
+  python3 bench/compare/compare.py [--rounds 5] [-t 2] [--q8] [--fp32-vision] [--no-vision | --no-text]
       [--mmproj M.gguf ...] [--out out/compare]
 
 Needs build/tessera (scripts/setup.sh) and the llama.cpp build (bench/peers/build_llamacpp.sh). The
@@ -36,6 +37,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 PAIR = ROOT / ".peers/smolvlm-full"
 TESSERA = ROOT / "build/tessera"
+VISION_MODES = set()  # the vision precision tessera ran in ("bf16 (default)", "fp32 (--fp32-vision)", ...)
 LLAMA_BIN = Path(os.environ.get("LLAMA_BIN", ROOT / ".peers/llama.cpp-build/bin"))  # NO_AMX build: see build_llamacpp.sh
 
 
@@ -56,9 +58,10 @@ def llama_text(a, p, n, d):
 
 
 # ---- vision tests: ms, lower is better --------------------------------------------------
-def tessera_image(a, image, q8=False, bf16=False):
+def tessera_image(a, image, q8=False, fp32=False):
     e = run([TESSERA, "run", "-m", a.text, "--mmproj", a.mmproj, "--image", image, "-p", a.question, "-n", a.n_answer,
-             "-t", a.threads, "--temp", 0] + (["--q8-activations"] if q8 else []) + (["--bf16-vision"] if bf16 else [])).stderr
+             "-t", a.threads, "--temp", 0] + (["--q8-activations"] if q8 else []) + (["--fp32-vision"] if fp32 else [])).stderr
+    VISION_MODES.add(re.search(r"\| (\w+) vision \|", e)[1] + (" (--fp32-vision)" if fp32 else " (default)"))
     m = re.search(r"-> (\d+) tiles .*vision encode ([\d.]+) ms \(([\d.]+) ms/tile\) \| connector ([\d.]+) ms", e)
     tiles, enc = int(m[1]), float(m[2]) + float(m[4])
     m2 = re.search(r"\[prefill: (\d+) tokens, ([\d.]+) ms, [\d.]+ tok/s \| decode: (\d+) tokens, ([\d.]+) ms", e)
@@ -161,7 +164,8 @@ def main():
     ap.add_argument("-t", "--threads", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--no-vision", action="store_true")
-    ap.add_argument("--bf16", action="store_true", help="also run tessera's vision encoder with --bf16-vision (AMX bf16)")
+    ap.add_argument("--fp32-vision", action="store_true",
+                    help="also run tessera's vision encoder with --fp32-vision (where bf16 is its default: AMX, AMD Zen 4+)")
     ap.add_argument("--no-text", action="store_true", help="only the vision tests")
     ap.add_argument("--q8", action="store_true", help="also run tessera with --q8-activations")
     ap.add_argument("--out", default=str(ROOT / "out/compare"))
@@ -195,8 +199,8 @@ def main():
             res[k] = ([], [])
             if a.q8:
                 res[k + " (q8 act)"] = ([], [])
-            if a.bf16:
-                res[k + " (bf16 AMX)"] = ([], [])
+            if a.fp32_vision:
+                res[k + " (fp32 vision)"] = ([], [])
     for r in range(a.rounds):
         for name, p, n, d in text_tests:
             res[name][0].append(tessera_text(a, p, n, d))
@@ -212,7 +216,7 @@ def main():
             res[tile][1].append(la["tile_ms"])
             res[total][0].append(ta["total_ms"])
             res[total][1].append(la["total_ms"])
-            for tag, on, kw in ((" (q8 act)", a.q8, {"q8": True}), (" (bf16 AMX)", a.bf16, {"bf16": True})):
+            for tag, on, kw in ((" (q8 act)", a.q8, {"q8": True}), (" (fp32 vision)", a.fp32_vision, {"fp32": True})):
                 if on:
                     tv = tessera_image(a, a.screenshot, **kw)
                     res[tile + tag][0].append(tv["tile_ms"])
@@ -227,6 +231,8 @@ def main():
              f" [{fp.get('isa_class', '?')}] ({fp['commit']})")
     print(f"{title}\nmodel: {Path(a.model).name}; vision: {Path(a.text).name} + {', '.join(Path(m).name for m in mmprojs) or 'none'}")
     print(f"tests run: {', '.join(ran) or 'none'}")
+    if VISION_MODES:
+        print(f"tessera's vision ran in: {', '.join(sorted(VISION_MODES))}")
     print(f"skipped: {'; '.join(skipped) or 'none'}\n")
     print("| test | unit | tessera median (min..max) | llama.cpp median (min..max) | tessera speed-up: median (min..max) |")
     print("|---|---|---|---|---|")
@@ -236,7 +242,7 @@ def main():
               f"{statistics.median(l):.1f} ({min(l):.1f}..{max(l):.1f}) | {r['speedup_median']:.2f}x "
               f"({r['speedup_min']:.2f}..{r['speedup_max']:.2f}) |")
     (out / "compare.json").write_text(json.dumps({"machine": fp, "threads": a.threads, "rounds": a.rounds, "tests_run": ran,
-                                                 "skipped": skipped, "rows": rows}, indent=1))
+                                                 "skipped": skipped, "vision_modes": sorted(VISION_MODES), "rows": rows}, indent=1))
     (out / "fingerprint.json").write_text(json.dumps(fp, indent=1))
     try:  # the plot is optional: matplotlib lives in the reference venv, not in every python3
         plot(rows, out / "compare.png", title)

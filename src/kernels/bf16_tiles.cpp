@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/cpu.h"
 #include "core/error.h"
 #include "core/fp16.h"
 #include "kernels/attention_bf16.h"
@@ -15,6 +16,11 @@
 namespace tessera {
 
 bool bf16_gemm_available() { return kernels().bf16_tiles; }
+
+bool bf16_gemm_fast() {
+  const KernelTable& k = kernels();
+  return k.bf16_tiles && (k.isa == Isa::Amx || cpu_features().amd);
+}
 
 namespace {
 

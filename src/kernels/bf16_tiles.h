@@ -22,8 +22,13 @@ namespace tessera {
 constexpr int64_t kBf16K = 32;
 constexpr int64_t bf16_padded_k(int64_t k) { return (k + kBf16K - 1) / kBf16K * kBf16K; }
 
-// True where the CPU has AMX bf16, the OS granted it and the ISA cap allows Isa::Amx.
+// True where a SIMD bf16 GEMM runs at this ISA cap: AMX bf16 granted by the OS (Isa::Amx), or
+// AVX512-BF16 (Isa::Avx512Vnni and up).
 bool bf16_gemm_available();
+// True where that GEMM is also faster than the fp32 one, so the CLI takes it for the vision encoder
+// by default: AMX (3-15x the fp32 FMA rate), or AVX512-BF16 on AMD (Zen 4: VDPBF16PS at twice
+// the fp32 rate). Intel's VDPBF16PS runs at half the fp32 rate (docs/kernels.md): not there.
+bool bf16_gemm_fast();
 
 // The matrix for gemm_bf16 (its view plus `bf16_tiles`), read from its gemm panels if it has them,
 // else from its rows (F32, F16 or BF16). Fails with a one-line error otherwise.

@@ -79,13 +79,14 @@ class Idefics3Vision {
   // Returns the number of layers switched. Like every kernel path, results stay bitwise the
   // same across thread counts and batch sizes (so gated re-encoding keeps its guarantees).
   int use_q8_activations();
-  // From now on, run every float linear layer (F32, F16, BF16 weights) as the opt-in bf16 GEMM
-  // on AMX (kernels/bf16_tiles.h), and the attention as the bf16 attention on AMX
+  // From now on, run every float linear layer (F32, F16, BF16 weights) as the bf16 GEMM on AMX or
+  // AVX512-BF16 (kernels/bf16_tiles.h), and the attention as the bf16 attention
   // (kernels/attention_bf16.h): inputs rounded to bf16, fp32 sums. Repacks those weights into
-  // bf16 tiles once. Fails with a one-line error where the CPU or OS gives no AMX bf16. Results
+  // bf16 tiles once. Fails with a one-line error where the CPU or OS gives neither. Results
   // stay bitwise the same across thread counts and batch sizes; they differ from the fp32 path by
   // the bf16 rounding of the inputs (docs/numerics.md). Returns the number of layers switched.
   int use_bf16_gemm();
+  bool bf16() const { return bf16_attention_; }  // use_bf16_gemm() was called
 
  private:
   Idefics3Vision() = default;
