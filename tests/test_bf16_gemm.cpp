@@ -105,6 +105,42 @@ TEST(Bf16Gemm, WithinBoundsOfFloat64AndInvariant) {
   }
 }
 
+// llama.cpp's block types go into the tiles dequantized and rounded (each weight float_to_bf16 of
+// its dequantize_row value), and the GEMM over them keeps the float types' bound.
+TEST(Bf16Gemm, BlockTypesAreDequantizedThenRounded) {
+  ThreadPool two(2);
+  for (DType t : {DType::Q8_0, DType::Q4_1, DType::Q5_0, DType::Q4_K, DType::Q6_K}) {
+    const int64_t N = 37, K = 512, M = 19, kp = bf16_padded_k(K), nkb = kp / kBf16K;
+    ASSERT_TRUE(supports_bf16_tiles(t)) << dtype_name(t);
+    const test::RandomMatrix W = make_matrix(t, N, K, 5);
+    const PackedWeights P = pack_bf16_tiles(W.w);
+    const uint16_t* tiles = reinterpret_cast<const uint16_t*>(P.matrix.bf16_tiles);
+    std::vector<float> row(static_cast<size_t>(K));
+    for (int64_t r = 0; r < N; ++r) {
+      dequantize_row(t, W.w.data + r * static_cast<int64_t>(W.w.row_stride), row.data(), K);
+      for (int64_t k = 0; k < K; ++k)
+        ASSERT_EQ(tiles[bf16_weight_index(r, k, nkb)], float_to_bf16(row[static_cast<size_t>(k)])) << dtype_name(t) << " " << r << " " << k;
+    }
+    const std::vector<float> x = random_x(M, K, 6);
+    std::vector<uint16_t> xb(static_cast<size_t>(bf16_act_elems(M, K)), 0);
+    round_rows_bf16(x.data(), 0, M, K, K, xb.data(), kp);
+    std::vector<float> y(static_cast<size_t>(M * N));
+    gemm_bf16(P.matrix, x.data(), M, K, y.data(), N, two);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t r = 0; r < N; ++r) {
+        double want = 0, mag = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double p = bf16_to_float(tiles[bf16_weight_index(r, k, nkb)]) *
+                           static_cast<double>(bf16_to_float(xb[static_cast<size_t>(bf16_act_index(i, k, kp))]));
+          want += p;
+          mag += std::fabs(p);
+        }
+        ASSERT_NEAR(y[static_cast<size_t>(i * N + r)], want, static_cast<double>(K) * 0x1p-24 * mag + 1e-30) << dtype_name(t);
+      }
+  }
+  EXPECT_FALSE(supports_bf16_tiles(DType::A4G64));
+}
+
 TEST(Bf16Gemm, SimdRoundingMatchesScalar) {
 #if defined(TESSERA_HAVE_AVX512)
   if (!bf16_gemm_available()) GTEST_SKIP() << "no AMX bf16 here";
@@ -136,9 +172,12 @@ TEST(Bf16Gemm, RowRangesAndBadInput) {
   ref::gemm_bf16_rows(P.matrix, 0, 32, xb.data(), 40, 96, parts.data(), 70);
   ref::gemm_bf16_rows(P.matrix, 32, 70, xb.data(), 40, 96, parts.data(), 70);
   EXPECT_EQ(std::memcmp(whole.data(), parts.data(), whole.size() * 4), 0);
-  // quantized weights and matrices without tiles are refused with an error, not a crash
+  // a type it does not take (MLX's A4G64) and matrices without tiles are refused with an error, not
+  // a crash
   const test::RandomMatrix Q = make_matrix(DType::Q8_0, 4, 64, 5);
-  EXPECT_THROW(pack_bf16_tiles(Q.w), Error);
+  WeightMatrix a4 = Q.w;
+  a4.type = DType::A4G64;
+  EXPECT_THROW(pack_bf16_tiles(a4), Error);
   ThreadPool one(1);
   std::vector<float> y(40 * 70);
   EXPECT_THROW(gemm_bf16(W.w, x.data(), 40, 96, y.data(), 70, one), Error);

@@ -22,6 +22,16 @@ bool bf16_gemm_fast() {
   return k.bf16_tiles && (k.isa == Isa::Amx || cpu_features().amd);
 }
 
+bool supports_bf16_tiles(DType t) {
+  switch (t) {
+    case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0: case DType::Q4_1:
+    case DType::Q5_0: case DType::Q5_1: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
+      return true;
+    default:
+      return false;
+  }
+}
+
 namespace {
 
 // Element (r, k) of w as float, from its gemm panels or its rows.
@@ -42,7 +52,8 @@ float weight_at(const WeightMatrix& w, int64_t r, int64_t k) {
 }
 
 void check_repackable(const WeightMatrix& w) {
-  if (!supports_gemm_panels(w.type)) fail("bf16 tiles: %s weights are not repacked (F32, F16, BF16 only)", dtype_name(w.type));
+  if (!supports_bf16_tiles(w.type))
+    fail("bf16 tiles: %s weights are not repacked (F32, F16, BF16 and llama.cpp's block types only)", dtype_name(w.type));
   if (w.rows <= 0 || w.cols <= 0) fail("bf16 tiles: cannot repack an empty %lldx%lld matrix", static_cast<long long>(w.rows),
                                        static_cast<long long>(w.cols));
 }
@@ -62,6 +73,14 @@ PackedWeights alloc_tiles(int64_t rows, int64_t cols) {
 
 void fill_tiles(const WeightMatrix& w, uint16_t* t) {
   const int64_t nkb = bf16_padded_k(w.cols) / kBf16K;
+  if (!supports_gemm_panels(w.type)) {  // a block type: each row dequantized, then rounded
+    std::vector<float> row(static_cast<size_t>(w.cols));
+    for (int64_t r = 0; r < w.rows; ++r) {
+      dequantize_row(w.type, w.data + r * static_cast<int64_t>(w.row_stride), row.data(), w.cols);
+      for (int64_t k = 0; k < w.cols; ++k) t[bf16_weight_index(r, k, nkb)] = float_to_bf16(row[static_cast<size_t>(k)]);
+    }
+    return;
+  }
   for (int64_t r = 0; r < w.rows; ++r)
     for (int64_t k = 0; k < w.cols; ++k) t[bf16_weight_index(r, k, nkb)] = float_to_bf16(weight_at(w, r, k));
 }

@@ -30,8 +30,13 @@ bool bf16_gemm_available();
 // the fp32 rate). Intel's VDPBF16PS runs at half the fp32 rate (docs/kernels.md): not there.
 bool bf16_gemm_fast();
 
+// Weight types pack_bf16_tiles takes: the float ones (F32, F16, BF16) and llama.cpp's block types
+// (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q4_K, Q5_K, Q6_K), whose rows are dequantized to fp32 first.
+bool supports_bf16_tiles(DType t);
+
 // The matrix for gemm_bf16 (its view plus `bf16_tiles`), read from its gemm panels if it has them,
-// else from its rows (F32, F16 or BF16). Fails with a one-line error otherwise.
+// else from its rows (a type supports_bf16_tiles takes): each weight, as fp32, rounded to bf16.
+// Fails with a one-line error otherwise.
 PackedWeights pack_bf16_tiles(const WeightMatrix& w);
 
 // Matrices of one width and type stacked into one set of tiles (rows concatenated), for GEMMs

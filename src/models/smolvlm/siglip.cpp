@@ -534,7 +534,7 @@ int Idefics3Vision::use_bf16_gemm() {
     const std::vector<const WeightMatrix*> parts = {&L.q.w, &L.k.w, &L.v.w};
     bool ok = true;
     for (const WeightMatrix* w : parts)
-      ok = ok && !w->bf16_tiles && !w->panels && supports_gemm_panels(w->type) && w->type == L.q.w.type &&
+      ok = ok && !w->bf16_tiles && !w->panels && supports_bf16_tiles(w->type) && w->type == L.q.w.type &&
            w->cols == L.q.w.cols && w->rows % 32 == 0;
     if (!ok) continue;
     StackedBf16Tiles st = stack_bf16_tiles(parts);
@@ -551,7 +551,7 @@ int Idefics3Vision::use_bf16_gemm() {
     n += 3;
   }
   for (WeightMatrix* w : linear_weights()) {
-    if (w->bf16_tiles || w->panels || !supports_gemm_panels(w->type)) continue;
+    if (w->bf16_tiles || w->panels || !supports_bf16_tiles(w->type)) continue;
     packed_.push_back(pack_bf16_tiles(*w));
     packed_bytes_ += packed_.back().bytes;
     *w = packed_.back().matrix;

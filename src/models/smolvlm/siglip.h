@@ -79,7 +79,8 @@ class Idefics3Vision {
   // Returns the number of layers switched. Like every kernel path, results stay bitwise the
   // same across thread counts and batch sizes (so gated re-encoding keeps its guarantees).
   int use_q8_activations();
-  // From now on, run every float linear layer (F32, F16, BF16 weights) as the bf16 GEMM on AMX or
+  // From now on, run every linear layer not on 8-bit activations (F32, F16, BF16 weights, and
+  // llama.cpp's block types, dequantized: supports_bf16_tiles) as the bf16 GEMM on AMX or
   // AVX512-BF16 (kernels/bf16_tiles.h), and the attention as the bf16 attention
   // (kernels/attention_bf16.h): inputs rounded to bf16, fp32 sums. Repacks those weights into
   // bf16 tiles once. Fails with a one-line error where the CPU or OS gives neither. Results
