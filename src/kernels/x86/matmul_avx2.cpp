@@ -14,7 +14,109 @@
 
 namespace tessera::avx2 {
 
+// The V16 matmul's prefill is replaced here by prefill_rows_own (below).
+#define TESSERA_OWN_PREFILL 1
+template <DType T>
+void prefill_rows_own(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m, int64_t xs, float* y,
+                      int64_t ys);
+
 #include "kernels/simd/matmul_simd.inc"
+
+// Prefill on AVX2 by k residue. The recipe (every ISA's) keeps, per output, 16 partial sums, lane
+// l summing the products of k = l, l + 16, ... in order with FMAs, then adds them by reduce16's
+// tree. A V16 accumulator is two ymm per output, so 16 registers hold at most ~6 outputs and the
+// 2 × 2 block needed a load per FMA (30-37% of the FMA roof on Zen 3/4). Here a ymm holds one
+// residue's partial sum for 8 rows instead: for residue l, 3 groups of 8 rows × 4 tokens are 12
+// accumulators, fed per k by 3 weight loads and 4 broadcasts — the same FMAs in the same order per
+// partial sum, so the same bits. The 16 partials of the block go to a small buffer, and reduce16's
+// tree is then vertical adds across them (lane = row): s8_i = P_i + P_i+8, s4_i = s8_i + s8_i+4,
+// s2_i = s4_i + s4_i+2, y = s2_0 + s2_1.
+namespace {
+
+constexpr int kResGroups = 3, kResTokens = 4;  // 24 rows × 4 tokens
+
+// Partial sums of residue l for G groups × TT tokens: wl[g · gstride + 8c + i] is row 8g + i's
+// weight at k = 16c + l; token j's activations at x + j · xs.
+template <int G, int TT>
+inline void residue_pass(const float* wl, int64_t gstride, int64_t n, const float* x, int64_t xs, int l, __m256* part) {
+  __m256 acc[G][TT];
+  for (int g = 0; g < G; ++g)
+    for (int j = 0; j < TT; ++j) acc[g][j] = _mm256_setzero_ps();
+  for (int64_t c = 0; c < n; ++c) {
+    __m256 wv[G];
+    for (int g = 0; g < G; ++g) wv[g] = _mm256_loadu_ps(wl + g * gstride + 8 * c);
+    for (int j = 0; j < TT; ++j) {
+      const __m256 xb = _mm256_broadcast_ss(x + j * xs + 16 * c + l);
+      for (int g = 0; g < G; ++g) acc[g][j] = _mm256_fmadd_ps(wv[g], xb, acc[g][j]);
+    }
+  }
+  for (int g = 0; g < G; ++g)
+    for (int j = 0; j < TT; ++j) part[(g * TT + j) * 16 + l] = acc[g][j];
+}
+
+// The block's outputs: part[(g · TT + j) · 16 + l] reduced by reduce16's tree, stored for the
+// rows that exist (nr of the block's 8G) to y.
+template <int G, int TT>
+inline void residue_block(const float* wp, int64_t gstride, int64_t K, const float* x, int64_t xs, float* y, int64_t ys,
+                          int64_t nr) {
+  alignas(32) __m256 part[G * TT * 16];
+  const int64_t chunks = (K + 15) / 16;
+  for (int l = 0; l < 16; ++l) {
+    const int64_t n = l < K ? (K - l + 15) / 16 : 0;  // the chunks whose k = 16c + l exists
+    residue_pass<G, TT>(wp + l * chunks * 8, gstride, n, x, xs, l, part);
+  }
+  for (int g = 0; g < G; ++g)
+    for (int j = 0; j < TT; ++j) {
+      const __m256* P = part + (g * TT + j) * 16;
+      __m256 s8[8], s4[4];
+      for (int i = 0; i < 8; ++i) s8[i] = _mm256_add_ps(P[i], P[i + 8]);
+      for (int i = 0; i < 4; ++i) s4[i] = _mm256_add_ps(s8[i], s8[i + 4]);
+      const __m256 out = _mm256_add_ps(_mm256_add_ps(s4[0], s4[2]), _mm256_add_ps(s4[1], s4[3]));
+      const int64_t rows = std::min<int64_t>(8, nr - 8 * g);
+      if (rows <= 0) continue;
+      float* dst = y + j * ys + 8 * g;
+      if (rows == 8) {
+        _mm256_storeu_ps(dst, out);
+      } else {
+        alignas(32) float tmp[8];
+        _mm256_store_ps(tmp, out);
+        std::memcpy(dst, tmp, static_cast<size_t>(rows) * 4);
+      }
+    }
+}
+
+}  // namespace
+
+template <DType T>
+void prefill_rows_own(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m, int64_t xs, float* y,
+                      int64_t ys) {
+  constexpr int G = kResGroups;
+  constexpr int64_t kPanel = 8 * G;
+  const int64_t K = w.cols, chunks = (K + 15) / 16, gstride = 16 * chunks * 8;
+  thread_local std::vector<float> wbuf;  // [group][residue][chunk][8 rows]
+  thread_local std::vector<float> row;
+  wbuf.resize(static_cast<size_t>(G * gstride));
+  row.resize(static_cast<size_t>(chunks * 16));
+  for (int64_t p0 = r0; p0 < r1; p0 += kPanel) {
+    const int64_t np = std::min<int64_t>(kPanel, r1 - p0);
+    for (int64_t i = 0; i < kPanel; ++i) {
+      if (i < np) dequantized_row<T>(w, p0 + i, row.data());
+      else std::fill(row.begin(), row.end(), 0.0f);
+      float* base = wbuf.data() + (i / 8) * gstride + i % 8;
+      for (int64_t k = 0; k < chunks * 16; ++k) base[((k % 16) * chunks + k / 16) * 8] = row[static_cast<size_t>(k)];
+    }
+    for (int64_t t = 0; t < m; t += kResTokens) {
+      const float* xt = x + t * xs;
+      float* yt = y + t * ys + p0;
+      switch (std::min<int64_t>(kResTokens, m - t)) {
+        case 4: residue_block<G, 4>(wbuf.data(), gstride, K, xt, xs, yt, ys, np); break;
+        case 3: residue_block<G, 3>(wbuf.data(), gstride, K, xt, xs, yt, ys, np); break;
+        case 2: residue_block<G, 2>(wbuf.data(), gstride, K, xt, xs, yt, ys, np); break;
+        default: residue_block<G, 1>(wbuf.data(), gstride, K, xt, xs, yt, ys, np); break;
+      }
+    }
+  }
+}
 
 #include "kernels/simd/elementwise_simd.inc"
 
