@@ -12,6 +12,8 @@
 # Env: JOBS (default 2); NO_AMX=1 builds into .peers/llama.cpp-build-noamx with the AVX-512
 # (VNNI, BF16, VBMI) kernels but without ggml's AMX backend, whose matmul segfaults on the
 # 2026-12-01 AMX Xeon VM (llama-bench pp512 with repacking on; ggml-org/llama.cpp#20824).
+# AVX2_ONLY=1 builds into .peers/llama.cpp-build-avx2 with AVX2/FMA/F16C only (no AVX-512), so
+# an AVX-512 machine can run the AVX2 class's pair side by side (tessera with TESSERA_ISA=avx2).
 set -euo pipefail
 
 VERSION=0.3.36
@@ -27,9 +29,11 @@ PEERS="$ROOT/.peers"
 TARBALL="$PEERS/llama_cpp_python-$VERSION.tar.gz"
 SRCROOT="$PEERS/llama_cpp_python-$VERSION"
 SRC="$SRCROOT/vendor/llama.cpp"
-BUILD="$PEERS/llama.cpp-build${NO_AMX:+-noamx}"
+BUILD="$PEERS/llama.cpp-build${NO_AMX:+-noamx}${AVX2_ONLY:+-avx2}"
 ISA_FLAGS=(-DGGML_NATIVE=ON)
-if [[ -n "${NO_AMX:-}" ]]; then
+if [[ -n "${AVX2_ONLY:-}" ]]; then  # the AVX2 class's build, made on any x86 machine (a proxy run)
+    ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON)
+elif [[ -n "${NO_AMX:-}" ]]; then
     ISA_FLAGS=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
                -DGGML_AVX512=ON -DGGML_AVX512_VBMI=ON -DGGML_AVX512_VNNI=ON -DGGML_AVX512_BF16=ON -DGGML_AVX_VNNI=ON)
 fi
