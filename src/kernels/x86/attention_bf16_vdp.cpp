@@ -20,7 +20,8 @@ namespace tessera::avx512 {
 
 namespace {
 
-constexpr int kRows = 8;  // query rows per block: 16 accumulators with two halves
+constexpr int kRows = 8;  // query rows per block: 16 accumulators with two halves (12 rows, 24
+                          // accumulators, measured 0.96-0.99x on Zen 4)
 
 // The 16 (nh = 1) or 32 (nh = 2) lanes of rows r0..r0+7 into dst (row stride ds floats).
 template <int NH>
