@@ -77,12 +77,12 @@ struct Bf16AttnBuffers {
   uint16_t* v = nullptr;  // n_head_kv · nkp · hdv
 };
 
-// True where AMX bf16 is available (bf16_gemm_available()).
+// True where a SIMD bf16 attention runs: AMX bf16 or AVX512-BF16 (bf16_gemm_available()).
 bool attention_bf16_available();
 
 // out[i * out_stride + h * head_dim + d] for query rows i < n_q; q, k and v fp32 with heads side
-// by side (k and v rows kv_stride floats apart, n_kv of them). s.causal must be false. AMX where
-// available, else the scalar twin.
+// by side (k and v rows kv_stride floats apart, n_kv of them). s.causal must be false. AMX or
+// AVX512-BF16 where available, else the scalar twin.
 // With out_b16, the output rows go, rounded, into out_b16 as the next bf16 GEMM's activations
 // (bf16_tiles.h layout, k = n_head · head_dim; padding tokens are the caller's) with the same bits
 // as round_row_bf16 of the fp32 rows; out is then scratch (written only where the rows cannot be

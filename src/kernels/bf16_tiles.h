@@ -1,11 +1,13 @@
-// The opt-in bf16 GEMM for encoder workloads (vision): inputs rounded to bf16 (round to nearest
-// even), products summed in fp32 by AMX TDPBF16PS. Weights are repacked once into AMX "B"
-// tiles; activations are rounded per call. Not the engine's default numerics (gemm() keeps fp32
-// inputs): it trades each input's low 16 mantissa bits for the tile unit's rate (about 15× the
-// fp32 FMA rate on one core). Every output is summed over k by the same sequence of tile ops,
-// whatever the batch, its position in a tile or the thread count, so it is batch- and
-// thread-invariant like gemm(). (The scalar twin sums in k order; TDPBF16PS's order inside a
-// tile op is undocumented, so AMX and the twin agree within a bound, not bitwise:
+// The bf16 GEMM for encoder workloads (vision): inputs rounded to bf16 (round to nearest even),
+// products summed in fp32 by AMX TDPBF16PS, or by AVX512-BF16 VDPBF16PS where there is no AMX.
+// Weights are repacked once into AMX "B" tiles (both kernels read them); activations are rounded
+// per call. Not the library's default numerics (gemm() keeps fp32 inputs; the CLI takes this path
+// for the vision encoder where bf16_gemm_fast()): it trades each input's low 16 mantissa bits for
+// the bf16 units' rate (AMX about 15× the fp32 FMA rate on one core, Zen 4's VDPBF16PS 2×). Every
+// output is summed over k by the same sequence of operations whatever the batch, its position in
+// a tile or the thread count, so it is batch- and thread-invariant like gemm(). (The scalar twin
+// sums each k pair as VDPBF16PS specifies, so the Zen 4 kernel is the twin bit for bit;
+// TDPBF16PS's order inside a tile op is undocumented, so AMX and the twin agree within a bound:
 // docs/numerics.md.)
 //
 // Layout: rows in groups of 32, k in blocks of kBf16K = 32 (K padded with zeros to kp, a
@@ -66,7 +68,8 @@ void round_rows_bf16(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t
 // y[t*ys + r] = bias[r] + sum_k bf16(W[r][k]) · bf16(x[t*xs + k]), fp32 sums; w must carry bf16
 // tiles. bias (w.rows floats, or null for none) is where each sum starts: the accumulator tiles
 // are loaded with it instead of zeroed, which spares a pass over y (so the bias is not added last,
-// as gemm() callers add it). AMX where bf16_gemm_available(), else the scalar twin (far slower).
+// as gemm() callers add it). AMX or AVX512-BF16 where bf16_gemm_available(), else the scalar twin
+// (far slower).
 // Rounds x into a per-call buffer, then gemm_bf16_rounded.
 void gemm_bf16(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys, ThreadPool& pool,
                const float* bias = nullptr);

@@ -14,8 +14,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <bit>
-#include <cstring>
 
 #include "kernels/attention_bf16.h"
 #include "kernels/bf16_tiles.h"
