@@ -33,7 +33,7 @@ bool has_avx2() { return detected_isa() >= Isa::Avx2 && detected_isa() != Isa::N
 // in 16 lanes, plus one rounding of each dequantized weight, relative to sum |w x|.
 TEST(Kernels, MatmulMatchesFloat64AndScalarTwinBitwise) {
   const std::vector<int64_t> ns = {1, 3, 8, 13, 29};  // 29: AVX2's 24-row prefill panel and a tail
-  const std::vector<int64_t> ms = {1, 2, 3, 4, 5, 7};
+  const std::vector<int64_t> ms = {1, 2, 3, 4, 5, 7, 17};  // 17: AVX2 prefill by k residue (from 16 tokens)
   for (const Case& c : cases()) {
     for (int64_t K : c.ks) {
       for (int64_t N : ns) {
