@@ -60,12 +60,16 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
   wo.approx_gate = w.approx_gate;
   // with --validate-fp32-vision the frames are expected to differ: measured, not failed
   const bool approx = w.approx_global >= 0 || w.approx_kv >= 0 || w.approx_gate || w.validate_fp32_vision;
-  if (w.validate_fp32_vision && w.validate <= 0) fail("--validate-fp32-vision needs --validate N");
-  std::unique_ptr<Idefics3Vision> fp32_vision;  // the reference: the mmproj loaded without the lower-precision options
-  if (!w.reference_mmproj.empty() && !w.validate_fp32_vision) fail("--reference-mmproj needs --validate-fp32-vision");
-  if (w.validate_fp32_vision)
-    fp32_vision = std::move(open_model(a.model, w.reference_mmproj.empty() ? w.mmproj : w.reference_mmproj).vision);
-  if (w.validate_fp32_vision && !fp32_vision) fail("--validate-fp32-vision: no vision model in the reference");
+  std::unique_ptr<Idefics3Vision> fp32_vision;  // the reference: the vision model without the lower-precision options
+  if (w.validate_fp32_vision) {
+    if (w.validate <= 0) fail("--validate-fp32-vision needs --validate N");
+    const std::string& ref = w.reference_mmproj.empty() ? w.mmproj : w.reference_mmproj;
+    // an mmproj file alone (the text model is shared); a Hugging Face directory's tower otherwise
+    fp32_vision = ref.empty() ? std::move(open_model(a.model).vision) : Idefics3Vision::load_mmproj(ref);
+    if (!fp32_vision) fail("--validate-fp32-vision: no vision model in the reference");
+  } else if (!w.reference_mmproj.empty()) {
+    fail("--reference-mmproj needs --validate-fp32-vision");
+  }
   Session session(text, session_options(a));
   Watcher watcher(text, *vision, session, wo);
   std::unique_ptr<Session> full_session;

@@ -7,8 +7,9 @@
 // multiply-adds (docs/measurements.md); on the Xeon it is half, and AMX wins there.
 //
 // Numerics: each output sums its products pair by pair in k order, each VDPBF16PS adding two exact
-// bf16 × bf16 products to the fp32 lane (denormal inputs and outputs flushed, as TDPBF16PS does);
-// held to the same bound of the float64 sum as the AMX kernel (docs/numerics.md). Per output the
+// bf16 × bf16 products to the fp32 lane, odd then even (denormal inputs and sums flushed): the
+// scalar twin's order, so bit for bit the twin where VDPBF16PS follows its specification (checked
+// on Zen 4), else held to the AMX kernel's bound (docs/numerics.md). Per output the
 // sequence of operations does not depend on the batch, the token's place in it, the row range or
 // the thread count, so results are invariant in all four, as on AMX.
 #include <immintrin.h>
