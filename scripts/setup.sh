@@ -24,7 +24,7 @@ fi
 bash scripts/fetch_model.sh
 
 # test fixtures stored xz-compressed (tracked files stay under 4 MiB): unpack when missing or stale
-for xzf in tests/fixtures/vision/tiny/*.gguf.xz; do
+for xzf in tests/fixtures/vision/tiny/*.gguf.xz tests/fixtures/vocab/*.gguf.xz; do
   out="${xzf%.xz}"
   if [ ! -f "$out" ] || [ "$xzf" -nt "$out" ]; then xz -dkf "$xzf"; fi
 done

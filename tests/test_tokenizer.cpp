@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <sstream>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -18,20 +20,20 @@ const Tokenizer& tokenizer() {
 }
 }  // namespace
 
-// Token ids identical to llama.cpp's (fixture made by bench/peers/gen_tokenizer_fixture.py).
-TEST(Tokenizer, MatchesLlamaCppOnCorpus) {
-  const auto corpus = nlohmann::json::parse(test::read_file(test::source_path("tests/fixtures/tokenizer_corpus.json")));
+// Token ids identical to llama.cpp's on a corpus (fixtures made by
+// bench/peers/gen_tokenizer_fixture.py, with --model for the Qwen2 vocabulary).
+void expect_corpus(const Tokenizer& tok, const std::string& fixture) {
+  const auto corpus = nlohmann::json::parse(test::read_file(test::source_path(fixture)));
   ASSERT_GE(corpus.size(), 40u);
-  int checked = 0;
   for (const auto& c : corpus) {
     const std::string text = c["text"];
     const bool special = c["parse_special"];
     const std::vector<int32_t> want = c["ids"].get<std::vector<int32_t>>();
-    EXPECT_EQ(tokenizer().encode(text, special), want) << "text: " << nlohmann::json(text).dump() << " special=" << special;
-    ++checked;
+    EXPECT_EQ(tok.encode(text, special), want) << fixture << " text: " << nlohmann::json(text).dump() << " special=" << special;
   }
-  EXPECT_EQ(checked, static_cast<int>(corpus.size()));
 }
+
+TEST(Tokenizer, MatchesLlamaCppOnCorpus) { expect_corpus(tokenizer(), "tests/fixtures/tokenizer_corpus.json"); }
 
 TEST(Tokenizer, DecodeInvertsEncode) {
   const auto corpus = nlohmann::json::parse(test::read_file(test::source_path("tests/fixtures/tokenizer_corpus.json")));
@@ -78,4 +80,39 @@ TEST(Tokenizer, OverlongUtf8IsInvalid) {
   const Tokenizer& t = tokenizer();
   const std::string text = "return 0; // \xC3\xA9 \xE6\x97\xA5 \xF0\x9F\x98\x80";  // valid: round-trips
   EXPECT_EQ(t.decode(t.encode(text, false)), text);
+}
+
+// llama.cpp's own tokenizer test for the Qwen2 vocabulary (models/ggml-vocab-qwen2.gguf with its
+// .inp texts and .out ids, as its test-tokenizer-0 reads them): the Qwen2 pre-tokenizer, which
+// Qwen2.5/Qwen3/Qwen3-VL share.
+TEST(Tokenizer, Qwen2VocabMatchesLlamaCppTestSet) {
+  const std::string base = test::source_path("tests/fixtures/vocab/ggml-vocab-qwen2.gguf");
+  auto file = GgufFile::open(base);
+  const Tokenizer tok(*file);
+  EXPECT_EQ(tok.pre(), "qwen2");
+  const std::string inp = test::read_file(base + ".inp"), out = test::read_file(base + ".out");
+  std::vector<std::string> texts;
+  const std::string sep = "\n__ggml_vocab_test__\n";
+  for (size_t at = 0;;) {
+    const size_t hit = inp.find(sep, at);
+    if (hit == std::string::npos) break;
+    texts.push_back(inp.substr(at, hit - at));
+    at = hit + sep.size();
+  }
+  std::vector<std::vector<int32_t>> want;
+  for (size_t at = 0; at < out.size();) {
+    const size_t nl = out.find('\n', at);
+    std::istringstream line(out.substr(at, nl == std::string::npos ? std::string::npos : nl - at));
+    want.emplace_back();
+    for (int32_t id; line >> id;) want.back().push_back(id);
+    if (nl == std::string::npos) break;
+    at = nl + 1;
+  }
+  expect_corpus(tok, "tests/fixtures/vocab/qwen2_corpus.json");
+  ASSERT_GE(texts.size(), 30u);
+  ASSERT_EQ(texts.size(), want.size());
+  for (size_t i = 0; i < texts.size(); ++i) {
+    EXPECT_EQ(tok.encode(texts[i], false), want[i]) << "text: " << nlohmann::json(texts[i]).dump();
+    EXPECT_EQ(tok.decode(want[i]), texts[i]);
+  }
 }

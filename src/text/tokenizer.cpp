@@ -14,7 +14,27 @@ namespace tessera {
 
 namespace {
 constexpr int64_t kMaxVocab = 1 << 22;
-}
+
+// Codepoint classes over [.., hi) of a text, and the words cut from it (the pre-tokenizers'
+// shared vocabulary).
+struct WordCutter {
+  const std::vector<uint32_t>& cps;
+  size_t hi, prev;
+  std::vector<std::string>& words;
+  bool letter(size_t p) const { return p < hi && unicode::is_letter(cps[p]); }
+  bool number(size_t p) const { return p < hi && unicode::is_number(cps[p]); }
+  bool space(size_t p) const { return p < hi && unicode::is_whitespace(cps[p]); }
+  bool other(size_t p) const { return p < hi && !letter(p) && !number(p) && !space(p); }
+  void emit(size_t end) {  // the word [prev, end)
+    if (end > prev) {
+      std::string w;
+      for (size_t k = prev; k < end; ++k) unicode::append_utf8(w, cps[k]);
+      words.push_back(std::move(w));
+    }
+    prev = end;
+  }
+};
+}  // namespace
 
 Tokenizer::Tokenizer(const GgufFile& f) {
   TokenizerSpec sp;
@@ -66,7 +86,10 @@ void Tokenizer::init(TokenizerSpec sp) {
   static const char* kDigitSplit[] = {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"};
   split_digits_ = std::find_if(std::begin(kDigitSplit), std::end(kDigitSplit),
                                [&](const char* p) { return pre_ == p; }) != std::end(kDigitSplit);
-  if (!split_digits_ && pre_ != "default" && pre_ != "gpt-2" && pre_ != "gpt2")
+  // The llama-3 pattern and Qwen2's (the same with single digits), as llama.cpp names them.
+  if (pre_ == "llama3" || pre_ == "llama-v3" || pre_ == "llama-bpe") max_digits_ = 3;
+  if (pre_ == "qwen2" || pre_ == "stablelm2") max_digits_ = 1;
+  if (!split_digits_ && max_digits_ == 0 && pre_ != "default" && pre_ != "gpt-2" && pre_ != "gpt2")
     fail("%s: pre-tokenizer '%s' is not supported", src, pre_.c_str());
   tokens_ = std::move(sp.tokens);
   types_ = std::move(sp.types);
@@ -144,11 +167,20 @@ TokenizerSpec Tokenizer::spec_from_hf_json(const uint8_t* data, size_t size, con
       else if (m.is_array() && m.size() == 2) sp.merges.push_back(m[0].get<std::string>() + " " + m[1].get<std::string>());
       else fail("%s: malformed merge", path.c_str());
     }
-    // pre-tokenizer: ByteLevel, optionally after Digits(individual_digits)
+    // pre-tokenizer: ByteLevel, optionally after Digits(individual_digits) or after a Split by
+    // the llama-3 or Qwen2 pattern
     const std::string pre = j.contains("pre_tokenizer") ? j["pre_tokenizer"].dump() : "";
     if (pre.find("ByteLevel") == std::string::npos) fail("%s: only byte-level BPE pre-tokenizers are supported", path.c_str());
     const bool digits = pre.find("\"individual_digits\":true") != std::string::npos;
     sp.pre = digits ? "smollm" : "gpt2";
+    if (pre.find("\"Split\"") != std::string::npos) {
+      // the pattern as it appears in the JSON dump (backslashes escaped)
+      static const char* kQwen2 = R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+)";
+      static const char* kLlama3 = R"((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+)";
+      if (pre.find(kQwen2) != std::string::npos) sp.pre = "qwen2";
+      else if (pre.find(kLlama3) != std::string::npos) sp.pre = "llama3";
+      else fail("%s: the pre-tokenizer's split pattern is not one tessera knows (GPT-2, llama-3, Qwen2)", path.c_str());
+    }
   } catch (const nlohmann::json::exception& e) {
     fail("%s: unexpected tokenizer.json layout (%s)", path.c_str(), e.what());
   }
@@ -167,6 +199,11 @@ int32_t Tokenizer::find(const std::string& text) const {
 // codepoint: the same fragments llama.cpp's hand-written splitter produces.
 std::vector<std::string> Tokenizer::pretokenize(std::string_view text) const {
   const std::vector<uint32_t> cps = unicode::decode_utf8(text);
+  std::vector<std::string> words;
+  if (max_digits_ > 0) {
+    pretokenize_llama3(cps, words);
+    return words;
+  }
   std::vector<std::pair<size_t, size_t>> frags;  // [begin, end) in codepoints
   if (split_digits_) {
     size_t start = 0;
@@ -182,24 +219,16 @@ std::vector<std::string> Tokenizer::pretokenize(std::string_view text) const {
     frags.emplace_back(0, cps.size());
   }
 
-  std::vector<std::string> words;
   constexpr uint32_t kOut = 0xFFFFFFFFu;
   for (const auto& frag : frags) {
     const size_t lo = frag.first, hi = frag.second;
     auto cpt = [&](size_t p) { return p >= lo && p < hi ? cps[p] : kOut; };
-    auto letter = [&](size_t p) { return p < hi && unicode::is_letter(cps[p]); };
-    auto number = [&](size_t p) { return p < hi && unicode::is_number(cps[p]); };
-    auto space = [&](size_t p) { return p < hi && unicode::is_whitespace(cps[p]); };
-    auto other = [&](size_t p) { return p < hi && !letter(p) && !number(p) && !space(p); };
-    size_t prev = lo;
-    auto emit = [&](size_t end) {
-      if (end > prev) {
-        std::string w;
-        for (size_t k = prev; k < end; ++k) unicode::append_utf8(w, cps[k]);
-        words.push_back(std::move(w));
-      }
-      prev = end;
-    };
+    WordCutter w{cps, hi, lo, words};
+    auto letter = [&](size_t p) { return w.letter(p); };
+    auto number = [&](size_t p) { return w.number(p); };
+    auto space = [&](size_t p) { return w.space(p); };
+    auto other = [&](size_t p) { return w.other(p); };
+    auto emit = [&](size_t end) { w.emit(end); };
     for (size_t pos = lo; pos < hi;) {
       const uint32_t c = cps[pos];
       if (c == '\'' && pos + 1 < hi) {
@@ -253,6 +282,68 @@ std::vector<std::string> Tokenizer::pretokenize(std::string_view text) const {
     }
   }
   return words;
+}
+
+// The same alternatives in the same order as llama.cpp's hand-written llama-3 / Qwen2 splitters
+// (the contractions match either case; "other" is anything not a letter, number or \s).
+void Tokenizer::pretokenize_llama3(const std::vector<uint32_t>& cps, std::vector<std::string>& words) const {
+  const size_t n = cps.size();
+  WordCutter w{cps, n, 0, words};
+  auto letter = [&](size_t p) { return w.letter(p); };
+  auto number = [&](size_t p) { return w.number(p); };
+  auto other = [&](size_t p) { return w.other(p); };
+  auto emit = [&](size_t end) { w.emit(end); };
+  auto newline = [&](size_t p) { return p < n && (cps[p] == '\r' || cps[p] == '\n'); };
+  auto lower = [&](size_t p) { return p < n && cps[p] >= 'A' && cps[p] <= 'Z' ? cps[p] + 32 : p < n ? cps[p] : 0u; };
+  for (size_t pos = 0; pos < n;) {
+    if (cps[pos] == '\'' && pos + 1 < n) {  // (?i:'s|'t|'re|'ve|'m|'ll|'d)
+      const uint32_t a = lower(pos + 1), b = lower(pos + 2);
+      if (a == 's' || a == 't' || a == 'm' || a == 'd') {
+        emit(pos += 2);
+        continue;
+      }
+      if (pos + 2 < n && ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l'))) {
+        emit(pos += 3);
+        continue;
+      }
+    }
+    if (!newline(pos) && !number(pos) && (letter(pos) || letter(pos + 1))) {  // [^\r\n\p{L}\p{N}]?\p{L}+
+      ++pos;
+      while (letter(pos)) ++pos;
+      emit(pos);
+      continue;
+    }
+    if (number(pos)) {  // \p{N}{1,D}
+      size_t run = 0;
+      while (number(pos) && run < static_cast<size_t>(max_digits_)) ++pos, ++run;
+      emit(pos);
+      continue;
+    }
+    const size_t q = cps[pos] == ' ' ? pos + 1 : pos;
+    if (other(q)) {  //  ?[^\s\p{L}\p{N}]+[\r\n]*
+      pos = q;
+      while (other(pos)) ++pos;
+      while (newline(pos)) ++pos;
+      emit(pos);
+      continue;
+    }
+    size_t nws = 0, last_newline_end = 0;
+    for (; w.space(pos + nws); ++nws)
+      if (newline(pos + nws)) last_newline_end = pos + nws + 1;
+    if (last_newline_end > 0) {  // \s*[\r\n]+
+      emit(pos = last_newline_end);
+      continue;
+    }
+    if (nws > 1 && pos + nws < n) {  // \s+(?!\S)
+      emit(pos += nws - 1);
+      continue;
+    }
+    if (nws > 0) {  // \s+
+      emit(pos += nws);
+      continue;
+    }
+    emit(++pos);
+  }
 }
 
 // Merge the lowest-ranked adjacent pair (leftmost on ties) until none is in the merge table.

@@ -48,6 +48,9 @@ class Tokenizer {
 
  private:
   std::vector<std::string> pretokenize(std::string_view text) const;
+  // The llama-3 / Qwen2 pattern ((?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,D}|
+  // ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+) with D = max_digits_.
+  void pretokenize_llama3(const std::vector<uint32_t>& cps, std::vector<std::string>& words) const;
   void bpe(const std::string& word, std::vector<int32_t>& out) const;
 
   std::vector<std::string> tokens_;
@@ -59,6 +62,7 @@ class Tokenizer {
   void init(TokenizerSpec spec);
   std::string pre_;
   bool split_digits_ = true;
+  int max_digits_ = 0;  // > 0: the llama-3 family's pattern, numbers in runs of at most this many digits
   int32_t bos_ = -1, eos_ = -1;
 };
 
