@@ -191,8 +191,7 @@ LlamaConfig text_config(const json& t, bool tie_default, const std::string& file
     theta = get<float>(t["rope_parameters"], "rope_theta", 1.0f, 1e12f, theta, file);
   c.rope_base = theta;
   c.tied_embeddings = t.contains("tie_word_embeddings") && t["tie_word_embeddings"].is_boolean() ? t["tie_word_embeddings"].get<bool>() : tie_default;
-  if (t.contains("head_dim") && !t["head_dim"].is_null() && get<int>(t, "head_dim", 1, 65536, file) * c.n_head != c.n_embd)
-    fail("%s: head_dim other than hidden_size / heads is not supported", file.c_str());
+  c.head_dim = get<int>(t, "head_dim", 2, 1024, c.n_embd / c.n_head, file);
   return c;
 }
 
@@ -215,13 +214,25 @@ HfConfig parse_hf_config(const std::string& config_text, const std::string& proc
     h.mlx_group = group;
   }
   const bool tie_top = cfg.contains("tie_word_embeddings") && cfg["tie_word_embeddings"].is_boolean() ? cfg["tie_word_embeddings"].get<bool>() : false;
-  if (h.type == "llama") {
+  if (h.type == "qwen3_vl") {  // the text model for now; the vision tower is not read from HF yet
+    if (!cfg.contains("text_config") || !cfg["text_config"].is_object()) fail("%s: text_config is required", cfg_path.c_str());
+    h.text = text_config(cfg["text_config"], tie_top, cfg_path);
+    h.text.qk_norm = true;
+    h.text_prefix = "model.language_model.";
+    const json& tc = cfg["text_config"];
+    h.bos = get<int>(tc, "bos_token_id", -1, h.text.n_vocab - 1, -1, cfg_path);
+    h.eos = tc.contains("eos_token_id") && tc["eos_token_id"].is_number() ? get<int>(tc, "eos_token_id", -1, h.text.n_vocab - 1, cfg_path) : -1;
+    return h;
+  }
+  if (h.type == "llama" || h.type == "qwen3") {
     h.text = text_config(cfg, tie_top, cfg_path);
+    h.text.qk_norm = h.type == "qwen3";
     h.bos = get<int>(cfg, "bos_token_id", -1, h.text.n_vocab - 1, -1, cfg_path);
     h.eos = cfg.contains("eos_token_id") && cfg["eos_token_id"].is_number() ? get<int>(cfg, "eos_token_id", -1, h.text.n_vocab - 1, cfg_path) : -1;
     return h;
   }
-  if (h.type != "idefics3" && h.type != "smolvlm") fail("%s: model_type '%s' is not supported (llama, idefics3)", cfg_path.c_str(), h.type.c_str());
+  if (h.type != "idefics3" && h.type != "smolvlm") fail("%s: model_type '%s' is not supported (llama, qwen3, qwen3_vl, idefics3)", cfg_path.c_str(), h.type.c_str());
+  h.text_prefix = "model.text_model.";
   if (!cfg.contains("text_config") || !cfg["text_config"].is_object() || !cfg.contains("vision_config") || !cfg["vision_config"].is_object())
     fail("%s: text_config and vision_config are required", cfg_path.c_str());
   const json& tc = cfg["text_config"];
@@ -294,7 +305,7 @@ HfModel load_hf_dir(const std::string& dir) {
   spec.bos = h.bos;
   spec.eos = h.eos;
   HfModel m;
-  m.text = LlamaModel::from_hf(h.text, std::make_unique<Tokenizer>(std::move(spec)), src, h.has_vision ? "model.text_model." : "model.");
+  m.text = LlamaModel::from_hf(h.text, std::make_unique<Tokenizer>(std::move(spec)), src, h.text_prefix);
   if (h.has_vision) m.vision = Idefics3Vision::from_hf(h.vision, src, h.preprocess);
   return m;
 }

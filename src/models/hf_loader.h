@@ -19,9 +19,10 @@ HfModel load_hf_dir(const std::string& dir);
 // What config.json (and, for SmolVLM, the preprocessor config) say, every number range-checked:
 // read before any weight is touched.
 struct HfConfig {
-  std::string type;   // config.json's model_type: "llama", "idefics3" or "smolvlm"
+  std::string type;   // config.json's model_type: "llama", "qwen3", "qwen3_vl", "idefics3" or "smolvlm"
   int mlx_group = 0;  // mlx-lm 4-bit affine checkpoints: the group size (32 or 64); 0 otherwise
   LlamaConfig text;
+  std::string text_prefix = "model.";  // where the text model's tensors are named
   int32_t bos = -1, eos = -1;
   bool has_vision = false;
   SiglipConfig vision;

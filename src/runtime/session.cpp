@@ -45,8 +45,8 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
   const size_t B = static_cast<size_t>(n_batch_);
   x_.resize(B * c.n_embd);
   xn_.resize(B * c.n_embd);
-  q_.resize(B * c.n_embd);
-  att_.resize(B * c.n_embd);
+  q_.resize(B * static_cast<size_t>(c.q_dim()));
+  att_.resize(B * static_cast<size_t>(c.q_dim()));
   tmp_.resize(B * c.n_embd);
   k_.resize(B * kv);
   v_.resize(B * kv);
@@ -229,7 +229,7 @@ void Session::embed(const int32_t* tokens, int n, const float* embeddings) {
 void Session::attention_block(int l, int n) {
   const LlamaConfig& c = model_.config();
   const LlamaLayer& L = model_.layers()[static_cast<size_t>(l)];
-  const int64_t E = c.n_embd, KV = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
+  const int64_t E = c.n_embd, QD = c.q_dim(), KV = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
   const int hd = c.head_dim, p0 = n_past_;
   const size_t pos_bytes = static_cast<size_t>(c.n_head_kv) * kv_row_, tile_bytes = static_cast<size_t>(c.n_head_kv) * k_tile_;
   uint8_t* kc = k_cache_.data() + static_cast<size_t>(l) * k_tiles() * tile_bytes;
@@ -242,16 +242,20 @@ void Session::attention_block(int l, int n) {
       else add_rms_norm(&x_[i * E], &tmp_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
     }
   }
-  linear(L.wq, xn_.data(), n, E, q_.data(), E, false, "q");
+  linear(L.wq, xn_.data(), n, E, q_.data(), QD, false, "q");
   linear(L.wk, xn_.data(), n, E, k_.data(), KV, L.wk.type == L.wq.type, "k");
   linear(L.wv, xn_.data(), n, E, v_.data(), KV, L.wv.type == L.wq.type, "v");
   {
-    prof::OpScope op("rope+kv store", "", rope_kv_store_cost(n, E, KV, static_cast<double>(pos_bytes)));
+    prof::OpScope op(c.qk_norm ? "qk_norm+rope+kv store" : "rope+kv store", "", rope_kv_store_cost(n, QD, KV, static_cast<double>(pos_bytes)));
     const auto rope = c.rope_neox ? rope_neox : rope_pairs;
     const auto rope_store = [&](int64_t i0, int64_t i1) {  // tokens are independent
       for (int64_t i = i0; i < i1; ++i) {
         const float* cs = &rope_cs_[static_cast<size_t>(i * hd)];
-        rope(&q_[i * E], c.n_head, hd, cs);
+        if (c.qk_norm) {  // Qwen3: each head of q and k RMS-normed on its own, then rotated
+          for (int h = 0; h < c.n_head; ++h) rms_norm(&q_[i * QD + h * hd], L.q_norm.data(), &q_[i * QD + h * hd], hd, c.rms_eps);
+          for (int h = 0; h < c.n_head_kv; ++h) rms_norm(&k_[i * KV + h * hd], L.k_norm.data(), &k_[i * KV + h * hd], hd, c.rms_eps);
+        }
+        rope(&q_[i * QD], c.n_head, hd, cs);
         rope(&k_[i * KV], c.n_head_kv, hd, cs);
         for (int g = 0; g < c.n_head_kv; ++g) {
           const size_t p = static_cast<size_t>(p0 + i);
@@ -281,9 +285,9 @@ void Session::attention_block(int l, int n) {
     if (prof::on()) std::snprintf(detail, sizeof detail, "KV %s", dtype_name(kv_type_));
     prof::OpScope op("attention", detail,
                      attention_cost(pairs, static_cast<int64_t>(hd) * c.n_head, n, p0 + n, static_cast<double>(pos_bytes)));
-    flash_attention(shape, q_.data(), n, E, view, att_.data(), E, pool_);
+    flash_attention(shape, q_.data(), n, QD, view, att_.data(), QD, pool_);
   }
-  linear(L.wo, att_.data(), n, E, tmp_.data(), E, false, "o");
+  linear(L.wo, att_.data(), n, QD, tmp_.data(), E, false, "o");
 }
 
 void Session::ffn_block(int l, int n) {

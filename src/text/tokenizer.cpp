@@ -63,8 +63,9 @@ Tokenizer::Tokenizer(const GgufFile& f) {
     fail("%s: tokenizer.ggml.merges must be an array of strings", f.name().c_str());
   sp.merges = merges.strs;
   const int64_t nv = static_cast<int64_t>(sp.tokens.size());
-  if (const GgufValue* vs = f.find("llama.vocab_size"); vs && vs->is_integer() && vs->as_int() != nv)
-    fail("%s: llama.vocab_size %lld does not match %lld tokens", f.name().c_str(), static_cast<long long>(vs->as_int()), static_cast<long long>(nv));
+  const std::string vocab_key = f.get_string("general.architecture", "llama") + ".vocab_size";
+  if (const GgufValue* vs = f.find(vocab_key); vs && vs->is_integer() && vs->as_int() != nv)
+    fail("%s: %s %lld does not match %lld tokens", f.name().c_str(), vocab_key.c_str(), static_cast<long long>(vs->as_int()), static_cast<long long>(nv));
   sp.bos = static_cast<int32_t>(f.get_int("tokenizer.ggml.bos_token_id", 0, nv - 1, -1));
   sp.eos = static_cast<int32_t>(f.get_int("tokenizer.ggml.eos_token_id", 0, nv - 1, -1));
   sp.eot = static_cast<int32_t>(f.get_int("tokenizer.ggml.eot_token_id", 0, nv - 1, -1));

@@ -9,17 +9,16 @@ void LlamaModel::check_config() const {
   const LlamaConfig& c = cfg_;
   if (c.n_embd < 1 || c.n_embd > 65536 || c.n_layer < 1 || c.n_layer > 1024 || c.n_ff < 1 || c.n_ff > (1 << 20))
     fail("text model: sizes out of range");
-  if (c.n_head < 1 || c.n_head_kv < 1 || c.n_head_kv > c.n_head) fail("text model: head counts out of range");
-  if (c.n_embd % c.n_head != 0) fail("text model: embedding length %d is not a multiple of %d heads", c.n_embd, c.n_head);
+  if (c.n_head < 1 || c.n_head > 1024 || c.n_head_kv < 1 || c.n_head_kv > c.n_head) fail("text model: head counts out of range");
   if (c.n_head % c.n_head_kv != 0) fail("text model: %d heads are not a multiple of %d KV heads", c.n_head, c.n_head_kv);
-  if ((c.n_embd / c.n_head) % 2 != 0) fail("text model: head dimension %d is odd", c.n_embd / c.n_head);
+  if (c.head_dim < 2 || c.head_dim > 1024 || c.head_dim % 2 != 0) fail("text model: head dimension %d is odd or out of range", c.head_dim);
   if (!(c.rope_base >= 1.0f && c.rope_base < 1e12f) || !(c.rms_eps > 0 && c.rms_eps < 1)) fail("text model: rope base or norm epsilon out of range");
   if (c.n_ctx_train < 1 || c.n_ctx_train > (1 << 24)) fail("text model: context length out of range");
 }
 
 void LlamaModel::load_weights(const TensorSource& s, bool g, const std::string& p) {
   const LlamaConfig& c = cfg_;
-  const int64_t E = c.n_embd, KV = static_cast<int64_t>(c.n_head_kv) * c.head_dim, FF = c.n_ff;
+  const int64_t E = c.n_embd, QD = c.q_dim(), KV = static_cast<int64_t>(c.n_head_kv) * c.head_dim, FF = c.n_ff;
   auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
   tok_embd_ = s.matrix(g ? "token_embd.weight" : p + "embed_tokens.weight", c.n_vocab, E);
   const std::string out_name = g ? "output.weight" : "lm_head.weight";
@@ -37,10 +36,14 @@ void LlamaModel::load_weights(const TensorSource& s, bool g, const std::string& 
     LlamaLayer& L = layers_[static_cast<size_t>(i)];
     L.attn_norm = s.floats(n("attn_norm.weight", "input_layernorm.weight"), {u(E)});
     L.ffn_norm = s.floats(n("ffn_norm.weight", "post_attention_layernorm.weight"), {u(E)});
-    L.wq = s.matrix(n("attn_q.weight", "self_attn.q_proj.weight"), E, E);
+    if (c.qk_norm) {
+      L.q_norm = s.floats(n("attn_q_norm.weight", "self_attn.q_norm.weight"), {u(c.head_dim)});
+      L.k_norm = s.floats(n("attn_k_norm.weight", "self_attn.k_norm.weight"), {u(c.head_dim)});
+    }
+    L.wq = s.matrix(n("attn_q.weight", "self_attn.q_proj.weight"), QD, E);
     L.wk = s.matrix(n("attn_k.weight", "self_attn.k_proj.weight"), KV, E);
     L.wv = s.matrix(n("attn_v.weight", "self_attn.v_proj.weight"), KV, E);
-    L.wo = s.matrix(n("attn_output.weight", "self_attn.o_proj.weight"), E, E);
+    L.wo = s.matrix(n("attn_output.weight", "self_attn.o_proj.weight"), E, QD);
     L.w_gate = s.matrix(n("ffn_gate.weight", "mlp.gate_proj.weight"), FF, E);
     L.w_up = s.matrix(n("ffn_up.weight", "mlp.up_proj.weight"), FF, E);
     L.w_down = s.matrix(n("ffn_down.weight", "mlp.down_proj.weight"), E, FF);
@@ -52,23 +55,34 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
   m->file_ = GgufFile::open(path);
   const GgufFile& f = *m->file_;
   const std::string arch = f.get_string("general.architecture");
-  if (arch != "llama")
-    fail("%s: architecture '%s' is not supported (expected 'llama')", path.c_str(), arch.c_str());
+  // Qwen3-VL's text model ("qwen3vl") is Qwen3 with multimodal rotary positions; for text
+  // positions (t = h = w) those are the ordinary NeoX rotation.
+  const bool qwen3 = arch == "qwen3" || arch == "qwen3vl";
+  if (arch != "llama" && !qwen3)
+    fail("%s: architecture '%s' is not supported (llama, qwen3, qwen3vl)", path.c_str(), arch.c_str());
+  const std::string a = arch + ".";
   LlamaConfig& c = m->cfg_;
-  c.n_embd = static_cast<int>(f.get_int("llama.embedding_length", 1, 65536));
-  c.n_layer = static_cast<int>(f.get_int("llama.block_count", 1, 1024));
-  c.n_head = static_cast<int>(f.get_int("llama.attention.head_count", 1, 1024));
-  c.n_head_kv = static_cast<int>(f.get_int("llama.attention.head_count_kv", 1, c.n_head, c.n_head));
-  c.n_ff = static_cast<int>(f.get_int("llama.feed_forward_length", 1, 1 << 20));
-  c.n_ctx_train = static_cast<int>(f.get_int("llama.context_length", 1, 1 << 24, 2048));
-  c.rope_base = static_cast<float>(f.get_float("llama.rope.freq_base", 1.0, 1e12, 10000.0));
-  c.rms_eps = static_cast<float>(f.get_float("llama.attention.layer_norm_rms_epsilon", 1e-12, 1.0, 1e-5));
-  if (c.n_embd % c.n_head != 0) fail("%s: embedding length %d is not a multiple of %d heads", path.c_str(), c.n_embd, c.n_head);
+  c.n_embd = static_cast<int>(f.get_int(a + "embedding_length", 1, 65536));
+  c.n_layer = static_cast<int>(f.get_int(a + "block_count", 1, 1024));
+  c.n_head = static_cast<int>(f.get_int(a + "attention.head_count", 1, 1024));
+  c.n_head_kv = static_cast<int>(f.get_int(a + "attention.head_count_kv", 1, c.n_head, c.n_head));
+  c.n_ff = static_cast<int>(f.get_int(a + "feed_forward_length", 1, 1 << 20));
+  c.n_ctx_train = static_cast<int>(f.get_int(a + "context_length", 1, 1 << 24, 2048));
+  c.rope_base = static_cast<float>(f.get_float(a + "rope.freq_base", 1.0, 1e12, 10000.0));
+  c.rms_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-12, 1.0, 1e-5));
   if (c.n_head % c.n_head_kv != 0) fail("%s: %d heads are not a multiple of %d KV heads", path.c_str(), c.n_head, c.n_head_kv);
-  c.head_dim = c.n_embd / c.n_head;
+  if (!qwen3 && c.n_embd % c.n_head != 0) fail("%s: embedding length %d is not a multiple of %d heads", path.c_str(), c.n_embd, c.n_head);
+  c.head_dim = static_cast<int>(f.get_int(a + "attention.key_length", 2, 1024, c.n_embd / c.n_head));
+  if (f.get_int(a + "attention.value_length", 2, 1024, c.head_dim) != c.head_dim)
+    fail("%s: value heads of another size than key heads are not supported", path.c_str());
   if (c.head_dim % 2 != 0) fail("%s: head dimension %d is odd", path.c_str(), c.head_dim);
-  const int64_t rope_dims = f.get_int("llama.rope.dimension_count", 1, 1 << 16, c.head_dim);
+  const int64_t rope_dims = f.get_int(a + "rope.dimension_count", 1, 1 << 16, c.head_dim);
   if (rope_dims != c.head_dim) fail("%s: partial RoPE (%lld of %d dims) is not supported", path.c_str(), static_cast<long long>(rope_dims), c.head_dim);
+  if (qwen3) {
+    c.rope_neox = true;  // llama.cpp's converter leaves Qwen's q/k rows as Hugging Face has them
+    c.qk_norm = true;
+    c.deepstack_layers = static_cast<int>(f.get_int(a + "n_deepstack_layers", 0, c.n_layer, 0));
+  }
   m->tokenizer_ = std::make_unique<Tokenizer>(f);
   c.n_vocab = m->tokenizer_->n_vocab();
   m->chat_template_ = f.get_string("tokenizer.chat_template", "");
@@ -84,7 +98,7 @@ std::unique_ptr<LlamaModel> LlamaModel::from_hf(const LlamaConfig& cfg, std::uni
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->cfg_ = cfg;
   m->cfg_.rope_neox = true;
-  m->cfg_.head_dim = cfg.n_head > 0 ? cfg.n_embd / cfg.n_head : 0;
+  if (m->cfg_.head_dim == 0) m->cfg_.head_dim = cfg.n_head > 0 ? cfg.n_embd / cfg.n_head : 0;
   m->check_config();
   if (tok->n_vocab() > m->cfg_.n_vocab)
     fail("%s: the tokenizer has %d tokens but the model only %d embeddings", src->describe().c_str(), tok->n_vocab(), m->cfg_.n_vocab);

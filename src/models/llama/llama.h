@@ -1,5 +1,7 @@
-// Llama-family decoder (SmolLM2 and friends) read from a GGUF file: RMSNorm, RoPE,
-// grouped-query attention, SwiGLU, optionally tied embeddings. Weights stay in the mmap.
+// Llama-family decoder read from a GGUF file: RMSNorm, RoPE, grouped-query attention, SwiGLU,
+// optionally tied embeddings. SmolLM2 (GGUF arch "llama") and Qwen3 / Qwen3-VL's text model
+// ("qwen3", "qwen3vl": RMSNorm of each head's q and k before RoPE, head size set on its own,
+// halves rotated). Weights stay in the mmap.
 #pragma once
 #include <memory>
 #include <string>
@@ -18,6 +20,8 @@ namespace tessera {
 constexpr int32_t kEmbeddingSlot = -1;
 
 struct LlamaConfig {
+  // head_dim need not be n_embd / n_head (Qwen3: 128 with any width); q and the attention
+  // output have n_head * head_dim columns (q_dim())
   int n_vocab = 0, n_embd = 0, n_layer = 0, n_head = 0, n_head_kv = 0, head_dim = 0, n_ff = 0;
   int n_ctx_train = 0;
   float rope_base = 10000.0f, rms_eps = 1e-5f;
@@ -25,10 +29,16 @@ struct LlamaConfig {
   // Hugging Face checkpoints rotate halves (x[i], x[i + d/2]); GGUF files from llama.cpp's
   // converter have Q/K rows permuted so adjacent pairs rotate. Same maths, different layout.
   bool rope_neox = false;
+  bool qk_norm = false;  // Qwen3: RMSNorm over each head of q and k (own weights) before RoPE
+  // Qwen3-VL: image positions bring this many extra feature rows, added to the outputs of the
+  // first layers (DeepStack); 0 elsewhere
+  int deepstack_layers = 0;
+  int q_dim() const { return n_head * head_dim; }
 };
 
 struct LlamaLayer {
   std::vector<float> attn_norm, ffn_norm;
+  std::vector<float> q_norm, k_norm;  // head_dim each, when qk_norm
   WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
 };
 
