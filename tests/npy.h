@@ -26,9 +26,17 @@ struct Npy {
     std::memcpy(v.data(), bytes.data(), v.size() * 4);
     return v;
   }
-  std::vector<int64_t> i64() const {
-    if (dtype != "<i8") throw std::runtime_error("npy: not int64: " + dtype);
+  std::vector<int64_t> i64() const {  // int64 or int32 widened
     std::vector<int64_t> v(count());
+    if (dtype == "<i4") {
+      for (size_t i = 0; i < v.size(); ++i) {
+        int32_t x;
+        std::memcpy(&x, bytes.data() + 4 * i, 4);
+        v[i] = x;
+      }
+      return v;
+    }
+    if (dtype != "<i8") throw std::runtime_error("npy: not int64: " + dtype);
     std::memcpy(v.data(), bytes.data(), v.size() * 8);
     return v;
   }

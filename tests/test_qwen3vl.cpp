@@ -2,11 +2,17 @@
 // bench/reference/make_qwen3vl_preprocess_golden.py).
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "image/image.h"
+#include "models/hf_loader.h"
 #include "models/qwen3vl/preprocess.h"
+#include "models/qwen3vl/qwen3vl.h"
+#include "npy.h"
+#include "runtime/session.h"
 #include "sha256.h"
 #include "test_util.h"
 
@@ -66,4 +72,152 @@ TEST(Qwen3VL, SmartResizeEdges) {
   EXPECT_EQ(w, 256);
   EXPECT_THROW(qwen3vl_smart_resize(1, 201, 32, 1, 1 << 30, h, w), Error);
   EXPECT_THROW(qwen3vl_smart_resize(0, 10, 32, 1, 1 << 30, h, w), Error);
+}
+
+// --- the tiny seeded-random Qwen3-VL (bench/reference/make_qwen3vl_reference.py --config tiny),
+// converted by llama.cpp's converter; goldens from transformers in float32 ---
+namespace {
+const std::string kTiny = "tests/fixtures/qwen3vl/tiny/";
+std::string golden(const std::string& dir, const std::string& file) { return test::source_path(kTiny + "golden/" + dir + "/" + file); }
+
+struct TinyQwen {
+  std::unique_ptr<LlamaModel> text;
+  std::unique_ptr<Qwen3VLVision> vision;
+};
+const TinyQwen& tiny() {
+  static TinyQwen m{LlamaModel::load(test::source_path(kTiny + "text.gguf")), Qwen3VLVision::load_mmproj(test::source_path(kTiny + "mmproj.gguf"))};
+  return m;
+}
+
+// max |got - want| / max |want|
+double rel_err(const float* got, const float* want, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; ++i) {
+    num = std::max(num, std::fabs(static_cast<double>(got[i]) - want[i]));
+    den = std::max(den, std::fabs(static_cast<double>(want[i])));
+  }
+  return num / den;
+}
+
+// KL(softmax(want) || softmax(got)) of one row of logits
+double kl(const float* want, const float* got, size_t n) {
+  double mw = -1e300, mg = -1e300, sw = 0, sg = 0, d = 0;
+  for (size_t i = 0; i < n; ++i) mw = std::max(mw, static_cast<double>(want[i])), mg = std::max(mg, static_cast<double>(got[i]));
+  for (size_t i = 0; i < n; ++i) sw += std::exp(want[i] - mw), sg += std::exp(got[i] - mg);
+  for (size_t i = 0; i < n; ++i) {
+    const double lp = want[i] - mw - std::log(sw), lq = got[i] - mg - std::log(sg);
+    d += std::exp(lp) * (lp - lq);
+  }
+  return d;
+}
+
+SessionOptions f32_session() {
+  SessionOptions o;
+  o.kv_type = DType::F32;  // the reference keeps K/V in float32
+  o.n_threads = 2;
+  return o;
+}
+}  // namespace
+
+// The decoder (QK-norm, GQA, head size 32 on a 64-wide model, NeoX rotation, tied head) on
+// teacher-forced chat prompts: every position's logits.
+TEST(Qwen3VL, TextLogitsMatchTransformers) {
+  const LlamaModel& m = *tiny().text;
+  EXPECT_TRUE(m.config().qk_norm);
+  EXPECT_EQ(m.config().head_dim, 32);
+  EXPECT_EQ(m.config().deepstack_layers, 3);
+  for (const char* dir : {"text_0", "text_1", "text_2"}) {
+    const std::vector<int64_t> ids64 = test::load_npy(golden(dir, "input_ids.npy")).i64();
+    const test::Npy want = test::load_npy(golden(dir, "logits.npy"));
+    const std::vector<float> wl = want.f32();
+    const size_t V = want.shape[1];
+    ASSERT_EQ(V, static_cast<size_t>(m.config().n_vocab));
+    std::vector<int32_t> ids(ids64.begin(), ids64.end());
+    Session s(m, f32_session());
+    std::vector<float> got(ids.size() * V);
+    s.eval_all(ids, [&](size_t i, const float* l) { std::copy_n(l, V, &got[i * V]); });
+    double worst_kl = 0;
+    for (size_t i = 0; i < ids.size(); ++i) worst_kl = std::max(worst_kl, kl(&wl[i * V], &got[i * V], V));
+    EXPECT_LT(rel_err(got.data(), wl.data(), got.size()), 1e-4) << dir;
+    EXPECT_LT(worst_kl, 1e-6) << dir;
+  }
+}
+
+// The vision tower on a real screenshot: patch embedding + resampled positions, the first
+// block, the merger and every DeepStack level.
+TEST(Qwen3VL, VisionMatchesTransformers) {
+  const Qwen3VLVision& v = *tiny().vision;
+  const ImageRGB img = load_image(test::source_path("tests/fixtures/vision/screens/xterm_700x450.png"));
+  ThreadPool two(2);
+  const Qwen3VLPatches p = preprocess_qwen3vl(img, v.preprocess_config(), &two);
+  const int n = p.n_tokens(v.preprocess_config()), W = v.out_row(), D = v.config().out_hidden;
+  std::vector<float> out(static_cast<size_t>(n) * W), embeds, block0;
+  v.encode(p, out.data(), two, &embeds, &block0);
+  EXPECT_LT(rel_err(embeds.data(), test::load_npy(golden("xterm_700x450", "vision_block0_in.npy")).f32().data(), embeds.size()), 1e-5);
+  EXPECT_LT(rel_err(block0.data(), test::load_npy(golden("xterm_700x450", "vision_block0_out.npy")).f32().data(), block0.size()), 1e-4);
+  const auto level = [&](int k) {  // column block k of the output rows
+    std::vector<float> col(static_cast<size_t>(n) * D);
+    for (int i = 0; i < n; ++i) std::copy_n(&out[static_cast<size_t>(i) * W + static_cast<size_t>(k) * D], D, &col[static_cast<size_t>(i) * D]);
+    return col;
+  };
+  const std::vector<float> merged = level(0);
+  const test::Npy want = test::load_npy(golden("xterm_700x450", "merger_out.npy"));
+  ASSERT_EQ(want.count(), merged.size());
+  EXPECT_LT(rel_err(merged.data(), want.f32().data(), merged.size()), 1e-4);
+  for (int k = 0; k < 3; ++k) {
+    const std::vector<float> ds = level(1 + k);
+    EXPECT_LT(rel_err(ds.data(), test::load_npy(golden("xterm_700x450", "deepstack_" + std::to_string(k) + ".npy")).f32().data(), ds.size()), 1e-4)
+        << "DeepStack level " << k;
+  }
+}
+
+// The whole image question: the processor's token ids (image pads as slots), get_rope_index's
+// positions, and the next-token logits after DeepStack injection.
+TEST(Qwen3VL, ImageQuestionMatchesTransformers) {
+  const TinyQwen& m = tiny();
+  Qwen3VL vlm(*m.text, *m.vision);
+  ThreadPool two(2);
+  for (const char* stem : {"xterm_700x450", "xterm_1280x720"}) {
+    const ImageRGB img = load_image(test::source_path(std::string("tests/fixtures/vision/screens/") + stem + ".png"));
+    const Qwen3VLPrompt ip = vlm.build(img, "What is the user doing?", two);
+    const std::vector<int64_t> want_ids = test::load_npy(golden(stem, "input_ids.npy")).i64();
+    const int32_t pad = m.text->tokenizer().find("<|image_pad|>");
+    ASSERT_EQ(ip.tokens.size(), want_ids.size()) << stem;
+    for (size_t i = 0; i < want_ids.size(); ++i)
+      EXPECT_EQ(ip.tokens[i] == kEmbeddingSlot ? pad : ip.tokens[i], want_ids[i]) << stem << " token " << i;
+    const std::vector<int64_t> pos = test::load_npy(golden(stem, "position_ids.npy")).i64();  // 3 x seq
+    ASSERT_EQ(pos.size(), 3 * ip.positions.size());
+    const size_t S = ip.positions.size();
+    for (size_t i = 0; i < S; ++i) {
+      EXPECT_EQ(ip.positions[i].t, pos[i]) << stem << " " << i;
+      EXPECT_EQ(ip.positions[i].h, pos[S + i]) << stem << " " << i;
+      EXPECT_EQ(ip.positions[i].w, pos[2 * S + i]) << stem << " " << i;
+    }
+    Session s(*m.text, f32_session());
+    const size_t E = static_cast<size_t>(m.text->config().n_embd_inp());
+    s.eval(ip.tokens, ip.embeddings.data(), ip.embeddings.size() / E, &ip.positions);
+    const std::vector<float> want = test::load_npy(golden(stem, "logits_last.npy")).f32();
+    const size_t V = static_cast<size_t>(m.text->config().n_vocab);
+    ASSERT_EQ(want.size(), V);
+    EXPECT_LT(rel_err(s.logits(), want.data(), V), 1e-4) << stem;
+    EXPECT_LT(kl(want.data(), s.logits(), V), 1e-6) << stem;
+  }
+}
+
+// The same model from its Hugging Face directory (safetensors, f16 weights that are exact in
+// f16, the tokenizer.json with the Qwen2 split pattern): the same logits as the GGUF.
+TEST(Qwen3VL, HfDirectoryMatchesGguf) {
+  const HfModel hf = load_hf_dir(test::source_path(kTiny + "hf"));
+  ASSERT_TRUE(hf.qwen_vision);
+  EXPECT_EQ(hf.text->tokenizer().pre(), "qwen2");
+  EXPECT_EQ(hf.text->config().mrope[1], 5);
+  Qwen3VL vlm(*hf.text, *hf.qwen_vision);
+  ThreadPool two(2);
+  const ImageRGB img = load_image(test::source_path("tests/fixtures/vision/screens/xterm_700x450.png"));
+  const Qwen3VLPrompt ip = vlm.build(img, "What is the user doing?", two);
+  Session s(*hf.text, f32_session());
+  s.eval(ip.tokens, ip.embeddings.data(), ip.embeddings.size() / static_cast<size_t>(hf.text->config().n_embd_inp()), &ip.positions);
+  const std::vector<float> want = test::load_npy(golden("xterm_700x450", "logits_last.npy")).f32();
+  EXPECT_LT(rel_err(s.logits(), want.data(), want.size()), 1e-4);
+  EXPECT_EQ(hf.text->tokenizer().encode("Hello 2026 world's", false), tiny().text->tokenizer().encode("Hello 2026 world's", false));
 }

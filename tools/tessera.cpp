@@ -25,6 +25,7 @@
 #include "image/image.h"
 #include "models/gguf_convert.h"
 #include "models/hf_loader.h"
+#include "models/qwen3vl/qwen3vl.h"
 #include "models/smolvlm/idefics3.h"
 #include "models/llama/llama.h"
 #include "runtime/generate.h"
@@ -46,6 +47,7 @@ namespace {
 struct VisionArgs {
   std::string mmproj, image;
   int64_t max_pixels = ImageLimits{}.max_pixels;
+  int64_t resize_pixels = 0;  // Qwen3-VL: the processor's max_pixels (0: its own, 16 Mpx)
 };
 
 struct ProfileArgs {
@@ -98,6 +100,28 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
   std::unique_ptr<LlamaModel>& model = loaded.text;
   Sampler sampler(so);
   Session session(*model, session_options(a));
+  if (!va.image.empty() && loaded.qwen_vision) {
+    Qwen3VL vlm(*model, *loaded.qwen_vision);
+    if (pa.on) prof::start(!pa.trace.empty());
+    Qwen3VLPrompt ip = vlm.build(image, prompt, session.pool(), va.resize_pixels);
+    if (static_cast<int>(ip.tokens.size()) >= session.n_ctx())
+      fail("the image prompt is %zu tokens, longer than the context of %d tokens (raise -c or lower --vision-max-pixels)", ip.tokens.size(),
+           session.n_ctx());
+    std::string collected;
+    const GenerateStats st = generate(session, ip.tokens, n_predict, sampler, [&](const std::string& piece) {
+      collected += piece;
+      if (out_path.empty()) write_stdout(piece);
+    }, nullptr, &ip.embeddings, nullptr, nullptr, &ip.positions);
+    if (out_path.empty()) std::fputc('\n', stdout);
+    else write_output_file(out_path, collected);
+    note_context_full(st);
+    std::fprintf(stderr, "\n[image %dx%d -> %dx%d patches, %d image tokens | fp32 vision | preprocess %.1f ms | vision encode %.1f ms]\n",
+                 image.width, image.height, ip.grid_w, ip.grid_h, ip.grid_w * ip.grid_h / 4, ip.preprocess_s * 1e3, ip.encode_s * 1e3);
+    std::fprintf(stderr, "[prefill: %d tokens, %.1f ms, %.1f tok/s | decode: %d tokens, %.1f ms, %.1f tok/s]\n", st.prompt_tokens,
+                 st.prompt_seconds * 1e3, st.prompt_tps(), st.generated_tokens, st.generate_seconds * 1e3, st.generate_tps());
+    finish_profile(pa, session.pool().size());
+    return 0;
+  }
   if (!va.image.empty()) {
     std::unique_ptr<Idefics3Vision> vision = vision_options(a, std::move(loaded.vision));
     if (!vision) fail("'%s' has no vision tower", a.model.c_str());
@@ -229,7 +253,10 @@ int main(int argc, char** argv) {
     sub->add_option("--system", system, "system prompt (default: the model's own)");
     sub->add_option("-o,--output", out_path, "write the generated text to this file instead of stdout");
     sub->add_option("--mmproj", vision.mmproj, "vision model (llama.cpp mmproj GGUF) for --image");
-    sub->add_option("--image", vision.image, "a PNG or JPEG image to ask about (SmolVLM)");
+    sub->add_option("--image", vision.image, "a PNG or JPEG image to ask about (SmolVLM, Qwen3-VL)");
+    sub->add_option("--vision-max-pixels", vision.resize_pixels,
+                    "Qwen3-VL: resize the image to at most this many pixels before encoding (the processor's max_pixels; "
+                    "fewer image tokens, faster, less detail)")->check(CLI::Range(int64_t{1024}, int64_t{1} << 26));
     sub->add_option("--image-max-pixels", vision.max_pixels, "refuse larger images (memory budget)")->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   };
   auto* run = app.add_subcommand("run", "generate a reply to one prompt");

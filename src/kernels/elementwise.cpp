@@ -70,6 +70,17 @@ void rope_angles(int64_t pos, int head_dim, float base, float* cs) {
   }
 }
 
+void rope_angles_mrope(int64_t t, int64_t h, int64_t w, const int sections[3], int head_dim, float base, float* cs) {
+  const float theta_scale = std::pow(base, -2.0f / static_cast<float>(head_dim));
+  float theta[3] = {static_cast<float>(t), static_cast<float>(h), static_cast<float>(w)};
+  for (int i = 0; i < head_dim / 2; ++i) {
+    const int axis = i % 3 == 1 && i < 3 * sections[1] ? 1 : i % 3 == 2 && i < 3 * sections[2] ? 2 : 0;
+    cs[2 * i] = std::cos(theta[axis]);
+    cs[2 * i + 1] = std::sin(theta[axis]);
+    for (float& a : theta) a *= theta_scale;
+  }
+}
+
 void rope_pairs(float* x, int n_heads, int head_dim, const float* cs) {
   for (int i = 0; i < head_dim; i += 2) {
     const float c = cs[i], s = cs[i + 1];

@@ -15,6 +15,11 @@ void add_rms_norm(float* x, const float* d, const float* w, float* y, int64_t n,
 // head_dim / 2 pairs, theta_i = pos * base^(-2i/head_dim) (by repeated multiplication in float,
 // as ggml does). Computed once per token and shared by every layer and by q and k.
 void rope_angles(int64_t pos, int head_dim, float base, float* cs);
+// Multimodal RoPE of Qwen3-VL (interleaved): pair i turns with the row position h when i % 3 == 1
+// and i < 3 * sections[1], with the column w when i % 3 == 2 and i < 3 * sections[2], else with
+// the time t. Each angle is rope_angles' chain for its own position, so t = h = w gives
+// rope_angles(t) bit for bit.
+void rope_angles_mrope(int64_t t, int64_t h, int64_t w, const int sections[3], int head_dim, float base, float* cs);
 // Rotate adjacent pairs (x[2i], x[2i+1]) of each head by angle i (GGUF llama layout).
 void rope_pairs(float* x, int n_heads, int head_dim, const float* cs);
 // Rotate (x[i], x[i + head_dim/2]) of each head by angle i (Hugging Face's rotate_half layout).

@@ -220,6 +220,35 @@ HfConfig parse_hf_config(const std::string& config_text, const std::string& proc
     h.text.qk_norm = true;
     h.text_prefix = "model.language_model.";
     const json& tc = cfg["text_config"];
+    if (cfg.contains("vision_config") && cfg["vision_config"].is_object()) {
+      const json& vc = cfg["vision_config"];
+      Qwen3VLVisionConfig& v = h.qwen_vision;
+      h.has_qwen_vision = true;
+      v.hidden = get<int>(vc, "hidden_size", 1, 16384, cfg_path);
+      v.depth = get<int>(vc, "depth", 1, 256, cfg_path);
+      v.heads = get<int>(vc, "num_heads", 1, 1024, cfg_path);
+      v.ff = get<int>(vc, "intermediate_size", 1, 65536, cfg_path);
+      v.patch = get<int>(vc, "patch_size", 1, 64, cfg_path);
+      v.temporal = get<int>(vc, "temporal_patch_size", 1, 4, 2, cfg_path);
+      v.merge = get<int>(vc, "spatial_merge_size", 1, 8, 2, cfg_path);
+      v.out_hidden = get<int>(vc, "out_hidden_size", 1, 65536, cfg_path);
+      v.n_pos = get<int>(vc, "num_position_embeddings", 1, 1 << 20, cfg_path);
+      const std::string act = vc.contains("hidden_act") && vc["hidden_act"].is_string() ? vc["hidden_act"].get<std::string>() : "gelu_pytorch_tanh";
+      if (act != "gelu_pytorch_tanh") fail("%s: vision activation '%s' is not supported", cfg_path.c_str(), act.c_str());
+      if (vc.contains("deepstack_visual_indexes")) {
+        const json& ds = vc["deepstack_visual_indexes"];
+        if (!ds.is_array() || ds.size() > 64) fail("%s: deepstack_visual_indexes must be a list", cfg_path.c_str());
+        for (const json& d : ds) v.deepstack.push_back(static_cast<int>(json_int_value(d, 0, v.depth - 1, cfg_path + ": deepstack_visual_indexes")));
+      }
+      h.text.deepstack_layers = static_cast<int>(v.deepstack.size());
+    }
+    // transformers 5 writes rope_parameters, 4.x rope_scaling
+    const char* rope_key = tc.contains("rope_parameters") ? "rope_parameters" : "rope_scaling";
+    if (tc.contains(rope_key) && tc[rope_key].is_object() && tc[rope_key].contains("mrope_section")) {
+      const json& sec = tc[rope_key]["mrope_section"];
+      if (!sec.is_array() || sec.size() != 3) fail("%s: mrope_section must be 3 integers", cfg_path.c_str());
+      for (int i = 0; i < 3; ++i) h.text.mrope[i] = json_int_value(sec[static_cast<size_t>(i)], 0, h.text.head_dim / 2, cfg_path + ": mrope_section");
+    }
     h.bos = get<int>(tc, "bos_token_id", -1, h.text.n_vocab - 1, -1, cfg_path);
     h.eos = tc.contains("eos_token_id") && tc["eos_token_id"].is_number() ? get<int>(tc, "eos_token_id", -1, h.text.n_vocab - 1, cfg_path) : -1;
     return h;
@@ -307,6 +336,7 @@ HfModel load_hf_dir(const std::string& dir) {
   HfModel m;
   m.text = LlamaModel::from_hf(h.text, std::make_unique<Tokenizer>(std::move(spec)), src, h.text_prefix);
   if (h.has_vision) m.vision = Idefics3Vision::from_hf(h.vision, src, h.preprocess);
+  if (h.has_qwen_vision) m.qwen_vision = Qwen3VLVision::from_hf(h.qwen_vision, src);
   return m;
 }
 

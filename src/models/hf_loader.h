@@ -5,6 +5,7 @@
 #include <string>
 
 #include "models/llama/llama.h"
+#include "models/qwen3vl/vision.h"
 #include "models/smolvlm/siglip.h"
 
 namespace tessera {
@@ -12,6 +13,7 @@ namespace tessera {
 struct HfModel {
   std::unique_ptr<LlamaModel> text;
   std::unique_ptr<Idefics3Vision> vision;  // null for a text-only (LlamaForCausalLM) directory
+  std::unique_ptr<Qwen3VLVision> qwen_vision;  // Qwen3-VL's tower (directory or mmproj), else null
 };
 
 HfModel load_hf_dir(const std::string& dir);
@@ -26,6 +28,8 @@ struct HfConfig {
   int32_t bos = -1, eos = -1;
   bool has_vision = false;
   SiglipConfig vision;
+  bool has_qwen_vision = false;
+  Qwen3VLVisionConfig qwen_vision;
   Idefics3PreprocessConfig preprocess;
 };
 // `processor_text` may be empty (no preprocessor file); the paths name the files in errors.

@@ -38,7 +38,8 @@ std::string apply_chat_template(const LlamaModel& model, const std::vector<ChatM
 GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int n_predict,
                        Sampler& sampler, const std::function<void(const std::string&)>& on_piece,
                        std::vector<int32_t>* out_tokens, const std::vector<float>* embeddings,
-                       std::vector<float>* prompt_logits, const std::function<bool()>* stop) {
+                       std::vector<float>* prompt_logits, const std::function<bool()>* stop,
+                       const std::vector<MropePos>* positions) {
   const Tokenizer& tok = session.model().tokenizer();
   const int n_vocab = session.model().config().n_vocab;
   GenerateStats st;
@@ -51,9 +52,9 @@ GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int
   double t0 = now();
   {
     prof::PhaseScope phase(prof::Phase::Prefill);
-    if (embeddings) {
-      const size_t E = static_cast<size_t>(session.model().config().n_embd);
-      session.eval(prompt, embeddings->data(), embeddings->size() / E);
+    if (embeddings || positions) {
+      const size_t E = static_cast<size_t>(session.model().config().n_embd_inp());
+      session.eval(prompt, embeddings ? embeddings->data() : nullptr, embeddings ? embeddings->size() / E : 0, positions);
     } else {
       session.eval(prompt);
     }

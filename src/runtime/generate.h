@@ -31,12 +31,14 @@ struct GenerateStats {
 // Evaluates `prompt` (appended to what the session already holds), then samples up to
 // n_predict tokens, calling on_piece with each token's text as soon as it is known.
 // Stops at an end-of-generation token (which is evaluated into the cache, so a chat can go on).
-// `embeddings` fills the prompt's kEmbeddingSlot positions (image features).
+// `embeddings` fills the prompt's kEmbeddingSlot positions (image features, n_embd_inp() floats
+// each); `positions`, one per prompt token, their multimodal rotary positions (Qwen3-VL).
 GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int n_predict,
                        Sampler& sampler, const std::function<void(const std::string&)>& on_piece,
                        std::vector<int32_t>* out_tokens = nullptr,
                        const std::vector<float>* embeddings = nullptr,
                        std::vector<float>* prompt_logits = nullptr,  // the logits after the prompt
-                       const std::function<bool()>* stop = nullptr);  // asked after each token: end now?
+                       const std::function<bool()>* stop = nullptr,  // asked after each token: end now?
+                       const std::vector<MropePos>* positions = nullptr);
 
 }  // namespace tessera

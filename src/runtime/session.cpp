@@ -51,6 +51,8 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
   k_.resize(B * kv);
   v_.resize(B * kv);
   rope_cs_.resize(B * static_cast<size_t>(c.head_dim));
+  deepstack_rows_.assign(B, nullptr);
+  rope_offsets_.reserve(16);
   gate_.resize(B * c.n_ff);
   up_.resize(B * c.n_ff);
   logits_.resize(static_cast<size_t>(kLogitRows) * c.n_vocab);
@@ -98,7 +100,16 @@ void Session::linear(const WeightMatrix& w, const float* x, int n, int64_t xs, f
   matmul_q8(it->second.matrix, xq_.data(), n, nb, y, ys, pool_);
 }
 
-void Session::truncate(int n) { n_past_ = std::clamp(n, 0, n_past_); }
+void Session::truncate(int n) {
+  n_past_ = std::clamp(n, 0, n_past_);
+  while (!rope_offsets_.empty() && rope_offsets_.back().since > n_past_) rope_offsets_.pop_back();
+}
+
+int64_t Session::rope_position(int p) const {
+  for (auto it = rope_offsets_.rbegin(); it != rope_offsets_.rend(); ++it)
+    if (p >= it->since) return static_cast<int64_t>(p) + it->offset;
+  return p;
+}
 
 // Per layer, positions [0, n) are the first ceil(n / 16) K tiles and the first n V rows: two
 // contiguous runs (a partial tile's later lanes come along; they lie beyond n_past and are
@@ -154,16 +165,29 @@ void Session::eval(const std::vector<int32_t>& tokens) {
   }
 }
 
-void Session::eval(const std::vector<int32_t>& tokens, const float* embeddings, size_t n_embeddings) {
+void Session::eval(const std::vector<int32_t>& tokens, const float* embeddings, size_t n_embeddings,
+                   const std::vector<MropePos>* positions) {
   size_t slots = 0;
   for (int32_t t : tokens) slots += t == kEmbeddingSlot;
   if (slots != n_embeddings) fail("%zu embedding slots in the prompt but %zu embeddings given", slots, n_embeddings);
-  const size_t E = static_cast<size_t>(model_.config().n_embd);
+  const LlamaConfig& c = model_.config();
+  if (positions) {
+    if (positions->size() != tokens.size()) fail("%zu positions for %zu tokens", positions->size(), tokens.size());
+    if (c.mrope[0] + c.mrope[1] + c.mrope[2] == 0) fail("the text model has no multimodal rotary positions");
+    for (const MropePos& p : *positions)
+      if (p.t < 0 || p.h < 0 || p.w < 0 || p.t > (1 << 24) || p.h > (1 << 24) || p.w > (1 << 24)) fail("rotary position out of range");
+  }
+  const size_t E = static_cast<size_t>(c.n_embd_inp());
   const float* next = embeddings;
   for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(n_batch_)) {
     const int n = static_cast<int>(std::min<size_t>(n_batch_, tokens.size() - i));
-    forward(tokens.data() + i, n, false, nullptr, i, next);
+    forward(tokens.data() + i, n, false, nullptr, i, next, positions ? positions->data() + i : nullptr);
     for (int j = 0; j < n; ++j) next += tokens[i + static_cast<size_t>(j)] == kEmbeddingSlot ? E : 0;
+  }
+  if (positions && !positions->empty()) {  // later tokens continue after the largest position
+    int32_t top = 0;
+    for (const MropePos& p : *positions) top = std::max({top, p.t, p.h, p.w});
+    rope_offsets_.push_back({n_past_, top + 1 - n_past_});
   }
 }
 
@@ -177,17 +201,27 @@ void Session::eval_all(const std::vector<int32_t>& tokens,
 
 void Session::forward(const int32_t* tokens, int n, bool all_logits,
                       const std::function<void(size_t, const float*)>* on_logits, size_t base,
-                      const float* embeddings) {
+                      const float* embeddings, const MropePos* positions) {
   check_batch(tokens, n, embeddings);
   if (prof::on()) note_memory();
   embed(tokens, n, embeddings);
   const LlamaConfig& c = model_.config();
-  for (int i = 0; i < n; ++i) rope_angles(n_past_ + i, c.head_dim, c.rope_base, &rope_cs_[static_cast<size_t>(i * c.head_dim)]);
+  for (int i = 0; i < n; ++i) {
+    float* cs = &rope_cs_[static_cast<size_t>(i * c.head_dim)];
+    if (positions) rope_angles_mrope(positions[i].t, positions[i].h, positions[i].w, c.mrope, c.head_dim, c.rope_base, cs);
+    else rope_angles(rope_position(n_past_ + i), c.head_dim, c.rope_base, cs);
+  }
   for (int l = 0; l < c.n_layer; ++l) {
     preemption_point();  // background work yields here (n_past_ is unchanged until the end)
     attention_block(l, n);
     preemption_point();
     ffn_block(l, n);
+    if (l < c.deepstack_layers) {  // DeepStack: image positions add their feature row to this layer's output
+      const int64_t E = c.n_embd;
+      for (int i = 0; i < n; ++i)
+        if (deepstack_rows_[static_cast<size_t>(i)])
+          add_inplace(&tmp_[static_cast<size_t>(i * E)], deepstack_rows_[static_cast<size_t>(i)] + (l + 1) * E, E);
+    }
   }
   n_past_ += n;
   n_filled_ = std::max(n_filled_, n_past_);
@@ -214,12 +248,14 @@ void Session::note_memory() const {
 
 // Token rows from the embedding table, or for kEmbeddingSlot the next given embedding.
 void Session::embed(const int32_t* tokens, int n, const float* embeddings) {
-  const int64_t E = model_.config().n_embd;
+  const int64_t E = model_.config().n_embd, Ein = model_.config().n_embd_inp();
   prof::OpScope op("embed", "", float_rows_cost(n, E));
   for (int i = 0; i < n; ++i) {
+    deepstack_rows_[static_cast<size_t>(i)] = nullptr;
     if (tokens[i] == kEmbeddingSlot) {
       std::memcpy(&x_[static_cast<size_t>(i * E)], embeddings, E * sizeof(float));
-      embeddings += E;
+      if (Ein > E) deepstack_rows_[static_cast<size_t>(i)] = embeddings;
+      embeddings += Ein;
     } else {
       model_.embed(tokens[i], &x_[static_cast<size_t>(i * E)]);
     }

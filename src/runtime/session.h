@@ -36,8 +36,12 @@ class Session {
   // Appends tokens at positions n_past().. and leaves the last token's logits in logits().
   void eval(const std::vector<int32_t>& tokens);
   // Like eval, but every token equal to kEmbeddingSlot takes the next row of `embeddings`
-  // (n_embd floats each) instead of a token embedding: how image features enter the prompt.
-  void eval(const std::vector<int32_t>& tokens, const float* embeddings, size_t n_embeddings);
+  // (n_embd_inp() floats each: the embedding, then one row per DeepStack layer, added to that
+  // layer's output) instead of a token embedding: how image features enter the prompt.
+  // `positions` (one per token), when given, are the tokens' multimodal rotary positions (the
+  // model's mrope sections); the tokens after them continue from the largest position + 1.
+  void eval(const std::vector<int32_t>& tokens, const float* embeddings, size_t n_embeddings,
+            const std::vector<MropePos>* positions = nullptr);
   // Like eval, but calls on_logits(i, logits) for every token i of `tokens`.
   void eval_all(const std::vector<int32_t>& tokens,
                 const std::function<void(size_t, const float*)>& on_logits);
@@ -66,7 +70,9 @@ class Session {
   // and ffn_block, then output_logits. Each step reads and writes the preallocated buffers.
   void forward(const int32_t* tokens, int n, bool all_logits,
                const std::function<void(size_t, const float*)>* on_logits, size_t base,
-               const float* embeddings = nullptr);
+               const float* embeddings = nullptr, const MropePos* positions = nullptr);
+  // The rotary position of cache slot p for a token without a given position.
+  int64_t rope_position(int p) const;
   void check_batch(const int32_t* tokens, int n, const float* embeddings) const;
   void note_memory() const;
   void embed(const int32_t* tokens, int n, const float* embeddings);
@@ -102,6 +108,13 @@ class Session {
   size_t packed_bytes_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_, logits_;
   std::vector<float> rope_cs_;  // RoPE cos/sin of the batch's positions (head_dim per token)
+  // Where multimodal positions ran ahead of (or behind) the cache slots: from slot `since` on, a
+  // token's rotary position is its slot + offset (transformers' rope_deltas); the latest last.
+  struct RopeOffset {
+    int since, offset;
+  };
+  std::vector<RopeOffset> rope_offsets_;
+  std::vector<const float*> deepstack_rows_;  // per batch token: its DeepStack rows, or null
   static constexpr int kLogitRows = 32;  // rows of logits computed at once when all are wanted
 };
 

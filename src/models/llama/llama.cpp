@@ -82,6 +82,18 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
     c.rope_neox = true;  // llama.cpp's converter leaves Qwen's q/k rows as Hugging Face has them
     c.qk_norm = true;
     c.deepstack_layers = static_cast<int>(f.get_int(a + "n_deepstack_layers", 0, c.n_layer, 0));
+    if (const GgufValue* sec = f.find(a + "rope.dimension_sections")) {
+      if (sec->type != GgufType::ARRAY || sec->count < 3 || sec->count > 4 || gguf_scalar_size(sec->elem) == 0)
+        fail("%s: %srope.dimension_sections must be 3 or 4 integers", path.c_str(), a.c_str());
+      int64_t total = 0;
+      for (int i = 0; i < 3; ++i) {
+        const int64_t v = sec->int_at(static_cast<size_t>(i));
+        if (v < 0 || v > c.head_dim / 2) fail("%s: rope section %lld is out of range", path.c_str(), static_cast<long long>(v));
+        c.mrope[i] = static_cast<int>(v);
+        total += v;
+      }
+      if (total > c.head_dim / 2) fail("%s: rope sections cover %lld pairs of %d", path.c_str(), static_cast<long long>(total), c.head_dim / 2);
+    }
   }
   m->tokenizer_ = std::make_unique<Tokenizer>(f);
   c.n_vocab = m->tokenizer_->n_vocab();

@@ -19,6 +19,12 @@ namespace tessera {
 // runtime's Session fills such positions (Session::eval with embeddings).
 constexpr int32_t kEmbeddingSlot = -1;
 
+// A prompt position's multimodal rotary position (Qwen3-VL: time, row, column; a text token has
+// all three equal). The model layer defines it; Session::eval takes one per token.
+struct MropePos {
+  int32_t t = 0, h = 0, w = 0;
+};
+
 struct LlamaConfig {
   // head_dim need not be n_embd / n_head (Qwen3: 128 with any width); q and the attention
   // output have n_head * head_dim columns (q_dim())
@@ -33,7 +39,12 @@ struct LlamaConfig {
   // Qwen3-VL: image positions bring this many extra feature rows, added to the outputs of the
   // first layers (DeepStack); 0 elsewhere
   int deepstack_layers = 0;
+  // Qwen3-VL: rotary pairs given to the time, row and column positions (interleaved layout,
+  // rope_angles_mrope); all zero for one-dimensional positions
+  int mrope[3] = {0, 0, 0};
   int q_dim() const { return n_head * head_dim; }
+  // floats per embedding row handed to Session::eval: the token's, then one per DeepStack layer
+  int n_embd_inp() const { return n_embd * (1 + deepstack_layers); }
 };
 
 struct LlamaLayer {

@@ -1,0 +1,83 @@
+#include "models/qwen3vl/qwen3vl.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/error.h"
+#include "profile/profiler.h"
+
+namespace tessera {
+
+namespace {
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+}  // namespace
+
+std::vector<MropePos> qwen3vl_positions(const std::vector<int32_t>& tokens, int rows, int cols, int32_t start) {
+  std::vector<MropePos> pos(tokens.size());
+  int32_t p = start;
+  for (size_t i = 0; i < tokens.size();) {
+    if (tokens[i] != kEmbeddingSlot) {
+      pos[i] = {p, p, p};
+      ++p, ++i;
+      continue;
+    }
+    const size_t n = static_cast<size_t>(rows) * static_cast<size_t>(cols);
+    if (i + n > tokens.size()) fail("the prompt has fewer image slots than the %d x %d grid", rows, cols);
+    for (size_t k = 0; k < n; ++k) {
+      if (tokens[i + k] != kEmbeddingSlot) fail("the prompt's image slots are not one run of %d x %d", rows, cols);
+      pos[i + k] = {p, p + static_cast<int32_t>(k / static_cast<size_t>(cols)), p + static_cast<int32_t>(k % static_cast<size_t>(cols))};
+    }
+    i += n;
+    p += std::max(rows, cols);
+  }
+  return pos;
+}
+
+Qwen3VL::Qwen3VL(const LlamaModel& text, const Qwen3VLVision& vision) : text_(text), vision_(vision) {
+  const LlamaConfig& t = text.config();
+  const Qwen3VLVisionConfig& v = vision.config();
+  if (v.out_hidden != t.n_embd)
+    fail("the vision projector outputs %d-wide embeddings but the text model is %d wide: they do not belong together", v.out_hidden, t.n_embd);
+  if (static_cast<int>(v.deepstack.size()) != t.deepstack_layers)
+    fail("the vision encoder has %zu DeepStack levels but the text model takes %d", v.deepstack.size(), t.deepstack_layers);
+  if (t.mrope[0] + t.mrope[1] + t.mrope[2] == 0) fail("the text model has no multimodal rotary sections (not a Qwen3-VL text model)");
+  for (const char* tok : {"<|vision_start|>", "<|vision_end|>", "<|image_pad|>"})
+    if (text.tokenizer().find(tok) < 0) fail("the text model's vocabulary has no %s token", tok);
+}
+
+Qwen3VLPrompt Qwen3VL::build(const ImageRGB& image, const std::string& question, ThreadPool& pool, int64_t max_pixels,
+                             int32_t start_position) const {
+  Qwen3VLPrompt out;
+  Qwen3VLPreprocessConfig pc = vision_.preprocess_config();
+  if (max_pixels > 0) pc.max_pixels = std::max<int64_t>(max_pixels, pc.factor() * pc.factor());
+  pc.min_pixels = std::min(pc.min_pixels, pc.max_pixels);
+  double t0 = now();
+  Qwen3VLPatches patches;
+  {
+    prof::PhaseScope phase(prof::Phase::Preprocess);
+    patches = preprocess_qwen3vl(image, pc, &pool);
+  }
+  out.preprocess_s = now() - t0;
+  t0 = now();
+  {
+    prof::PhaseScope phase(prof::Phase::VisionEncode);
+    const int n_img = patches.n_tokens(pc);
+    out.embeddings.resize(static_cast<size_t>(n_img) * vision_.out_row());
+    vision_.encode(patches, out.embeddings.data(), pool);
+    out.encode_s = now() - t0;
+  }
+  out.grid_h = patches.grid_h;
+  out.grid_w = patches.grid_w;
+  const Tokenizer& tok = text_.tokenizer();
+  const auto add = [&](const std::string& s) {
+    const std::vector<int32_t> ids = tok.encode(s, true);
+    out.tokens.insert(out.tokens.end(), ids.begin(), ids.end());
+  };
+  add("<|im_start|>user\n<|vision_start|>");
+  out.tokens.insert(out.tokens.end(), static_cast<size_t>(patches.n_tokens(pc)), kEmbeddingSlot);
+  add("<|vision_end|>" + question + "<|im_end|>\n<|im_start|>assistant\n");
+  out.positions = qwen3vl_positions(out.tokens, patches.grid_h / pc.merge, patches.grid_w / pc.merge, start_position);
+  return out;
+}
+
+}  // namespace tessera

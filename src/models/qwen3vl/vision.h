@@ -1,0 +1,85 @@
+// Qwen3-VL's vision encoder and mergers (transformers' Qwen3VLVisionModel), over a whole image at
+// its own resolution: 16 x 16 x 2 patch embedding (a Conv3d over the still image's two temporal
+// copies), a learned 48 x 48 position table resampled bilinearly (align_corners) to the patch
+// grid, pre-norm ViT blocks with 2-D rotary positions (h, w; half the rotated pairs each) and
+// bidirectional attention over every patch, GELU-tanh MLPs; then the merger (LayerNorm per patch,
+// 2 x 2 patches concatenated, fc1, exact GELU, fc2) and, after the DeepStack layers, the same
+// with the LayerNorm over the concatenated block. docs/qwen3vl.md lists what was confirmed.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "formats/gguf.h"
+#include "kernels/kernels.h"
+#include "models/qwen3vl/preprocess.h"
+#include "models/tensor_source.h"
+
+namespace tessera {
+
+struct Qwen3VLVisionConfig {
+  int hidden = 1024, depth = 24, heads = 16, ff = 4096;
+  int patch = 16, temporal = 2, merge = 2;
+  int out_hidden = 2048;  // the language model's width
+  int n_pos = 2304;       // learned position table: side x side
+  float eps = 1e-6f;      // every LayerNorm (transformers hard-codes 1e-6)
+  float rope_theta = 10000.0f;
+  std::vector<int> deepstack;  // block indexes whose output feeds a DeepStack merger
+  int head_dim() const { return hidden / heads; }
+  int side() const;       // sqrt(n_pos)
+};
+
+struct Qwen3VLLinear {
+  WeightMatrix w;
+  std::vector<float> b;
+};
+
+struct Qwen3VLBlock {
+  std::vector<float> ln1_w, ln1_b, ln2_w, ln2_b;
+  Qwen3VLLinear qkv, proj, fc1, fc2;  // qkv: q, k and v rows stacked (3 hidden x hidden)
+};
+
+struct Qwen3VLMerger {
+  std::vector<float> ln_w, ln_b;  // hidden (merger) or 4 hidden (DeepStack: after the concatenation)
+  Qwen3VLLinear fc1, fc2;
+  bool postshuffle = false;
+};
+
+class Qwen3VLVision {
+ public:
+  // llama.cpp's mmproj GGUF (projector type qwen3vl_merger).
+  static std::unique_ptr<Qwen3VLVision> load_mmproj(const std::string& path);
+  // Tensors as transformers saves Qwen3VLForConditionalGeneration ("model.visual." prefix).
+  static std::unique_ptr<Qwen3VLVision> from_hf(const Qwen3VLVisionConfig& cfg, std::shared_ptr<const TensorSource> src);
+
+  const Qwen3VLVisionConfig& config() const { return cfg_; }
+  Qwen3VLPreprocessConfig preprocess_config() const;
+  // Width of one output row: the merged feature, then each DeepStack level's (what llama.cpp's
+  // mmproj hands the text model, and what Session's DeepStack positions take).
+  int out_row() const { return cfg_.out_hidden * (1 + static_cast<int>(cfg_.deepstack.size())); }
+
+  // Encodes one image's patches into p.n_tokens() rows of out_row() floats. With `patch_embeds`
+  // / `block0`, also the patch-embedding output (with positions) and the first block's output
+  // (n_patches x hidden each; for tests).
+  void encode(const Qwen3VLPatches& p, float* out, ThreadPool& pool, std::vector<float>* patch_embeds = nullptr,
+              std::vector<float>* block0 = nullptr) const;
+
+ private:
+  Qwen3VLVision() = default;
+  void load_weights(const TensorSource& s, bool gguf_names);
+  void check_config(const std::string& file) const;
+  void merge(const Qwen3VLMerger& m, const float* x, int n_patches, float* out, int64_t out_stride, ThreadPool& pool) const;
+  std::unique_ptr<GgufFile> file_;
+  std::shared_ptr<const TensorSource> source_;
+  Qwen3VLVisionConfig cfg_;
+  std::vector<float> patch_w_;  // hidden x (3 * temporal * patch^2), columns [channel][t][y][x]
+  Qwen3VLLinear patch_;
+  std::vector<float> pos_;      // n_pos x hidden
+  std::vector<Qwen3VLBlock> blocks_;
+  Qwen3VLMerger merger_;
+  std::vector<Qwen3VLMerger> deepstack_;
+  std::vector<PackedWeights> packed_;
+};
+
+}  // namespace tessera
