@@ -3,10 +3,13 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
+#include <fstream>
 
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "formats/gguf_writer.h"
 #include "image/image.h"
 #include "models/hf_loader.h"
 #include "models/qwen3vl/preprocess.h"
@@ -220,4 +223,104 @@ TEST(Qwen3VL, HfDirectoryMatchesGguf) {
   const std::vector<float> want = test::load_npy(golden("xterm_700x450", "logits_last.npy")).f32();
   EXPECT_LT(rel_err(s.logits(), want.data(), want.size()), 1e-4);
   EXPECT_EQ(hf.text->tokenizer().encode("Hello 2026 world's", false), tiny().text->tokenizer().encode("Hello 2026 world's", false));
+}
+
+// Hostile metadata in a Qwen3-VL pair: each number the loaders read is checked (an error, never a
+// crash or a wrong-sized read).
+TEST(Qwen3VL, HostileMetadataIsRefused) {
+  const auto rewrite = [](const std::string& src, const std::string& key, const GgufValue* value, const std::string& out) {
+    auto f = GgufFile::open(test::source_path(kTiny + src));
+    GgufWriter w;
+    for (const auto& [k, v] : f->metadata())
+      if (k != key) w.set(k, v);
+    if (value) w.set(key, *value);
+    for (const auto& t : f->tensors()) w.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+    w.write(out);
+  };
+  const std::string dir = ::testing::TempDir();
+  struct Case {
+    const char* file;
+    const char* key;
+    GgufValue value;
+    bool remove;
+  };
+  const std::vector<Case> cases = {
+      {"mmproj.gguf", "clip.vision.is_deepstack_layers", GgufValue::make_i32_array({1, 0}), false},   // not one per layer
+      {"mmproj.gguf", "clip.vision.spatial_merge_size", GgufValue::make_u32(0), false},
+      {"mmproj.gguf", "clip.vision.spatial_merge_size", GgufValue::make_u32(3), false},               // 2x2 tensors' shapes
+      {"mmproj.gguf", "clip.vision.image_size", GgufValue::make_u32(100), false},                     // not a multiple of 16
+      {"mmproj.gguf", "clip.vision.attention.head_count", GgufValue::make_u32(5), false},             // does not divide 32
+      {"mmproj.gguf", "clip.vision.embedding_length", GgufValue::make_u32(1u << 31), false},
+      {"mmproj.gguf", "clip.projector_type", GgufValue::make_string("idefics3"), false},
+      {"text.gguf", "qwen3vl.rope.dimension_sections", GgufValue::make_i32_array({16, 16, 16, 0}), false},  // > head_dim / 2
+      {"text.gguf", "qwen3vl.rope.dimension_sections", GgufValue::make_i32_array({-1, 5, 5, 0}), false},
+      {"text.gguf", "qwen3vl.attention.key_length", GgufValue::make_u32(33), false},
+      {"text.gguf", "qwen3vl.attention.key_length", GgufValue::make_u32(64), false},  // tensors are 32 per head
+      {"text.gguf", "qwen3vl.n_deepstack_layers", GgufValue::make_u32(100), false},
+      {"text.gguf", "qwen3vl.attention.head_count_kv", GgufValue::make_u32(3), false},
+  };
+  int i = 0;
+  for (const Case& c : cases) {
+    const std::string out = dir + "/hostile_qwen_" + std::to_string(i++) + ".gguf";
+    rewrite(c.file, c.key, c.remove ? nullptr : &c.value, out);
+    const bool mmproj = std::string(c.file) == "mmproj.gguf";
+    EXPECT_THROW(mmproj ? static_cast<void>(Qwen3VLVision::load_mmproj(out)) : static_cast<void>(LlamaModel::load(out)), Error)
+        << c.file << " " << c.key;
+  }
+  // a text model whose DeepStack depth differs from the tower's cannot be paired with it
+  const GgufValue two = GgufValue::make_u32(2);
+  rewrite("text.gguf", "qwen3vl.n_deepstack_layers", &two, dir + "/qwen_ds2.gguf");
+  const auto text = LlamaModel::load(dir + "/qwen_ds2.gguf");
+  EXPECT_THROW(Qwen3VL(*text, *tiny().vision), Error);
+  // positions that do not fit the prompt
+  Session s(*tiny().text, f32_session());
+  std::vector<MropePos> short_pos(2);
+  EXPECT_THROW(s.eval({1, 2, 3}, nullptr, 0, &short_pos), Error);
+}
+
+// The published 2B configuration with seeded random weights, f16 GGUF, when
+// bench/reference/make_qwen3vl_reference.py --config 2b has made it in .peers/qwen3vl-2b
+// (4 GB; skipped elsewhere, e.g. in CI): the last 8 positions of three chat prompts, and a
+// screenshot question's merger, DeepStack levels and next-token logits.
+TEST(Qwen3VL, Full2BMatchesTransformers) {
+  const std::string base = test::source_path(".peers/qwen3vl-2b/");
+  if (!std::ifstream(base + "golden/xterm_700x450/logits_last.npy")) GTEST_SKIP() << "no " << base << " (make it with make_qwen3vl_reference.py --config 2b)";
+  const auto text = LlamaModel::load(base + "text.gguf");
+  const auto vision = Qwen3VLVision::load_mmproj(base + "mmproj.gguf");
+  const size_t V = static_cast<size_t>(text->config().n_vocab);
+  for (const char* dir : {"text_0", "text_1", "text_2"}) {
+    const std::vector<int64_t> ids64 = test::load_npy(base + "golden/" + dir + "/input_ids.npy").i64();
+    const std::vector<float> want = test::load_npy(base + "golden/" + dir + "/logits_last8.npy").f32();
+    std::vector<int32_t> ids(ids64.begin(), ids64.end());
+    Session s(*text, f32_session());
+    std::vector<float> got(ids.size() * V);
+    s.eval_all(ids, [&](size_t i, const float* l) { std::copy_n(l, V, &got[i * V]); });
+    const float* last8 = &got[(ids.size() - 8) * V];
+    double worst_kl = 0;
+    for (size_t i = 0; i < 8; ++i) worst_kl = std::max(worst_kl, kl(&want[i * V], last8 + i * V, V));
+    const double e = rel_err(last8, want.data(), 8 * V);
+    std::printf("2B %s: logits rel err %.2e, worst KL %.2e\n", dir, e, worst_kl);
+    EXPECT_LT(e, 1e-4) << dir;
+    EXPECT_LT(worst_kl, 1e-4) << dir;
+  }
+  Qwen3VL vlm(*text, *vision);
+  ThreadPool two(2);
+  const std::string stem = "xterm_700x450";
+  const Qwen3VLPrompt ip = vlm.build(load_image(test::source_path("tests/fixtures/vision/screens/" + stem + ".png")), "What is the user doing?", two);
+  const int n = ip.grid_h * ip.grid_w / 4, D = vision->config().out_hidden, W = vision->out_row();
+  for (int k = 0; k < 4; ++k) {
+    std::vector<float> col(static_cast<size_t>(n) * D);
+    for (int i = 0; i < n; ++i) std::copy_n(&ip.embeddings[static_cast<size_t>(i) * W + static_cast<size_t>(k) * D], D, &col[static_cast<size_t>(i) * D]);
+    const std::string file = k == 0 ? "merger_out.npy" : "deepstack_" + std::to_string(k - 1) + ".npy";
+    const double e = rel_err(col.data(), test::load_npy(base + "golden/" + stem + "/" + file).f32().data(), col.size());
+    std::printf("2B %s %s: rel err %.2e\n", stem.c_str(), file.c_str(), e);
+    EXPECT_LT(e, 1e-4) << file;
+  }
+  Session s(*text, f32_session());
+  s.eval(ip.tokens, ip.embeddings.data(), ip.embeddings.size() / static_cast<size_t>(text->config().n_embd_inp()), &ip.positions);
+  const std::vector<float> want = test::load_npy(base + "golden/" + stem + "/logits_last.npy").f32();
+  const double e = rel_err(s.logits(), want.data(), V), k = kl(want.data(), s.logits(), V);
+  std::printf("2B %s next-token logits: rel err %.2e, KL %.2e\n", stem.c_str(), e, k);
+  EXPECT_LT(e, 1e-4);
+  EXPECT_LT(k, 1e-4);
 }
