@@ -11,6 +11,7 @@
 #include "core/error.h"
 #include "formats/gguf_writer.h"
 #include "image/image.h"
+#include "kernels/bf16_tiles.h"
 #include "models/hf_loader.h"
 #include "models/qwen3vl/preprocess.h"
 #include "models/qwen3vl/qwen3vl.h"
@@ -323,4 +324,22 @@ TEST(Qwen3VL, Full2BMatchesTransformers) {
   std::printf("2B %s next-token logits: rel err %.2e, KL %.2e\n", stem.c_str(), e, k);
   EXPECT_LT(e, 1e-4);
   EXPECT_LT(k, 1e-4);
+}
+
+// The bf16 path (the CLI's default where bf16_gemm_fast()): every GEMM and the attention with
+// inputs rounded to bf16; its distance from transformers' fp32 outputs on the tiny tower.
+TEST(Qwen3VL, Bf16VisionStaysCloseToTransformers) {
+  if (!bf16_gemm_available()) GTEST_SKIP() << "no AMX or AVX512-BF16 here";
+  auto v = Qwen3VLVision::load_mmproj(test::source_path(kTiny + "mmproj.gguf"));
+  EXPECT_GT(v->use_bf16_gemm(), 20);
+  ThreadPool two(2);
+  const Qwen3VLPatches p = preprocess_qwen3vl(load_image(test::source_path("tests/fixtures/vision/screens/xterm_700x450.png")), v->preprocess_config(), &two);
+  const int n = p.n_tokens(v->preprocess_config()), W = v->out_row(), D = v->config().out_hidden;
+  std::vector<float> out(static_cast<size_t>(n) * W), merged(static_cast<size_t>(n) * D);
+  v->encode(p, out.data(), two);
+  for (int i = 0; i < n; ++i) std::copy_n(&out[static_cast<size_t>(i) * W], D, &merged[static_cast<size_t>(i) * D]);
+  const double e = rel_err(merged.data(), test::load_npy(golden("xterm_700x450", "merger_out.npy")).f32().data(), merged.size());
+  std::printf("bf16 vision: merger output rel err %.2e against transformers' fp32\n", e);
+  EXPECT_LT(e, 3e-2);
+  EXPECT_GT(e, 1e-6);  // it did run in bf16
 }

@@ -90,6 +90,10 @@ std::unique_ptr<Idefics3Vision> vision_options(const CommonArgs& a, std::unique_
   return v;
 }
 
+void vision_options(const CommonArgs& a, Qwen3VLVision& v) {
+  if (a.bf16_vision || (!a.fp32_vision && bf16_gemm_fast())) v.use_bf16_gemm();
+}
+
 namespace {
 
 // A real-number range whose ends may be open, checked and described exactly as the sampler

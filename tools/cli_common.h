@@ -43,6 +43,8 @@ int cap_threads(int requested);
 // The vision tower as the common flags ask for it (--q8-activations: 8-bit activations on a
 // quantized mmproj's layers); null stays null.
 std::unique_ptr<Idefics3Vision> vision_options(const CommonArgs& a, std::unique_ptr<Idefics3Vision> v);
+// The same policy for Qwen3-VL's tower (no 8-bit-activation path there yet).
+void vision_options(const CommonArgs& a, Qwen3VLVision& v);
 // --bf16-vision where this command runs no vision encoder is an error, not a silent no-op.
 void check_bf16_vision_applies(const CommonArgs& a, bool runs_vision, const char* what_runs_it);
 void add_sampling(CLI::App* app, SamplerOptions& s);

@@ -101,6 +101,7 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
   Sampler sampler(so);
   Session session(*model, session_options(a));
   if (!va.image.empty() && loaded.qwen_vision) {
+    vision_options(a, *loaded.qwen_vision);
     Qwen3VL vlm(*model, *loaded.qwen_vision);
     if (pa.on) prof::start(!pa.trace.empty());
     Qwen3VLPrompt ip = vlm.build(image, prompt, session.pool(), va.resize_pixels);
@@ -115,8 +116,9 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
     if (out_path.empty()) std::fputc('\n', stdout);
     else write_output_file(out_path, collected);
     note_context_full(st);
-    std::fprintf(stderr, "\n[image %dx%d -> %dx%d patches, %d image tokens | fp32 vision | preprocess %.1f ms | vision encode %.1f ms]\n",
-                 image.width, image.height, ip.grid_w, ip.grid_h, ip.grid_w * ip.grid_h / 4, ip.preprocess_s * 1e3, ip.encode_s * 1e3);
+    std::fprintf(stderr, "\n[image %dx%d -> %dx%d patches, %d image tokens | %s vision | preprocess %.1f ms | vision encode %.1f ms]\n",
+                 image.width, image.height, ip.grid_w, ip.grid_h, ip.grid_w * ip.grid_h / 4, loaded.qwen_vision->bf16() ? "bf16" : "fp32",
+                 ip.preprocess_s * 1e3, ip.encode_s * 1e3);
     std::fprintf(stderr, "[prefill: %d tokens, %.1f ms, %.1f tok/s | decode: %d tokens, %.1f ms, %.1f tok/s]\n", st.prompt_tokens,
                  st.prompt_seconds * 1e3, st.prompt_tps(), st.generated_tokens, st.generate_seconds * 1e3, st.generate_tps());
     finish_profile(pa, session.pool().size());

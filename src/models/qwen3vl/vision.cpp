@@ -6,6 +6,8 @@
 
 #include "core/error.h"
 #include "kernels/attention.h"
+#include "kernels/attention_bf16.h"
+#include "kernels/bf16_tiles.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm_panels.h"
 #include "models/gguf_source.h"
@@ -24,8 +26,13 @@ Qwen3VLLinear linear(const TensorSource& s, const std::string& name, int64_t row
   return l;
 }
 
-// y[n][rows] (rows ys apart) = x[n][cols] W^T + b
+// y[n][rows] (rows ys apart) = x[n][cols] W^T + b: the fp32 GEMM then the bias, or the bf16
+// GEMM starting its sums from the bias (use_bf16_gemm)
 void apply(const Qwen3VLLinear& l, const float* x, int64_t n, float* y, int64_t ys, ThreadPool& pool, const char* what) {
+  if (l.w.bf16_tiles) {
+    prof::OpScope op("gemm_bf16", what, matmul_cost(l.w, n));
+    return gemm_bf16(l.w, x, n, l.w.cols, y, ys, pool, l.b.data());
+  }
   {
     prof::OpScope op("gemm", what, matmul_cost(l.w, n));
     gemm(l.w, x, n, l.w.cols, y, ys, pool);
@@ -150,18 +157,46 @@ void Qwen3VLVision::load_weights(const TensorSource& s, bool g) {
     m.fc2 = linear(s, p + (g ? "fc2" : "linear_fc2"), c.out_hidden, H4);
   }
   // the dense GEMM weights repacked once into the kernels' panels (as SigLIP's)
-  std::vector<WeightMatrix*> dense{&patch_.w, &merger_.fc1.w, &merger_.fc2.w};
-  for (Qwen3VLBlock& B : blocks_)
-    for (WeightMatrix* w : {&B.qkv.w, &B.proj.w, &B.fc1.w, &B.fc2.w}) dense.push_back(w);
-  for (Qwen3VLMerger& m : deepstack_)
-    for (WeightMatrix* w : {&m.fc1.w, &m.fc2.w}) dense.push_back(w);
-  packed_.reserve(dense.size());
+  const std::vector<WeightMatrix*> dense = dense_weights();
+  packed_.reserve(2 * dense.size());  // room for the bf16 tiles too: the views stay put
   for (WeightMatrix* w : dense) {
     if (!supports_gemm_panels(w->type)) continue;
     packed_.push_back(pack_gemm_panels(*w));
     if (w != &patch_.w) s.release(w->data, static_cast<size_t>(w->rows) * w->row_stride);
     *w = packed_.back().matrix;
   }
+}
+
+std::vector<WeightMatrix*> Qwen3VLVision::dense_weights() {
+  std::vector<WeightMatrix*> dense{&patch_.w, &merger_.fc1.w, &merger_.fc2.w};
+  for (Qwen3VLBlock& B : blocks_)
+    for (WeightMatrix* w : {&B.qkv.w, &B.proj.w, &B.fc1.w, &B.fc2.w}) dense.push_back(w);
+  for (Qwen3VLMerger& m : deepstack_)
+    for (WeightMatrix* w : {&m.fc1.w, &m.fc2.w}) dense.push_back(w);
+  return dense;
+}
+
+int Qwen3VLVision::use_bf16_gemm() {
+  if (!bf16_gemm_available()) fail("bf16 vision GEMM needs AVX512_BF16 or AMX bf16: this CPU or OS gives neither, or --isa/TESSERA_ISA caps below avx512vnni");
+  AttentionShape s;
+  s.n_head = s.n_head_kv = cfg_.heads;
+  s.head_dim = cfg_.head_dim();
+  s.causal = false;
+  check_bf16_attn_shape(s);
+  bf16_ = true;
+  int n = 0;
+  for (WeightMatrix* w : dense_weights()) {
+    if (w->bf16_tiles || !supports_bf16_tiles(w->type)) continue;
+    PackedWeights pw = pack_bf16_tiles(*w);
+    // the fp32 panels it was read from are no longer needed
+    for (PackedWeights& old : packed_)
+      if (old.matrix.gemm_panels && old.matrix.gemm_panels == w->gemm_panels) old.data.reset(), old.bytes = 0;
+    packed_.push_back(std::move(pw));
+    *w = packed_.back().matrix;
+    w->gemm_panels = nullptr;
+    ++n;
+  }
+  return n;
 }
 
 std::unique_ptr<Qwen3VLVision> Qwen3VLVision::load_mmproj(const std::string& path) {
@@ -282,7 +317,10 @@ void Qwen3VLVision::encode(const Qwen3VLPatches& p, float* out, ThreadPool& pool
         }
       });
     }
-    {
+    if (bf16_) {
+      prof::OpScope op("attention_bf16", "bidirectional", attention_cost(static_cast<double>(N) * N, H, N, N, 4.0 * H));
+      attention_bf16(shape, qkv.data(), N, stride, qkv.data() + H, qkv.data() + 2 * H, stride, att.data(), H, pool);
+    } else {
       prof::OpScope op("attention", "bidirectional", attention_cost(static_cast<double>(N) * N, H, N, N, 4.0 * H));
       flash_attention(shape, qkv.data(), N, stride, view, att.data(), H, pool);
     }

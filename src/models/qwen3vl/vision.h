@@ -64,6 +64,12 @@ class Qwen3VLVision {
   // (n_patches x hidden each; for tests).
   void encode(const Qwen3VLPatches& p, float* out, ThreadPool& pool, std::vector<float>* patch_embeds = nullptr,
               std::vector<float>* block0 = nullptr) const;
+  // From now on, every linear layer as the bf16 GEMM and the attention as the bf16 attention (AMX
+  // or AVX512-BF16; inputs rounded to bf16, fp32 sums), as SigLIP's use_bf16_gemm: weights
+  // repacked into bf16 tiles once. Fails with a one-line error where the CPU gives neither.
+  // Returns the number of layers switched.
+  int use_bf16_gemm();
+  bool bf16() const { return bf16_; }
 
  private:
   Qwen3VLVision() = default;
@@ -80,6 +86,8 @@ class Qwen3VLVision {
   Qwen3VLMerger merger_;
   std::vector<Qwen3VLMerger> deepstack_;
   std::vector<PackedWeights> packed_;
+  bool bf16_ = false;
+  std::vector<WeightMatrix*> dense_weights();
 };
 
 }  // namespace tessera
