@@ -38,6 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ref_common import bytes_to_unicode
+
 REPO = Path(__file__).resolve().parents[2]
 SEED = 1234
 TOKENS = [1, 5, 17, 100, 200, 300, 511, 42, 7, 99, 3, 250]
@@ -70,20 +72,6 @@ def main(): return 0  # code, too: for (int i = 0; i < n; ++i) { sum += x[i] * w
 
 def sig7(x: float) -> float:
     return float(f"{x:.7g}")
-
-
-def bytes_to_unicode() -> dict[int, str]:
-    """GPT-2's byte -> printable character map (what ByteLevel uses)."""
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + \
-        list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    return {b: chr(c) for b, c in zip(bs, cs)}
 
 
 # ---------------------------------------------------------------- tokenizer

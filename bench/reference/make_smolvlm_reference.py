@@ -35,6 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ref_common import dump_gguf
+
 REPO = Path(__file__).resolve().parents[2]
 DEFAULT_LLAMA_CPP = REPO / ".peers/llama_cpp_python-0.3.36/vendor/llama.cpp"
 DEFAULT_TOKENIZER_GGUF = REPO / "models/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -226,28 +228,6 @@ def run_converter(llama_cpp: Path, hf_dir: Path, out: Path, outtype: str, mmproj
         rc = subprocess.run(cmd, stdout=f, stderr=subprocess.STDOUT, env=env).returncode
     if rc != 0:
         raise SystemExit(f"converter failed (rc={rc}), see {log}")
-
-
-def dump_gguf(path: Path) -> dict:
-    from gguf import GGUFReader
-
-    r = GGUFReader(str(path))
-    keys = {}
-    for k, f in r.fields.items():
-        if k.startswith("GGUF."):
-            continue
-        try:
-            v = f.contents()
-        except Exception as e:  # noqa: BLE001
-            v = f"<unreadable: {e}>"
-        if isinstance(v, list) and len(v) > 16:
-            v = {"array_len": len(v), "first": v[:4]}
-        elif isinstance(v, str) and len(v) > 300:
-            v = v[:300] + "..."
-        keys[k] = v
-    tensors = [{"name": t.name, "type": t.tensor_type.name, "shape_ggml": [int(x) for x in t.shape]}
-               for t in r.tensors]
-    return {"keys": keys, "tensors": tensors}
 
 
 # ----------------------------------------------------------------------------------------
