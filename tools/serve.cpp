@@ -71,6 +71,7 @@ int cmd_serve(CommonArgs& a, ServeArgs& s) {
   }
   HfModel loaded = load_any(a, s.mmproj);
   loaded.vision = vision_options(a, std::move(loaded.vision));
+  if (loaded.qwen_vision) vision_options(a, *loaded.qwen_vision);
   const std::string path = a.model.empty() ? default_model_path() : a.model;
   std::string id = std::filesystem::path(path).filename().string();
   if (id.size() > 5 && id.compare(id.size() - 5, 5, ".gguf") == 0) id.resize(id.size() - 5);

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "models/qwen3vl/qwen3vl.h"
 #include "models/smolvlm/idefics3.h"
 #include "runtime/generate.h"
 #include "runtime/sampler.h"
@@ -126,7 +127,7 @@ bool Engine::over_budget() {
 }
 
 ImageRGB Engine::decode_request_image(const ChatRequest& r) const {
-  if (!model_.vision)
+  if (!model_.vision && !model_.qwen_vision)
     throw ApiError(400, "invalid_request_error", "this model has no vision tower: start the server with --mmproj",
                    "messages");
   try {
@@ -142,7 +143,9 @@ Engine::Prepared Engine::prepare(const ChatRequest& r, const ImageRGB* image) {
   for (size_t i = 0; i + 1 < r.messages.size(); ++i) turns.emplace_back(r.messages[i].role, r.messages[i].content);
   if (r.wants_screen) {
     if (!memory_)
-      throw ApiError(400, "invalid_request_error", "this model has no vision tower: start the server with --mmproj",
+      throw ApiError(400, "invalid_request_error",
+                     model_.qwen_vision ? "screen watching is not available for Qwen3-VL yet (send the image in the request)"
+                                        : "this model has no vision tower: start the server with --mmproj",
                      "messages");
     if (!memory_->stats().has_frame)
       throw ApiError(503, "server_error",
@@ -158,6 +161,16 @@ Engine::Prepared Engine::prepare(const ChatRequest& r, const ImageRGB* image) {
     p.screen_seq = snap.seq;
     p.screen_current = snap.was_current;
     p.screen_staleness_s = snap.staleness_s;
+  } else if (image && model_.qwen_vision) {
+    // Qwen3-VL: one user turn with the image (earlier turns are not rendered into it yet)
+    if (r.messages.size() > 1)
+      bad_request("messages", "Qwen3-VL image requests take one user message for now");
+    const Qwen3VL vlm(*model_.text, *model_.qwen_vision);
+    Qwen3VLPrompt ip = vlm.build(*image, r.messages.back().content, session_.pool());
+    p.vision_ms = (ip.preprocess_s + ip.encode_s) * 1e3;
+    p.prompt = std::move(ip.tokens);
+    p.embeddings = std::move(ip.embeddings);
+    p.positions = std::move(ip.positions);
   } else if (image) {
     const Idefics3 vlm(*model_.text, *model_.vision);
     VisionTimings tm;
@@ -268,12 +281,13 @@ Result Engine::complete(const ChatRequest& r, const Prepared& p, const std::func
   // the embeddings of the slots before `common` were reused; the rest come from p
   size_t slots_before = 0;
   for (size_t i = 0; i < common; ++i) slots_before += prompt[i] == kEmbeddingSlot;
-  const size_t E = static_cast<size_t>(model_.text->config().n_embd);
+  const size_t E = static_cast<size_t>(model_.text->config().n_embd_inp());
   const std::vector<float> rest_emb(p.embeddings.begin() + static_cast<std::ptrdiff_t>(std::min(p.embeddings.size(), slots_before * E)),
                                     p.embeddings.end());
   cached_screen_seq_ = p.screen ? p.screen_seq : 0;
   res.usage.reused_tokens = static_cast<int>(common);
   const std::vector<int32_t> rest(prompt.begin() + static_cast<std::ptrdiff_t>(common), prompt.end());
+  const std::vector<MropePos> rest_pos(p.positions.begin() + static_cast<std::ptrdiff_t>(std::min(common, p.positions.size())), p.positions.end());
 
   Sampler sampler(r.sampling);
   StopMatcher stops(r.stop);
@@ -289,7 +303,8 @@ Result Engine::complete(const ChatRequest& r, const Prepared& p, const std::func
   };
   std::vector<int32_t> generated;
   const GenerateStats st = generate(session_, rest, r.max_tokens, sampler, on_piece, &generated,
-                                    rest_emb.empty() ? nullptr : &rest_emb, nullptr, &stop);
+                                    rest_emb.empty() ? nullptr : &rest_emb, nullptr, &stop,
+                                    rest_pos.empty() ? nullptr : &rest_pos);
   // the session now holds rest and the generated tokens it evaluated
   cached_.insert(cached_.end(), rest.begin(), rest.end());
   cached_.insert(cached_.end(), generated.begin(), generated.end());

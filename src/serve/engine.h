@@ -85,6 +85,7 @@ class Engine {
   struct Prepared {
     std::vector<int32_t> prompt;
     std::vector<float> embeddings;
+    std::vector<MropePos> positions;  // Qwen3-VL image prompts: every token's rotary position
     double vision_ms = 0;
     bool screen = false;           // the visual memory was read
     uint64_t screen_seq = 0;       // ... this encoding of it
