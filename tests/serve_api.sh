@@ -36,6 +36,15 @@ expect() {  # name, want status, body, [curl args]
     bad "$name: want $want, got $got: $(head -c 300 "$tmp/body")"
   fi
 }
+# a greedy 12-token request about a PNG file: image_request FILE MODEL
+image_request() {
+  python3 - "$1" "$2" <<'PY'
+import base64, json, sys
+b = base64.b64encode(open(sys.argv[1], "rb").read()).decode()
+print(json.dumps({"model": sys.argv[2], "temperature": 0, "max_tokens": 12, "messages": [{"role": "user", "content": [
+    {"type": "image_url", "image_url": {"url": "data:image/png;base64," + b}}, {"type": "text", "text": "What is on the screen?"}]}]}))
+PY
+}
 msg() { printf '{"model": "%s", "messages": [{"role": "user", "content": "%s"}], "temperature": 0, "max_tokens": %s%s}' "$id" "$1" "$2" "${3:-}"; }
 
 start main -m "$model" --max-tokens 512
@@ -164,12 +173,7 @@ frame="$root/tests/fixtures/watch/typing/frame_003.png"
 want=$("$bin" run -m "$tiny/text.gguf" --mmproj "$tiny/mmproj.gguf" --image "$frame" -p "What is on the screen?" -n 12 -t 2 2>/dev/null)
 start vlm -m "$tiny/text.gguf" --mmproj "$tiny/mmproj.gguf" --debounce 0.1 --cpu-budget 100
 vid=$(curl -s "$(url /v1/models)" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])')
-python3 - "$frame" "$vid" >"$tmp/img.json" <<'PY'
-import base64, json, sys
-b = base64.b64encode(open(sys.argv[1], "rb").read()).decode()
-print(json.dumps({"model": sys.argv[2], "temperature": 0, "max_tokens": 12, "messages": [{"role": "user", "content": [
-    {"type": "image_url", "image_url": {"url": "data:image/png;base64," + b}}, {"type": "text", "text": "What is on the screen?"}]}]}))
-PY
+image_request "$frame" "$vid" >"$tmp/img.json"
 [ "$(status "@$tmp/img.json")" = 200 ] || bad "image request status: $(head -c 300 "$tmp/body")"
 got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["message"]["content"])' "$tmp/body")
 [ "$got" = "$want" ] && ok "image reply equals tessera run --image's" || bad "image reply '$got' vs '$want'"
@@ -224,12 +228,7 @@ qframe="$root/tests/fixtures/vision/screens/xterm_700x450.png"
 want=$("$bin" run -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" --image "$qframe" -p "What is on the screen?" -n 12 -t 2 2>/dev/null)
 start qwen -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf"
 qid=$(curl -s "$(url /v1/models)" | python3 -c 'import json,sys; print(json.load(sys.stdin)["data"][0]["id"])')
-python3 - "$qframe" "$qid" >"$tmp/qimg.json" <<'PY'
-import base64, json, sys
-b = base64.b64encode(open(sys.argv[1], "rb").read()).decode()
-print(json.dumps({"model": sys.argv[2], "temperature": 0, "max_tokens": 12, "messages": [{"role": "user", "content": [
-    {"type": "image_url", "image_url": {"url": "data:image/png;base64," + b}}, {"type": "text", "text": "What is on the screen?"}]}]}))
-PY
+image_request "$qframe" "$qid" >"$tmp/qimg.json"
 [ "$(status "@$tmp/qimg.json")" = 200 ] || bad "Qwen3-VL image request status: $(head -c 300 "$tmp/body")"
 got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["message"]["content"])' "$tmp/body")
 [ -n "$want" ] && [ "$got" = "$want" ] && ok "Qwen3-VL image reply equals tessera run --image's" || bad "Qwen3-VL image reply '$got' vs '$want'"
