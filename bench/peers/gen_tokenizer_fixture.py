@@ -124,16 +124,9 @@ def make_decoder(model):
     r = gguf.GGUFReader(model)
     toks = r.fields["tokenizer.ggml.tokens"].contents()
     ttype = r.fields["tokenizer.ggml.token_type"].contents()
-    # GPT-2 bytes_to_unicode inverse
-    bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-    cs = bs[:]
-    n = 0
-    for b in range(256):
-        if b not in bs:
-            bs.append(b)
-            cs.append(256 + n)
-            n += 1
-    u2b = {chr(c): b for b, c in zip(bs, cs)}
+    sys.path.insert(0, os.path.join(ROOT, "bench", "reference"))
+    from ref_common import bytes_to_unicode
+    u2b = {c: b for b, c in bytes_to_unicode().items()}  # GPT-2 bytes_to_unicode inverse
 
     def decode(ids):
         out = bytearray()
