@@ -343,3 +343,30 @@ TEST(Qwen3VL, Bf16VisionStaysCloseToTransformers) {
   EXPECT_LT(e, 3e-2);
   EXPECT_GT(e, 1e-6);  // it did run in bf16
 }
+
+// A plain Qwen3 text GGUF (general.architecture "qwen3": the same decoder without multimodal
+// sections or DeepStack): the tiny pair's text model relabelled gives the same logits on text.
+TEST(Qwen3VL, Qwen3TextArchitectureLoads) {
+  auto f = GgufFile::open(test::source_path(kTiny + "text.gguf"));
+  GgufWriter w;
+  for (const auto& [k, v] : f->metadata()) {
+    if (k == "qwen3vl.rope.dimension_sections" || k == "qwen3vl.n_deepstack_layers") continue;
+    const std::string key = k.rfind("qwen3vl.", 0) == 0 ? "qwen3." + k.substr(8) : k;
+    w.set(key, k == "general.architecture" ? GgufValue::make_string("qwen3") : v);
+  }
+  for (const auto& t : f->tensors()) w.add_tensor(t.name, t.type, t.dims, std::vector<uint8_t>(t.data, t.data + t.n_bytes));
+  const std::string out = ::testing::TempDir() + "/qwen3_text.gguf";
+  w.write(out);
+  const auto m = LlamaModel::load(out);
+  EXPECT_TRUE(m->config().qk_norm);
+  EXPECT_EQ(m->config().deepstack_layers, 0);
+  EXPECT_EQ(m->config().mrope[0] + m->config().mrope[1] + m->config().mrope[2], 0);
+  const std::vector<int64_t> ids64 = test::load_npy(golden("text_0", "input_ids.npy")).i64();
+  const std::vector<int32_t> ids(ids64.begin(), ids64.end());
+  Session a(*m, f32_session()), b(*tiny().text, f32_session());
+  a.eval(ids);
+  b.eval(ids);
+  const size_t V = static_cast<size_t>(m->config().n_vocab);
+  EXPECT_TRUE(std::equal(a.logits(), a.logits() + V, b.logits()));  // text positions: the same rotation, bit for bit
+  EXPECT_THROW(Qwen3VL(*m, *tiny().vision), Error);                  // no multimodal positions: not a Qwen3-VL text model
+}
