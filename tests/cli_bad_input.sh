@@ -47,6 +47,14 @@ check "bf16 vision, no image" run -m "$model" -p hi --bf16-vision
 check "fp32 vision, no image" run -m "$model" -p hi --fp32-vision
 check "bf16 and fp32 vision" run -m "$model" -p hi --bf16-vision --fp32-vision
 check "tokenize bad model"   tokenize -m "$tmp/random.gguf" -p hi
+# Qwen3-VL: an image whose tokens cannot fit the context is refused before it is encoded
+qwen="$root/tests/fixtures/qwen3vl/tiny"
+check "Qwen3-VL image over context" run -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" -c 512 -p hi \
+  --image "$root/tests/fixtures/vision/screens/desktop_1920x1080.png"
+check "Qwen3-VL pixels too few" run -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" -p hi --vision-max-pixels 10 \
+  --image "$root/tests/fixtures/vision/screens/xterm_700x450.png"
+check "Qwen3-VL mmproj, SmolLM2 text" run -m "$model" --mmproj "$qwen/mmproj.gguf" -p hi \
+  --image "$root/tests/fixtures/vision/screens/xterm_700x450.png"
 # the screen path
 tiny="$root/tests/fixtures/vision/tiny"
 screen="$root/tests/fixtures/vision/screens/xterm_700x450.png"

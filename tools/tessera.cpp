@@ -104,7 +104,7 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
     vision_options(a, *loaded.qwen_vision);
     Qwen3VL vlm(*model, *loaded.qwen_vision);
     if (pa.on) prof::start(!pa.trace.empty());
-    Qwen3VLPrompt ip = vlm.build(image, prompt, session.pool(), va.resize_pixels);
+    Qwen3VLPrompt ip = vlm.build(image, prompt, session.pool(), va.resize_pixels, 0, session.n_ctx());
     if (static_cast<int>(ip.tokens.size()) >= session.n_ctx())
       fail("the image prompt is %zu tokens, longer than the context of %d tokens (raise -c or lower --vision-max-pixels)", ip.tokens.size(),
            session.n_ctx());

@@ -166,6 +166,12 @@ Engine::Prepared Engine::prepare(const ChatRequest& r, const ImageRGB* image) {
     if (r.messages.size() > 1)
       bad_request("messages", "Qwen3-VL image requests take one user message for now");
     const Qwen3VL vlm(*model_.text, *model_.qwen_vision);
+    const int64_t n_img = vlm.image_tokens(*image);
+    if (n_img + 16 > session_.n_ctx())  // refused before the encoder runs
+      throw ApiError(400, "invalid_request_error",
+                     "the image needs " + std::to_string(n_img) + " tokens; this server's context is " +
+                         std::to_string(session_.n_ctx()) + " tokens (serve -c)",
+                     "messages", "context_length_exceeded");
     Qwen3VLPrompt ip = vlm.build(*image, r.messages.back().content, session_.pool());
     p.vision_ms = (ip.preprocess_s + ip.encode_s) * 1e3;
     p.prompt = std::move(ip.tokens);

@@ -45,12 +45,31 @@ Qwen3VL::Qwen3VL(const LlamaModel& text, const Qwen3VLVision& vision) : text_(te
     if (text.tokenizer().find(tok) < 0) fail("the text model's vocabulary has no %s token", tok);
 }
 
-Qwen3VLPrompt Qwen3VL::build(const ImageRGB& image, const std::string& question, ThreadPool& pool, int64_t max_pixels,
-                             int32_t start_position) const {
-  Qwen3VLPrompt out;
-  Qwen3VLPreprocessConfig pc = vision_.preprocess_config();
+namespace {
+Qwen3VLPreprocessConfig with_max_pixels(Qwen3VLPreprocessConfig pc, int64_t max_pixels) {
   if (max_pixels > 0) pc.max_pixels = std::max<int64_t>(max_pixels, pc.factor() * pc.factor());
   pc.min_pixels = std::min(pc.min_pixels, pc.max_pixels);
+  return pc;
+}
+}  // namespace
+
+int64_t Qwen3VL::image_tokens(const ImageRGB& image, int64_t max_pixels) const {
+  const Qwen3VLPreprocessConfig pc = with_max_pixels(vision_.preprocess_config(), max_pixels);
+  int h = 0, w = 0;
+  qwen3vl_smart_resize(image.height, image.width, pc.factor(), pc.min_pixels, pc.max_pixels, h, w);
+  return static_cast<int64_t>(h / pc.factor()) * (w / pc.factor());
+}
+
+Qwen3VLPrompt Qwen3VL::build(const ImageRGB& image, const std::string& question, ThreadPool& pool, int64_t max_pixels,
+                             int32_t start_position, int max_prompt_tokens) const {
+  Qwen3VLPrompt out;
+  const Qwen3VLPreprocessConfig pc = with_max_pixels(vision_.preprocess_config(), max_pixels);
+  if (max_prompt_tokens > 0) {
+    const int64_t n_img = image_tokens(image, max_pixels);
+    if (n_img + 16 > max_prompt_tokens)
+      fail("the %dx%d image needs %lld image tokens at max_pixels %lld, more than the context of %d tokens holds (raise -c or lower --vision-max-pixels)",
+           image.width, image.height, static_cast<long long>(n_img), static_cast<long long>(pc.max_pixels), max_prompt_tokens);
+  }
   double t0 = now();
   Qwen3VLPatches patches;
   {

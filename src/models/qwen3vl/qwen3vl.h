@@ -36,8 +36,12 @@ class Qwen3VL {
 
   // The user turn for one image and a question; `max_pixels` (0: the processor's) bounds the
   // resized image, and with it the number of image tokens.
+  // The image tokens an image becomes at `max_pixels` (0: the processor's), before any work.
+  int64_t image_tokens(const ImageRGB& image, int64_t max_pixels = 0) const;
+  // `max_prompt_tokens` (0: no limit): fail before any work when the prompt would be longer (a
+  // one-line error naming the knobs), not after encoding an image that cannot fit.
   Qwen3VLPrompt build(const ImageRGB& image, const std::string& question, ThreadPool& pool, int64_t max_pixels = 0,
-                      int32_t start_position = 0) const;
+                      int32_t start_position = 0, int max_prompt_tokens = 0) const;
 
  private:
   const LlamaModel& text_;
