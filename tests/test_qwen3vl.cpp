@@ -16,6 +16,7 @@
 #include "models/qwen3vl/preprocess.h"
 #include "models/qwen3vl/qwen3vl.h"
 #include "npy.h"
+#include "runtime/generate.h"
 #include "runtime/session.h"
 #include "sha256.h"
 #include "test_util.h"
@@ -369,4 +370,30 @@ TEST(Qwen3VL, Qwen3TextArchitectureLoads) {
   const size_t V = static_cast<size_t>(m->config().n_vocab);
   EXPECT_TRUE(std::equal(a.logits(), a.logits() + V, b.logits()));  // text positions: the same rotation, bit for bit
   EXPECT_THROW(Qwen3VL(*m, *tiny().vision), Error);                  // no multimodal positions: not a Qwen3-VL text model
+}
+
+// Earlier turns before the image turn, as transformers' chat template renders a system prompt,
+// a user turn and an assistant reply (the string below is its apply_chat_template output).
+TEST(Qwen3VL, HistoryRendersAsTheChatTemplate) {
+  const TinyQwen& m = tiny();
+  Qwen3VL vlm(*m.text, *m.vision);
+  ThreadPool two(2);
+  const std::string history = apply_chat_template(*m.text, {{"system", "Be brief."}, {"user", "Hi"}, {"assistant", "Hello."}}, false);
+  const ImageRGB img = load_image(test::source_path("tests/fixtures/vision/screens/xterm_700x450.png"));
+  const Qwen3VLPrompt ip = vlm.build(img, "Q", two, 65536, 0, 0, history);
+  std::string text;
+  bool in_image = false;
+  for (int32_t t : ip.tokens) {
+    if (t == kEmbeddingSlot) {
+      if (!in_image) text += "<|image_pad|>";
+      in_image = true;
+      continue;
+    }
+    in_image = false;
+    text += m.text->tokenizer().token_to_piece(t, true);
+  }
+  EXPECT_EQ(text,
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n"
+            "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Q<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(ip.positions.front().t, 0);  // the history's text counts from 0; the image after it
 }

@@ -162,9 +162,9 @@ Engine::Prepared Engine::prepare(const ChatRequest& r, const ImageRGB* image) {
     p.screen_current = snap.was_current;
     p.screen_staleness_s = snap.staleness_s;
   } else if (image && model_.qwen_vision) {
-    // Qwen3-VL: one user turn with the image (earlier turns are not rendered into it yet)
-    if (r.messages.size() > 1)
-      bad_request("messages", "Qwen3-VL image requests take one user message for now");
+    // Qwen3-VL: the earlier turns as its chat template renders them, then the image turn
+    const std::vector<ChatMessage> earlier(r.messages.begin(), r.messages.end() - 1);
+    const std::string history = earlier.empty() ? std::string() : apply_chat_template(*model_.text, earlier, false);
     const Qwen3VL vlm(*model_.text, *model_.qwen_vision);
     const int64_t n_img = vlm.image_tokens(*image);
     if (n_img + 16 > session_.n_ctx())  // refused before the encoder runs
@@ -172,7 +172,7 @@ Engine::Prepared Engine::prepare(const ChatRequest& r, const ImageRGB* image) {
                      "the image needs " + std::to_string(n_img) + " tokens; this server's context is " +
                          std::to_string(session_.n_ctx()) + " tokens (serve -c)",
                      "messages", "context_length_exceeded");
-    Qwen3VLPrompt ip = vlm.build(*image, r.messages.back().content, session_.pool());
+    Qwen3VLPrompt ip = vlm.build(*image, r.messages.back().content, session_.pool(), 0, 0, 0, history);
     p.vision_ms = (ip.preprocess_s + ip.encode_s) * 1e3;
     p.prompt = std::move(ip.tokens);
     p.embeddings = std::move(ip.embeddings);

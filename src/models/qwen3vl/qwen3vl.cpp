@@ -61,7 +61,7 @@ int64_t Qwen3VL::image_tokens(const ImageRGB& image, int64_t max_pixels) const {
 }
 
 Qwen3VLPrompt Qwen3VL::build(const ImageRGB& image, const std::string& question, ThreadPool& pool, int64_t max_pixels,
-                             int32_t start_position, int max_prompt_tokens) const {
+                             int32_t start_position, int max_prompt_tokens, const std::string& history) const {
   Qwen3VLPrompt out;
   const Qwen3VLPreprocessConfig pc = with_max_pixels(vision_.preprocess_config(), max_pixels);
   if (max_prompt_tokens > 0) {
@@ -92,7 +92,7 @@ Qwen3VLPrompt Qwen3VL::build(const ImageRGB& image, const std::string& question,
     const std::vector<int32_t> ids = tok.encode(s, true);
     out.tokens.insert(out.tokens.end(), ids.begin(), ids.end());
   };
-  add("<|im_start|>user\n<|vision_start|>");
+  add(history + "<|im_start|>user\n<|vision_start|>");
   out.tokens.insert(out.tokens.end(), static_cast<size_t>(patches.n_tokens(pc)), kEmbeddingSlot);
   add("<|vision_end|>" + question + "<|im_end|>\n<|im_start|>assistant\n");
   out.positions = qwen3vl_positions(out.tokens, patches.grid_h / pc.merge, patches.grid_w / pc.merge, start_position);

@@ -40,8 +40,10 @@ class Qwen3VL {
   int64_t image_tokens(const ImageRGB& image, int64_t max_pixels = 0) const;
   // `max_prompt_tokens` (0: no limit): fail before any work when the prompt would be longer (a
   // one-line error naming the knobs), not after encoding an image that cannot fit.
+  // `history`: earlier turns, already rendered by the chat template ("<|im_start|>role\n...<|im_end|>\n"
+  // each), placed before the image turn.
   Qwen3VLPrompt build(const ImageRGB& image, const std::string& question, ThreadPool& pool, int64_t max_pixels = 0,
-                      int32_t start_position = 0, int max_prompt_tokens = 0) const;
+                      int32_t start_position = 0, int max_prompt_tokens = 0, const std::string& history = "") const;
 
  private:
   const LlamaModel& text_;
