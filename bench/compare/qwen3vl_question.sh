@@ -5,10 +5,12 @@
 # seeded-random 2B from bench/reference/make_qwen3vl_reference.py --config 2b (+ llama-quantize
 # for Q4_K_M).
 # Usage: bench/compare/qwen3vl_question.sh TEXT.gguf MMPROJ.gguf IMAGE [ROUNDS=3] [MAX_TOKENS=256] [THREADS=2]
+# Env: LLAMA_BIN (default .peers/llama.cpp-build/bin; .peers/llama.cpp-build-avx2/bin for the AVX2
+# class), TESSERA_ARGS (extra flags for every tessera run, e.g. "--isa avx2").
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 text="$1" mmproj="$2" image="$3" rounds="${4:-3}" tokens="${5:-256}" threads="${6:-2}"
-bin="$root/.peers/llama.cpp-build/bin"
+bin="${LLAMA_BIN:-$root/.peers/llama.cpp-build/bin}"
 q="What is the user doing?"
 # the same token budget on both sides: llama.cpp counts tokens, the processor pixels (32 x 32 per token)
 pixels=$((tokens * 1024))
@@ -18,7 +20,7 @@ printf "engine\tround\timage_tokens\tvision_ms\tprefill_tokens\tprefill_ms\tdeco
 for r in $(seq 1 "$rounds"); do
   for flags in "" "--q8-activations"; do
     "$root/build/tessera" run -m "$text" --mmproj "$mmproj" --image "$image" --vision-max-pixels "$pixels" -p "$q" -n 16 \
-      --temp 0 -t "$threads" $flags >/dev/null 2>"$tmp/t.err" || { cat "$tmp/t.err"; exit 1; }
+      --temp 0 -t "$threads" ${TESSERA_ARGS:-} $flags >/dev/null 2>"$tmp/t.err" || { cat "$tmp/t.err"; exit 1; }
     LABEL="${flags:-}" perl -ne 'BEGIN{$n=$ENV{LABEL}} if (/(\d+) image tokens .* vision encode ([\d.]+) ms/) { ($it,$v)=($1,$2) }
               if (/prefill: (\d+) tokens, ([\d.]+) ms.*decode: \d+ tokens, [\d.]+ ms, ([\d.]+) tok/) { print "tessera" . ($n ? " $n" : "") . "\t'"$r"'\t$it\t$v\t$1\t$2\t$3\n" }' \
       "$tmp/t.err"
