@@ -195,6 +195,12 @@ LlamaConfig text_config(const json& t, bool tie_default, const std::string& file
   return c;
 }
 
+// bos_token_id and eos_token_id (an integer; an eos list is left to the tokenizer's own stops)
+void read_special_ids(const json& t, const std::string& file, HfConfig& h) {
+  h.bos = get<int>(t, "bos_token_id", -1, h.text.n_vocab - 1, -1, file);
+  h.eos = t.contains("eos_token_id") && t["eos_token_id"].is_number() ? get<int>(t, "eos_token_id", -1, h.text.n_vocab - 1, file) : -1;
+}
+
 }  // namespace
 
 HfConfig parse_hf_config(const std::string& config_text, const std::string& processor_text, const std::string& cfg_path,
@@ -214,7 +220,7 @@ HfConfig parse_hf_config(const std::string& config_text, const std::string& proc
     h.mlx_group = group;
   }
   const bool tie_top = cfg.contains("tie_word_embeddings") && cfg["tie_word_embeddings"].is_boolean() ? cfg["tie_word_embeddings"].get<bool>() : false;
-  if (h.type == "qwen3_vl") {  // the text model for now; the vision tower is not read from HF yet
+  if (h.type == "qwen3_vl") {  // text_config, and vision_config when the directory holds the tower
     if (!cfg.contains("text_config") || !cfg["text_config"].is_object()) fail("%s: text_config is required", cfg_path.c_str());
     h.text = text_config(cfg["text_config"], tie_top, cfg_path);
     h.text.qk_norm = true;
@@ -249,15 +255,13 @@ HfConfig parse_hf_config(const std::string& config_text, const std::string& proc
       if (!sec.is_array() || sec.size() != 3) fail("%s: mrope_section must be 3 integers", cfg_path.c_str());
       for (int i = 0; i < 3; ++i) h.text.mrope[i] = json_int_value(sec[static_cast<size_t>(i)], 0, h.text.head_dim / 2, cfg_path + ": mrope_section");
     }
-    h.bos = get<int>(tc, "bos_token_id", -1, h.text.n_vocab - 1, -1, cfg_path);
-    h.eos = tc.contains("eos_token_id") && tc["eos_token_id"].is_number() ? get<int>(tc, "eos_token_id", -1, h.text.n_vocab - 1, cfg_path) : -1;
+    read_special_ids(tc, cfg_path, h);
     return h;
   }
   if (h.type == "llama" || h.type == "qwen3") {
     h.text = text_config(cfg, tie_top, cfg_path);
     h.text.qk_norm = h.type == "qwen3";
-    h.bos = get<int>(cfg, "bos_token_id", -1, h.text.n_vocab - 1, -1, cfg_path);
-    h.eos = cfg.contains("eos_token_id") && cfg["eos_token_id"].is_number() ? get<int>(cfg, "eos_token_id", -1, h.text.n_vocab - 1, cfg_path) : -1;
+    read_special_ids(cfg, cfg_path, h);
     return h;
   }
   if (h.type != "idefics3" && h.type != "smolvlm") fail("%s: model_type '%s' is not supported (llama, qwen3, qwen3_vl, idefics3)", cfg_path.c_str(), h.type.c_str());
@@ -267,8 +271,7 @@ HfConfig parse_hf_config(const std::string& config_text, const std::string& proc
   const json& tc = cfg["text_config"];
   const json& vc = cfg["vision_config"];
   h.text = text_config(tc, tie_top, cfg_path);
-  h.bos = get<int>(tc, "bos_token_id", -1, h.text.n_vocab - 1, -1, cfg_path);
-  h.eos = tc.contains("eos_token_id") && tc["eos_token_id"].is_number() ? get<int>(tc, "eos_token_id", -1, h.text.n_vocab - 1, cfg_path) : -1;
+  read_special_ids(tc, cfg_path, h);
 
   h.has_vision = true;
   SiglipConfig& v = h.vision;

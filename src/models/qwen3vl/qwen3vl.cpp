@@ -10,6 +10,12 @@ namespace tessera {
 
 namespace {
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+Qwen3VLPreprocessConfig with_max_pixels(Qwen3VLPreprocessConfig pc, int64_t max_pixels) {
+  if (max_pixels > 0) pc.max_pixels = std::max<int64_t>(max_pixels, pc.factor() * pc.factor());
+  pc.min_pixels = std::min(pc.min_pixels, pc.max_pixels);
+  return pc;
+}
 }  // namespace
 
 std::vector<MropePos> qwen3vl_positions(const std::vector<int32_t>& tokens, int rows, int cols, int32_t start) {
@@ -44,14 +50,6 @@ Qwen3VL::Qwen3VL(const LlamaModel& text, const Qwen3VLVision& vision) : text_(te
   for (const char* tok : {"<|vision_start|>", "<|vision_end|>", "<|image_pad|>"})
     if (text.tokenizer().find(tok) < 0) fail("the text model's vocabulary has no %s token", tok);
 }
-
-namespace {
-Qwen3VLPreprocessConfig with_max_pixels(Qwen3VLPreprocessConfig pc, int64_t max_pixels) {
-  if (max_pixels > 0) pc.max_pixels = std::max<int64_t>(max_pixels, pc.factor() * pc.factor());
-  pc.min_pixels = std::min(pc.min_pixels, pc.max_pixels);
-  return pc;
-}
-}  // namespace
 
 int64_t Qwen3VL::image_tokens(const ImageRGB& image, int64_t max_pixels) const {
   const Qwen3VLPreprocessConfig pc = with_max_pixels(vision_.preprocess_config(), max_pixels);

@@ -303,6 +303,9 @@ void Qwen3VLVision::encode(const Qwen3VLPatches& p, float* out, ThreadPool& pool
   const KvView view{reinterpret_cast<const uint8_t*>(qkv.data() + H), reinterpret_cast<const uint8_t*>(qkv.data() + 2 * H), DType::F32,
                     stride * 4, static_cast<int64_t>(hd) * 4};
   const int64_t W = out_row();
+  const auto add_residual = [&] {  // x += tmp, row by row over the pool
+    pool.parallel_for(N, 16, [&](int64_t i0, int64_t i1) { add_inplace(&x[static_cast<size_t>(i0) * H], &tmp[static_cast<size_t>(i0) * H], (i1 - i0) * H); });
+  };
   size_t next_ds = 0;
   for (int l = 0; l < c.depth; ++l) {
     const Qwen3VLBlock& B = blocks_[static_cast<size_t>(l)];
@@ -325,16 +328,12 @@ void Qwen3VLVision::encode(const Qwen3VLPatches& p, float* out, ThreadPool& pool
       flash_attention(shape, qkv.data(), N, stride, view, att.data(), H, pool);
     }
     apply(B.proj, att.data(), N, tmp.data(), H, pool, "proj");
-    pool.parallel_for(N, 16, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) add_inplace(&x[static_cast<size_t>(i) * H], &tmp[static_cast<size_t>(i) * H], H);
-    });
+    add_residual();
     layer_norm_rows(x.data(), N, H, B.ln2_w, B.ln2_b, c.eps, xn.data(), pool);
     apply(B.fc1, xn.data(), N, ff.data(), c.ff, pool, "fc1");
     pool.parallel_for(N, 16, [&](int64_t i0, int64_t i1) { gelu_tanh(&ff[static_cast<size_t>(i0) * c.ff], (i1 - i0) * c.ff); });
     apply(B.fc2, ff.data(), N, tmp.data(), H, pool, "fc2");
-    pool.parallel_for(N, 16, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) add_inplace(&x[static_cast<size_t>(i) * H], &tmp[static_cast<size_t>(i) * H], H);
-    });
+    add_residual();
     if (l == 0 && block0) block0->assign(x.begin(), x.end());
     if (next_ds < c.deepstack.size() && c.deepstack[next_ds] == l) {
       merge(deepstack_[next_ds], x.data(), N, out + static_cast<int64_t>(c.out_hidden) * static_cast<int64_t>(1 + next_ds), W, pool);
