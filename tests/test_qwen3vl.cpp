@@ -15,6 +15,7 @@
 #include "models/hf_loader.h"
 #include "models/qwen3vl/preprocess.h"
 #include "models/qwen3vl/qwen3vl.h"
+#include "watch/qwen_watcher.h"
 #include "npy.h"
 #include "runtime/generate.h"
 #include "runtime/session.h"
@@ -396,4 +397,160 @@ TEST(Qwen3VL, HistoryRendersAsTheChatTemplate) {
             "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nHi<|im_end|>\n<|im_start|>assistant\nHello.<|im_end|>\n"
             "<|im_start|>user\n<|vision_start|><|image_pad|><|vision_end|>Q<|im_end|>\n<|im_start|>assistant\n");
   EXPECT_EQ(ip.positions.front().t, 0);  // the history's text counts from 0; the image after it
+}
+
+// --- screen reuse (watch/qwen_watcher.h) ---
+namespace {
+// A copy of `img` with a w x h rectangle at (x, y) painted in `v` (a few typed characters).
+ImageRGB painted(const ImageRGB& img, int x, int y, int w, int h, uint8_t v) {
+  ImageRGB out = img;
+  for (int r = y; r < y + h; ++r)
+    for (int c = x; c < x + w; ++c)
+      for (int ch = 0; ch < 3; ++ch) out.row(r)[3 * c + ch] = static_cast<uint8_t>(v + ch);
+  return out;
+}
+
+std::vector<int> changed_blocks(const Qwen3VLPatches& a, const Qwen3VLPatches& b, int mm) {
+  std::vector<int> out;
+  const size_t span = static_cast<size_t>(mm) * a.row_size;
+  for (size_t k = 0; k * span < a.pixels.size(); ++k)
+    if (std::memcmp(&a.pixels[k * span], &b.pixels[k * span], span * sizeof(float))) out.push_back(static_cast<int>(k));
+  return out;
+}
+}  // namespace
+
+// Recording the gating state leaves the output bits alone; a gated pass over no block hands
+// back the recorded output; over every block it is the full encoding up to the fp16 keys and
+// values; over the blocks a small edit touched, close to the full encoding of the edited image.
+TEST(Qwen3VL, GatedEncodingTracksTheFullEncoding) {
+  const Qwen3VLVision& v = *tiny().vision;
+  ThreadPool two(2);
+  const ImageRGB a = load_image(test::source_path("tests/fixtures/vision/screens/xterm_700x450.png"));
+  const ImageRGB b = painted(a, 200, 150, 40, 12, 30);
+  const Qwen3VLPreprocessConfig pc = v.preprocess_config();
+  const Qwen3VLPatches pa = preprocess_qwen3vl(a, pc, &two), pb = preprocess_qwen3vl(b, pc, &two);
+  const size_t n = static_cast<size_t>(pa.n_tokens(pc)) * v.out_row();
+  std::vector<float> plain(n), recorded(n), out(n), full_b(n);
+  v.encode(pa, plain.data(), two);
+  Qwen3VLVision::GateState st;
+  v.encode(pa, recorded.data(), two, nullptr, nullptr, &st);
+  ASSERT_EQ(std::memcmp(plain.data(), recorded.data(), n * 4), 0);
+  EXPECT_GT(st.bytes(), 0u);
+  v.encode_gated(pa, {}, st, out.data(), two);
+  EXPECT_EQ(std::memcmp(plain.data(), out.data(), n * 4), 0);
+
+  v.encode(pb, full_b.data(), two);
+  const int mm = v.config().merge * v.config().merge;
+  const std::vector<int> changed = changed_blocks(pa, pb, mm);
+  const int blocks = pa.n_tokens(pc);
+  ASSERT_GT(changed.size(), 0u);
+  EXPECT_LT(changed.size() * 10, static_cast<size_t>(blocks)) << "a 40x12 edit touches few 32x32 blocks";
+  Qwen3VLVision::GateState st2 = st;
+  v.encode_gated(pb, changed, st2, out.data(), two);
+  const double gated_err = rel_err(out.data(), full_b.data(), n), stale_err = rel_err(plain.data(), full_b.data(), n);
+  EXPECT_LT(gated_err, 0.5 * stale_err) << "gating must recover most of the change";
+  EXPECT_LT(gated_err, 0.05);
+  std::vector<int> all(static_cast<size_t>(blocks));
+  for (int i = 0; i < blocks; ++i) all[static_cast<size_t>(i)] = i;
+  Qwen3VLVision::GateState st3 = st;
+  v.encode_gated(pb, all, st3, out.data(), two);
+  EXPECT_LT(rel_err(out.data(), full_b.data(), n), 1e-2) << "every block gated: only the fp16 K/V differ";
+  // the state belongs to one grid; block lists must be increasing and in range
+  const Qwen3VLPatches pc2 = preprocess_qwen3vl(crop(a, 0, 0, 640, 320), pc, &two);
+  EXPECT_THROW(v.encode_gated(pc2, {}, st, out.data(), two), Error);
+  EXPECT_THROW(v.encode_gated(pb, {3, 2}, st, out.data(), two), Error);
+  EXPECT_THROW(v.encode_gated(pb, {blocks}, st, out.data(), two), Error);
+}
+
+// Exact reuse: frame after frame (a small edit, the same frame again, another size, back), the
+// watcher's features, next-token logits and answer are bitwise a full recompute's, while it
+// reuses the KV prefix and verifies the previous answer as a draft.
+TEST(Qwen3VL, WatchExactReuseIsBitwiseTheFullRecompute) {
+  const TinyQwen& m = tiny();
+  const ImageRGB a = load_image(test::source_path("tests/fixtures/vision/screens/xterm_700x450.png"));
+  const std::vector<ImageRGB> frames = {a, painted(a, 200, 150, 40, 12, 30), painted(a, 200, 150, 40, 12, 30),
+                                        painted(a, 240, 150, 40, 12, 60), crop(a, 0, 0, 640, 320), a};
+  WatchOptions o;
+  o.n_predict = 8;
+  WatchOptions fo = o;
+  fo.reuse = false;
+  Session s(*m.text, f32_session()), fs(*m.text, f32_session());
+  Qwen3VLWatcher w(*m.text, *m.vision, s, o), full(*m.text, *m.vision, fs, fo);
+  for (size_t i = 0; i < frames.size(); ++i) {
+    const FrameResult r = w.process(frames[i]), f = full.process(frames[i]);
+    const Divergence dv = Watcher::compare(r, f);
+    EXPECT_TRUE(dv.bitwise_equal) << "frame " << i << " KL " << dv.next_token_kl;
+    EXPECT_EQ(r.answer, f.answer) << i;
+    EXPECT_EQ(r.frame_unchanged, i == 2) << i;
+    if (i == 1 || i == 3) {
+      EXPECT_GT(r.tokens_reused, 0) << i;  // the text before the image
+      EXPECT_EQ(r.answer_drafted, o.n_predict - 1) << i;  // the same answer: all but the first token from the draft's batch
+    }
+  }
+}
+
+// Approximate reuse: gated encoding and stale K/V for unchanged image tokens, measured against
+// the full recompute on the tiny model (the 2B figures are in docs/qwen3vl.md).
+TEST(Qwen3VL, WatchApproximateReuseStaysClose) {
+  const TinyQwen& m = tiny();
+  const ImageRGB a = load_image(test::source_path("tests/fixtures/vision/screens/xterm_700x450.png"));
+  WatchOptions o;
+  o.n_predict = 8;
+  o.approx_gate = true;
+  o.approx_kv = 0;
+  WatchOptions fo;
+  fo.n_predict = 8;
+  fo.reuse = false;
+  Session s(*m.text, f32_session()), fs(*m.text, f32_session());
+  Qwen3VLWatcher w(*m.text, *m.vision, s, o), full(*m.text, *m.vision, fs, fo);
+  for (int i = 0; i < 4; ++i) {
+    const ImageRGB f = painted(a, 180 + 20 * i, 150, 20, 12, static_cast<uint8_t>(40 * i));
+    const FrameResult r = w.process(f), fr = full.process(f);
+    const Divergence dv = Watcher::compare(r, fr);
+    if (i > 0) {
+      EXPECT_EQ(r.tiles_gated, 1) << i;
+      EXPECT_LT(r.encoder_work, 0.1) << i;
+      EXPECT_GT(r.tokens_kept_stale, 0) << i;
+    }
+    EXPECT_LT(dv.next_token_kl, 1e-2) << i;
+    EXPECT_LT(dv.emb_max_rel, 0.05) << i;
+  }
+  WatchOptions bad = o;
+  bad.approx_global = 2;
+  EXPECT_THROW(Qwen3VLWatcher(*m.text, *m.vision, s, bad), Error);
+}
+
+// A draft answer verified in one batch: the same tokens and the same cache as decoding token
+// by token, whether the draft is right, wrong from some token on, or longer than the answer.
+TEST(Qwen3VL, DraftedDecodingIsBitwiseTokenByToken) {
+  const LlamaModel& text = *tiny().text;
+  const std::vector<int32_t> prompt = text.tokenizer().encode("<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n", true);
+  const int n = 10;
+  SamplerOptions greedy;
+  greedy.temperature = 0;
+  const auto run = [&](const std::vector<int32_t>* draft, GenerateStats* st, std::vector<float>* after) {
+    Session s(text, f32_session());
+    Sampler sampler(greedy);
+    std::vector<int32_t> toks;
+    *st = generate(s, prompt, n, sampler, [](const std::string&) {}, &toks, nullptr, nullptr, nullptr, nullptr, draft);
+    EXPECT_EQ(s.n_past(), static_cast<int>(prompt.size()) + n);
+    s.eval({prompt[1]});  // the cache after the answer: one more token's logits
+    after->assign(s.logits(), s.logits() + text.config().n_vocab);
+    return toks;
+  };
+  GenerateStats st;
+  std::vector<float> want_after, after;
+  const std::vector<int32_t> want = run(nullptr, &st, &want_after);
+  ASSERT_EQ(want.size(), static_cast<size_t>(n));
+  std::vector<int32_t> wrong = want;
+  wrong[5] = wrong[5] == 7 ? 8 : 7;
+  std::vector<int32_t> longer = want;
+  longer.insert(longer.end(), {1, 2, 3});
+  const std::vector<int32_t> off = {want[0] == 7 ? 8 : 7};
+  using Case = std::pair<const std::vector<int32_t>*, int>;
+  for (const auto& [draft, accepted] : {Case{&want, n - 1}, Case{&wrong, 4}, Case{&longer, n - 1}, Case{&off, 0}}) {
+    EXPECT_EQ(run(draft, &st, &after), want);
+    EXPECT_EQ(st.draft_accepted, accepted);
+    EXPECT_EQ(std::memcmp(after.data(), want_after.data(), after.size() * 4), 0);
+  }
 }

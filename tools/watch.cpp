@@ -14,6 +14,7 @@
 #include "core/output_file.h"
 #include "models/smolvlm/idefics3.h"
 #include "watch/frame_source.h"
+#include "watch/qwen_watcher.h"
 #include "watch/watcher.h"
 
 namespace tessera::cli {
@@ -33,7 +34,11 @@ void add_watch_options(CLI::App* sub, WatchArgs& w) {
                   "keep the global thumbnail's encoding while its pixels moved less than this mean absolute difference (0..255)")
       ->check(CLI::Range(0.0, 255.0));
   sub->add_flag("--approx-gate", w.approx_gate,
-               "token gating in the encoder: re-encode only the changed 16x16 patches of a partly changed tile");
+               "token gating in the encoder: re-encode only the changed 16x16 patches of a partly changed tile "
+               "(Qwen3-VL: the changed 32x32 merge blocks of the image)");
+  sub->add_option("--vision-max-pixels", w.max_pixels,
+                  "Qwen3-VL: resize each frame to at most this many pixels before encoding (the processor's max_pixels)")
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 26));
   sub->add_option("--approx-kv", w.approx_kv,
                   "keep stale K/V of unchanged tiles after a changed one, recomputing this fraction of each (0..1)")
       ->check(CLI::Range(0.0, 1.0));
@@ -47,8 +52,17 @@ void add_watch_options(CLI::App* sub, WatchArgs& w) {
 int cmd_watch(CommonArgs& a, const WatchArgs& w) {
   auto source = FrameSource::open(w.frames, ImageLimits{});  // an empty or missing source fails before loading models
   HfModel loaded = load_any(a, w.mmproj);
-  std::unique_ptr<Idefics3Vision> vision = vision_options(a, std::move(loaded.vision));
-  if (!vision) fail("watch needs the vision model: pass --mmproj MMPROJ.gguf (or -m a SmolVLM Hugging Face directory)");
+  const bool qwen = loaded.qwen_vision != nullptr;
+  std::unique_ptr<Idefics3Vision> vision;
+  if (qwen) {
+    vision_options(a, *loaded.qwen_vision);
+    if (w.approx_global >= 0) fail("--approx-global is SmolVLM's (its global thumbnail); Qwen3-VL encodes one whole image");
+    if (w.validate_fp32_vision || !w.reference_mmproj.empty()) fail("--validate-fp32-vision is SmolVLM's for now");
+  } else {
+    vision = vision_options(a, std::move(loaded.vision));
+    if (!vision) fail("watch needs the vision model: pass --mmproj MMPROJ.gguf (or -m a SmolVLM Hugging Face directory)");
+    if (w.max_pixels) fail("--vision-max-pixels is Qwen3-VL's; SmolVLM's tiles are 512x512");
+  }
   const LlamaModel& text = *loaded.text;
   WatchOptions wo;
   wo.question = w.question;
@@ -58,6 +72,7 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
   wo.approx_global = w.approx_global;
   wo.approx_kv = w.approx_kv;
   wo.approx_gate = w.approx_gate;
+  wo.max_pixels = w.max_pixels;
   // with --validate-fp32-vision the frames are expected to differ: measured, not failed
   const bool approx = w.approx_global >= 0 || w.approx_kv >= 0 || w.approx_gate || w.validate_fp32_vision;
   std::unique_ptr<Idefics3Vision> fp32_vision;  // the reference: the vision model without the lower-precision options
@@ -70,17 +85,21 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
   } else if (!w.reference_mmproj.empty()) {
     fail("--reference-mmproj needs --validate-fp32-vision");
   }
+  const auto make_watcher = [&](Session& s, const WatchOptions& o, const Idefics3Vision* v) -> std::unique_ptr<FrameWatcher> {
+    if (qwen) return std::make_unique<Qwen3VLWatcher>(text, *loaded.qwen_vision, s, o);
+    return std::make_unique<Watcher>(text, *v, s, o);
+  };
   Session session(text, session_options(a));
-  Watcher watcher(text, *vision, session, wo);
+  std::unique_ptr<FrameWatcher> watcher = make_watcher(session, wo, vision.get());
   std::unique_ptr<Session> full_session;
-  std::unique_ptr<Watcher> full;
+  std::unique_ptr<FrameWatcher> full;
   if (w.validate > 0) {
     WatchOptions fo = wo;
     fo.reuse = false;
     fo.approx_global = fo.approx_kv = -1;
     fo.approx_gate = false;
     full_session = std::make_unique<Session>(text, session_options(a));
-    full = std::make_unique<Watcher>(text, fp32_vision ? *fp32_vision : *vision, *full_session, fo);
+    full = make_watcher(*full_session, fo, fp32_vision ? fp32_vision.get() : vision.get());
   }
 
   int n = 0, skipped = 0, validated = 0, bitwise = 0, same_answer = 0, failures = 0;
@@ -105,7 +124,7 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
     }
     FrameResult r;
     try {
-      r = watcher.process(f.image);
+      r = watcher->process(f.image);
     } catch (const Error& e) {
       ++skipped;
       std::printf("{\"frame\": %d, \"source\": \"%s\", \"skipped\": \"%s\"}\n", i, json_escape(f.name).c_str(), json_escape(e.what()).c_str());
@@ -129,7 +148,7 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
       << ", \"tiles_reused\": " << r.tiles_reused << ", \"global_kept_approx\": " << (r.global_kept_approx ? "true" : "false")
       << ", \"frame_unchanged\": " << (r.frame_unchanged ? "true" : "false") << ", \"answer_reused\": " << (r.answer_reused ? "true" : "false")
       << ", \"tokens\": " << r.prompt_tokens << ", \"tokens_reused\": " << r.tokens_reused << ", \"tokens_recomputed\": " << r.tokens_recomputed
-      << ", \"tokens_kept_stale\": " << r.tokens_kept_stale;
+      << ", \"tokens_kept_stale\": " << r.tokens_kept_stale << ", \"answer_drafted\": " << r.answer_drafted;
     std::snprintf(buf, sizeof buf, ", \"ms\": {\"preprocess\": %.1f, \"encode\": %.1f, \"prefill\": %.1f, \"decode\": %.1f, \"total\": %.1f}",
                   r.preprocess_ms, r.encode_ms, r.prefill_ms, r.decode_ms, r.total_ms);
     o << buf;
@@ -168,12 +187,15 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
     flush_stdout();
   }
   const double wall = now_seconds() - t_begin, cpu = cpu_seconds() - cpu_begin;
-  const TileCache& c = watcher.cache();
+  const TileCache empty_cache(0);
+  const Watcher* tiled = dynamic_cast<const Watcher*>(watcher.get());
+  const TileCache& c = tiled ? tiled->cache() : empty_cache;
+  const bool bf16 = qwen ? loaded.qwen_vision->bf16() : vision->bf16();
   std::printf("{\"summary\": {\"vision\": \"%s\", \"frames\": %d, \"skipped\": %d, \"mean_encoder_work\": %.3f, \"mean_prefill_tokens\": %.3f, "
               "\"mean_time_vs_full\": %.3f, \"validated\": %d, \"bitwise_equal\": %d, \"same_answer\": %d, \"mean_next_token_kl\": %.3g, "
               "\"max_next_token_kl\": %.3g, \"busy_s\": %.2f, \"wall_s\": %.2f, \"cpu_s\": %.2f, \"cache\": {\"entries\": %zu, \"mb\": %.1f, "
               "\"hits\": %llu, \"misses\": %llu, \"evictions\": %llu, \"collisions\": %llu}}}\n",
-              vision->bf16() ? "bf16" : "fp32", n, skipped, n ? sum_enc_work / n : 0, n ? sum_tok_work / n : 0, ratios ? sum_ratio / ratios : 0, validated, bitwise, same_answer,
+              bf16 ? "bf16" : "fp32", n, skipped, n ? sum_enc_work / n : 0, n ? sum_tok_work / n : 0, ratios ? sum_ratio / ratios : 0, validated, bitwise, same_answer,
               validated ? sum_kl / validated : 0, max_kl, busy_s, wall, cpu, c.entries(), c.bytes() / 1048576.0,
               static_cast<unsigned long long>(c.hits()), static_cast<unsigned long long>(c.misses()),
               static_cast<unsigned long long>(c.evictions()), static_cast<unsigned long long>(c.collisions()));

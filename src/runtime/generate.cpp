@@ -39,7 +39,7 @@ GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int
                        Sampler& sampler, const std::function<void(const std::string&)>& on_piece,
                        std::vector<int32_t>* out_tokens, const std::vector<float>* embeddings,
                        std::vector<float>* prompt_logits, const std::function<bool()>* stop,
-                       const std::vector<MropePos>* positions) {
+                       const std::vector<MropePos>* positions, const std::vector<int32_t>* draft) {
   const Tokenizer& tok = session.model().tokenizer();
   const int n_vocab = session.model().config().n_vocab;
   GenerateStats st;
@@ -66,19 +66,48 @@ GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int
   t0 = now();
   std::vector<int32_t> one(1);  // the token to evaluate, without a vector per step
   std::string pending;  // bytes of an incomplete UTF-8 sequence
+  // Draft verification: `ahead` holds draft tokens already in the cache (after the last emitted
+  // one), `rows` their logits; `logits` is what the next token is sampled from.
+  const float* logits = session.logits();
+  std::vector<int32_t> ahead;
+  std::vector<float> rows;
+  size_t ahead_at = 0;
+  bool drafting = draft && !draft->empty();
+  const auto drop_ahead = [&] {
+    session.truncate(session.n_past() - static_cast<int>(ahead.size() - ahead_at));
+    ahead.clear();
+    ahead_at = 0;
+  };
   for (int i = 0; i < n_predict; ++i) {
     int32_t next;
     {
       prof::PhaseScope phase(prof::Phase::Sample);
       prof::OpScope op("sample", "", float_rows_cost(1, n_vocab));
-      next = sampler.sample(session.logits(), n_vocab);
+      next = sampler.sample(logits, n_vocab);
     }
     if (out_tokens) out_tokens->push_back(next);
     const bool eog = tok.is_eog(next);
-    if (session.n_past() < session.n_ctx()) {
+    if (ahead_at < ahead.size() && ahead[ahead_at] == next) {  // evaluated in the draft's batch
+      logits = &rows[ahead_at * static_cast<size_t>(n_vocab)];
+      ++ahead_at;
+      ++st.draft_accepted;
+    } else if (session.n_past() - static_cast<int>(ahead.size() - ahead_at) < session.n_ctx()) {
       prof::PhaseScope phase(prof::Phase::Decode);
-      one[0] = next;
-      session.eval(one);
+      if (ahead_at < ahead.size()) drafting = false;  // the draft went another way: decode on alone
+      drop_ahead();
+      const size_t room = static_cast<size_t>(std::min(n_predict - i, session.n_ctx() - session.n_past()));
+      if (drafting && !eog && static_cast<size_t>(i) + 1 < draft->size() && (*draft)[static_cast<size_t>(i)] == next && room > 1) {
+        ahead.assign(draft->begin() + i, draft->begin() + i + static_cast<std::ptrdiff_t>(std::min(room, draft->size() - static_cast<size_t>(i))));
+        rows.resize(ahead.size() * static_cast<size_t>(n_vocab));
+        session.eval_all(ahead, [&](size_t r, const float* l) { std::copy(l, l + n_vocab, &rows[r * static_cast<size_t>(n_vocab)]); });
+        logits = rows.data();
+        ahead_at = 1;
+      } else {
+        drafting = false;
+        one[0] = next;
+        session.eval(one);
+        logits = session.logits();
+      }
     } else if (!eog) {
       st.stopped_by_context = true;  // the sampled token has no room: it is not emitted
       break;
@@ -109,6 +138,7 @@ GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int
       break;
     }
   }
+  drop_ahead();  // the cache holds what decoding token by token would have left
   if (!pending.empty()) on_piece(pending);
   st.generate_seconds = now() - t0;
   return st;

@@ -24,6 +24,7 @@ struct GenerateStats {
   bool stopped_by_eog = false;
   bool stopped_by_context = false;  // n_predict not reached: the context filled up
   bool stopped_by_caller = false;   // `stop` returned true (a stop sequence, a deadline, a client gone)
+  int draft_accepted = 0;           // answer tokens whose K/V and logits came from the draft's batch
   double prompt_tps() const { return prompt_seconds > 0 ? prompt_tokens / prompt_seconds : 0; }
   double generate_tps() const { return generate_seconds > 0 ? generated_tokens / generate_seconds : 0; }
 };
@@ -33,12 +34,18 @@ struct GenerateStats {
 // Stops at an end-of-generation token (which is evaluated into the cache, so a chat can go on).
 // `embeddings` fills the prompt's kEmbeddingSlot positions (image features, n_embd_inp() floats
 // each); `positions`, one per prompt token, their multimodal rotary positions (Qwen3-VL).
+// `draft`: a guess of the answer (a watcher's previous answer to the same question). When the
+// first sampled token equals the draft's, the draft is evaluated in one batch and each later
+// token checked against the sampler's pick from its batch row; the first mismatch ends it
+// (the unused positions are dropped). Exact: every kernel is batch-invariant, so a batch row's
+// logits are bitwise those of decoding token by token, and the answer is the same.
 GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int n_predict,
                        Sampler& sampler, const std::function<void(const std::string&)>& on_piece,
                        std::vector<int32_t>* out_tokens = nullptr,
                        const std::vector<float>* embeddings = nullptr,
                        std::vector<float>* prompt_logits = nullptr,  // the logits after the prompt
                        const std::function<bool()>* stop = nullptr,  // asked after each token: end now?
-                       const std::vector<MropePos>* positions = nullptr);
+                       const std::vector<MropePos>* positions = nullptr,
+                       const std::vector<int32_t>* draft = nullptr);
 
 }  // namespace tessera

@@ -69,9 +69,7 @@ Watcher::Watcher(const LlamaModel& text, const Idefics3Vision& vision, Session& 
 // stale K/V kept for unchanged tiles (approximate) -> the rest of the prompt and the answer.
 FrameResult Watcher::process(const ImageRGB& frame) {
   const double t_start = now_ms();
-  if (opt_.reuse && have_prev_ && frame.width == prev_frame_.width && frame.height == prev_frame_.height &&
-      frame.pixels == prev_frame_.pixels)
-    return unchanged_frame(t_start);
+  if (opt_.reuse && have_prev_ && same_frame(frame, prev_frame_)) return unchanged_frame_result(prev_result_, now_ms() - t_start);
   FrameResult r;
   r.width = frame.width;
   r.height = frame.height;
@@ -111,11 +109,7 @@ FrameResult Watcher::process(const ImageRGB& frame) {
   // so the answer and the next-token logits are the previous ones.
   if (opt_.reuse && have_prev_ && d == N - 1 && prev_tokens_ == p.tokens &&
       std::memcmp(r.embeddings.data(), prev_emb_.data(), r.embeddings.size() * sizeof(float)) == 0) {
-    r.answer = prev_result_.answer;
-    r.answer_tokens = prev_result_.answer_tokens;
-    r.next_logits = prev_result_.next_logits;
-    r.tokens_reused = N;
-    r.answer_reused = true;
+    reuse_answer(prev_result_, N, r);
     r.total_ms = now_ms() - t_start;
     remember(frame, r);
     return r;
@@ -134,17 +128,47 @@ FrameResult Watcher::process(const ImageRGB& frame) {
   return r;
 }
 
-FrameResult Watcher::unchanged_frame(double t_start) const {
-  FrameResult same = prev_result_;
+bool same_frame(const ImageRGB& a, const ImageRGB& b) {
+  return a.width == b.width && a.height == b.height && a.pixels == b.pixels;
+}
+
+void reuse_answer(const FrameResult& prev, int n, FrameResult& r) {
+  r.answer = prev.answer;
+  r.answer_tokens = prev.answer_tokens;
+  r.next_logits = prev.next_logits;
+  r.tokens_reused = n;
+  r.answer_reused = true;
+}
+
+void greedy_answer(Session& session, const std::vector<int32_t>& prompt, int pos, const std::vector<float>& embeddings,
+                   const std::vector<MropePos>* positions, int n_predict, const std::vector<int32_t>* draft, double ms_before,
+                   FrameResult& r) {
+  const std::vector<int32_t> toks(prompt.begin() + pos, prompt.end());
+  r.tokens_recomputed += static_cast<int>(toks.size());
+  SamplerOptions greedy;
+  greedy.temperature = 0;
+  Sampler sampler(greedy);
+  for (int i = 0; i < pos; ++i)
+    if (prompt[static_cast<size_t>(i)] >= 0) sampler.accept(prompt[static_cast<size_t>(i)]);
+  const GenerateStats st = generate(session, toks, n_predict, sampler, [&](const std::string& piece) { r.answer += piece; },
+                                    &r.answer_tokens, &embeddings, &r.next_logits, nullptr, positions, draft);
+  r.prefill_ms = ms_before + st.prompt_seconds * 1e3;
+  r.decode_ms = st.generate_seconds * 1e3;
+  r.answer_drafted = st.draft_accepted;
+}
+
+FrameResult unchanged_frame_result(const FrameResult& prev, double ms) {
+  FrameResult same = prev;
   same.frame_unchanged = true;
   same.tiles_encoded = same.tiles_gated = 0;
   same.encoder_work = 0;
   same.tiles_reused = same.tiles;
   same.tokens_reused = same.prompt_tokens;
   same.tokens_recomputed = same.tokens_kept_stale = 0;
+  same.answer_drafted = 0;
   same.global_kept_approx = false;
   same.preprocess_ms = same.encode_ms = same.prefill_ms = same.decode_ms = 0;
-  same.total_ms = now_ms() - t_start;
+  same.total_ms = ms;
   return same;
 }
 
@@ -306,21 +330,12 @@ int Watcher::prefill_keeping_stale(const PromptLayout& p, const std::vector<bool
 
 // The rest of the prompt from `pos`, then the greedy answer.
 void Watcher::answer_from(const PromptLayout& p, int pos, double t_prefill_start, FrameResult& r) {
-  const int N = static_cast<int>(p.tokens.size());
   std::vector<int32_t> toks;
   std::vector<float> emb;
-  slice(p, r.embeddings, pos, N, toks, emb);
-  r.tokens_recomputed += N - pos;
-  SamplerOptions greedy;
-  greedy.temperature = 0;
-  Sampler sampler(greedy);
-  for (int i = 0; i < pos; ++i)
-    if (p.tokens[static_cast<size_t>(i)] >= 0) sampler.accept(p.tokens[static_cast<size_t>(i)]);
-  const double t_pf1 = now_ms();
-  const GenerateStats st = generate(session_, toks, opt_.n_predict, sampler, [&](const std::string& piece) { r.answer += piece; },
-                                    &r.answer_tokens, &emb, &r.next_logits);
-  r.prefill_ms = (t_pf1 - t_prefill_start) + st.prompt_seconds * 1e3;
-  r.decode_ms = st.generate_seconds * 1e3;
+  slice(p, r.embeddings, pos, static_cast<int>(p.tokens.size()), toks, emb);
+  // the previous answer as a draft: verified in one batch, exact (generate.h)
+  greedy_answer(session_, p.tokens, pos, emb, nullptr, opt_.n_predict, opt_.reuse && have_prev_ ? &prev_result_.answer_tokens : nullptr,
+                now_ms() - t_prefill_start, r);
 }
 
 void Watcher::remember(const ImageRGB& frame, const FrameResult& r) {

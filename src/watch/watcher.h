@@ -44,6 +44,7 @@ struct WatchOptions {
   bool approx_gate = false;            // token gating inside the encoder for partly changed tiles
   double gate_max_fraction = 0.5;      // above this fraction of changed patches: a full encode
   int gate_positions = 3;              // tile positions whose per-layer K/V are kept (~78 MB each; ~41 MB as bf16 with --bf16-vision)
+  int64_t max_pixels = 0;              // Qwen3-VL: the resized image's bound (0: the processor's)
 };
 
 struct FrameResult {
@@ -56,6 +57,7 @@ struct FrameResult {
   int prompt_tokens = 0, tokens_reused = 0, tokens_recomputed = 0, tokens_kept_stale = 0;
   bool frame_unchanged = false;    // bitwise the previous frame: its result is returned as is
   bool answer_reused = false;      // same prompt as before: the greedy answer is the previous one
+  int answer_drafted = 0;          // answer tokens verified in one batch against the previous answer (exact)
   double preprocess_ms = 0, encode_ms = 0, prefill_ms = 0, decode_ms = 0, total_ms = 0;
   std::vector<float> embeddings;   // every image embedding of the prompt, in slot order
   std::vector<float> next_logits;  // logits at the last prompt position
@@ -69,11 +71,33 @@ struct Divergence {
   bool same_answer = false;
 };
 
-class Watcher {
+// What `tessera watch` drives, for either model family: one frame in, its result out.
+class FrameWatcher {
+ public:
+  virtual ~FrameWatcher() = default;
+  virtual FrameResult process(const ImageRGB& frame) = 0;
+};
+
+// Helpers both watchers share:
+// whether two frames are bitwise equal (size and pixels);
+bool same_frame(const ImageRGB& a, const ImageRGB& b);
+// the previous frame's result handed back for a bitwise identical frame;
+FrameResult unchanged_frame_result(const FrameResult& prev, double ms);
+// the previous answer and next-token logits for a prompt of n tokens equal to the previous one
+// (greedy decoding is deterministic);
+void reuse_answer(const FrameResult& prev, int n, FrameResult& r);
+// the greedy answer of the tokens from `pos` of `prompt` (tokens before it counted as seen),
+// with `draft` (the previous answer, or null) verified in one batch: answer, tokens, logits,
+// prefill and decode times into r.
+void greedy_answer(Session& session, const std::vector<int32_t>& prompt, int pos, const std::vector<float>& embeddings,
+                   const std::vector<MropePos>* positions, int n_predict, const std::vector<int32_t>* draft,
+                   double ms_before, FrameResult& r);
+
+class Watcher : public FrameWatcher {
  public:
   Watcher(const LlamaModel& text, const Idefics3Vision& vision, Session& session, const WatchOptions& opt);
 
-  FrameResult process(const ImageRGB& frame);
+  FrameResult process(const ImageRGB& frame) override;
   const TileCache& cache() const { return cache_; }
   const WatchOptions& options() const { return opt_; }
 
@@ -87,7 +111,6 @@ class Watcher {
     std::vector<int> slot_of, slot_pos;
   };
   static PromptLayout layout(std::vector<int32_t> tokens);
-  FrameResult unchanged_frame(double t_start) const;
   std::vector<bool> encode_tiles(const PreprocessedImage& pre, FrameResult& r);
   bool encode_tile(int position, const ImageRGB& tile, const float* chw, float* enc, FrameResult& r);
   int exact_prefix(const PromptLayout& p, const std::vector<float>& embeddings) const;

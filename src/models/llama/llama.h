@@ -23,6 +23,7 @@ constexpr int32_t kEmbeddingSlot = -1;
 // all three equal). The model layer defines it; Session::eval takes one per token.
 struct MropePos {
   int32_t t = 0, h = 0, w = 0;
+  bool operator==(const MropePos&) const = default;
 };
 
 struct LlamaConfig {

@@ -58,42 +58,61 @@ int64_t Qwen3VL::image_tokens(const ImageRGB& image, int64_t max_pixels) const {
   return static_cast<int64_t>(h / pc.factor()) * (w / pc.factor());
 }
 
-Qwen3VLPrompt Qwen3VL::build(const ImageRGB& image, const std::string& question, ThreadPool& pool, int64_t max_pixels,
-                             int32_t start_position, int max_prompt_tokens, const std::string& history) const {
+Qwen3VLPreprocessConfig Qwen3VL::preprocess_config(int64_t max_pixels) const {
+  return with_max_pixels(vision_.preprocess_config(), max_pixels);
+}
+
+void Qwen3VL::check_fits(const ImageRGB& image, int64_t max_pixels, int max_prompt_tokens) const {
+  if (max_prompt_tokens <= 0) return;
+  const int64_t n_img = image_tokens(image, max_pixels);
+  if (n_img + 16 > max_prompt_tokens)
+    fail("the %dx%d image needs %lld image tokens at max_pixels %lld, more than the context of %d tokens holds (raise -c or lower --vision-max-pixels)",
+         image.width, image.height, static_cast<long long>(n_img), static_cast<long long>(preprocess_config(max_pixels).max_pixels),
+         max_prompt_tokens);
+}
+
+Qwen3VLPrompt Qwen3VL::layout(const std::string& question, int grid_h, int grid_w, int32_t start_position,
+                              const std::string& history) const {
+  const int M = vision_.config().merge;
+  if (grid_h % M || grid_w % M || grid_h < M || grid_w < M) fail("a %d x %d patch grid does not merge by %d", grid_h, grid_w, M);
   Qwen3VLPrompt out;
-  const Qwen3VLPreprocessConfig pc = with_max_pixels(vision_.preprocess_config(), max_pixels);
-  if (max_prompt_tokens > 0) {
-    const int64_t n_img = image_tokens(image, max_pixels);
-    if (n_img + 16 > max_prompt_tokens)
-      fail("the %dx%d image needs %lld image tokens at max_pixels %lld, more than the context of %d tokens holds (raise -c or lower --vision-max-pixels)",
-           image.width, image.height, static_cast<long long>(n_img), static_cast<long long>(pc.max_pixels), max_prompt_tokens);
-  }
-  double t0 = now();
-  Qwen3VLPatches patches;
-  {
-    prof::PhaseScope phase(prof::Phase::Preprocess);
-    patches = preprocess_qwen3vl(image, pc, &pool);
-  }
-  out.preprocess_s = now() - t0;
-  t0 = now();
-  {
-    prof::PhaseScope phase(prof::Phase::VisionEncode);
-    const int n_img = patches.n_tokens(pc);
-    out.embeddings.resize(static_cast<size_t>(n_img) * vision_.out_row());
-    vision_.encode(patches, out.embeddings.data(), pool);
-    out.encode_s = now() - t0;
-  }
-  out.grid_h = patches.grid_h;
-  out.grid_w = patches.grid_w;
+  out.grid_h = grid_h;
+  out.grid_w = grid_w;
   const Tokenizer& tok = text_.tokenizer();
   const auto add = [&](const std::string& s) {
     const std::vector<int32_t> ids = tok.encode(s, true);
     out.tokens.insert(out.tokens.end(), ids.begin(), ids.end());
   };
   add(history + "<|im_start|>user\n<|vision_start|>");
-  out.tokens.insert(out.tokens.end(), static_cast<size_t>(patches.n_tokens(pc)), kEmbeddingSlot);
+  out.tokens.insert(out.tokens.end(), static_cast<size_t>(grid_h / M) * static_cast<size_t>(grid_w / M), kEmbeddingSlot);
   add("<|vision_end|>" + question + "<|im_end|>\n<|im_start|>assistant\n");
-  out.positions = qwen3vl_positions(out.tokens, patches.grid_h / pc.merge, patches.grid_w / pc.merge, start_position);
+  out.positions = qwen3vl_positions(out.tokens, grid_h / M, grid_w / M, start_position);
+  return out;
+}
+
+Qwen3VLPrompt Qwen3VL::build(const ImageRGB& image, const std::string& question, ThreadPool& pool, int64_t max_pixels,
+                             int32_t start_position, int max_prompt_tokens, const std::string& history) const {
+  check_fits(image, max_pixels, max_prompt_tokens);
+  const Qwen3VLPreprocessConfig pc = preprocess_config(max_pixels);
+  double t0 = now();
+  Qwen3VLPatches patches;
+  {
+    prof::PhaseScope phase(prof::Phase::Preprocess);
+    patches = preprocess_qwen3vl(image, pc, &pool);
+  }
+  const double preprocess_s = now() - t0;
+  t0 = now();
+  std::vector<float> embeddings;
+  {
+    prof::PhaseScope phase(prof::Phase::VisionEncode);
+    embeddings.resize(static_cast<size_t>(patches.n_tokens(pc)) * vision_.out_row());
+    vision_.encode(patches, embeddings.data(), pool);
+  }
+  const double encode_s = now() - t0;
+  Qwen3VLPrompt out = layout(question, patches.grid_h, patches.grid_w, start_position, history);
+  out.embeddings = std::move(embeddings);
+  out.preprocess_s = preprocess_s;
+  out.encode_s = encode_s;
   return out;
 }
 

@@ -45,6 +45,15 @@ class Qwen3VL {
   Qwen3VLPrompt build(const ImageRGB& image, const std::string& question, ThreadPool& pool, int64_t max_pixels = 0,
                       int32_t start_position = 0, int max_prompt_tokens = 0, const std::string& history = "") const;
 
+  // build()'s parts, for callers that encode on their own (the watcher):
+  // the processor's settings at `max_pixels` (0: the processor's own);
+  Qwen3VLPreprocessConfig preprocess_config(int64_t max_pixels = 0) const;
+  // the early refusal of an image whose prompt would not fit `max_prompt_tokens` (0: no limit);
+  void check_fits(const ImageRGB& image, int64_t max_pixels, int max_prompt_tokens) const;
+  // the tokens and positions of the turn for an image of grid_h x grid_w patches (no embeddings).
+  Qwen3VLPrompt layout(const std::string& question, int grid_h, int grid_w, int32_t start_position = 0,
+                       const std::string& history = "") const;
+
  private:
   const LlamaModel& text_;
   const Qwen3VLVision& vision_;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "core/error.h"
 #include "kernels/attention.h"
@@ -254,37 +255,40 @@ void Qwen3VLVision::merge(const Qwen3VLMerger& m, const float* x, int n_patches,
   apply(m.fc2, h.data(), n, out, out_stride, pool, "merger fc2");
 }
 
-void Qwen3VLVision::encode(const Qwen3VLPatches& p, float* out, ThreadPool& pool, std::vector<float>* patch_embeds,
-                           std::vector<float>* block0) const {
+// Patch embedding plus the learned positions for the patches idx[0..n) (idx null: all, in
+// order), and their rotary cos/sin (head_dim per patch): pairs [0, hd/4) turn with the row,
+// [hd/4, hd/2) with the column, at frequencies theta^(-j / (hd/4)), j < hd/4.
+void Qwen3VLVision::embed(const Qwen3VLPatches& p, const int* idx, int n, float* x, float* cs, ThreadPool& pool) const {
   const Qwen3VLVisionConfig& c = cfg_;
-  const int H = c.hidden, hd = c.head_dim(), K = 3 * c.temporal * c.patch * c.patch, M = c.merge;
-  if (p.row_size != K || p.grid_t != 1 || p.grid_h % M || p.grid_w % M || p.grid_h < M || p.grid_w < M)
-    fail("vision encoder: patches of %d values on a %d x %d x %d grid do not fit this encoder (%d values, merge %d)", p.row_size,
-         p.grid_t, p.grid_h, p.grid_w, K, M);
-  const int N = p.grid_h * p.grid_w, side = c.side();
-  const size_t NH = static_cast<size_t>(N) * H;
-  std::vector<float> x(NH), xn(NH), qkv(3 * NH), att(NH), tmp(NH), ff(static_cast<size_t>(N) * c.ff), cs(static_cast<size_t>(N) * hd);
-  apply(patch_, p.pixels.data(), N, x.data(), H, pool, "patch embedding");
-  // learned positions, resampled to the grid; 2-D rotary angles: pairs [0, hd/4) turn with the
-  // row, [hd/4, hd/2) with the column, at frequencies theta^(-j / (hd/4)), j < hd/4
+  const int H = c.hidden, hd = c.head_dim(), M = c.merge, side = c.side();
+  const int64_t K = p.row_size;
+  if (idx) {
+    std::vector<float> rows(static_cast<size_t>(n) * static_cast<size_t>(K));
+    for (int r = 0; r < n; ++r)
+      std::memcpy(&rows[static_cast<size_t>(r) * K], &p.pixels[static_cast<size_t>(idx[r]) * K], static_cast<size_t>(K) * sizeof(float));
+    apply(patch_, rows.data(), n, x, H, pool, "patch embedding");
+  } else {
+    apply(patch_, p.pixels.data(), n, x, H, pool, "patch embedding");
+  }
   std::vector<float> inv(static_cast<size_t>(hd / 4));
   for (int j = 0; j < hd / 4; ++j) inv[static_cast<size_t>(j)] = 1.0f / std::pow(c.rope_theta, static_cast<float>(2 * j) / static_cast<float>(hd / 2));
-  pool.parallel_for(N, 16, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
+  pool.parallel_for(n, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int i = idx ? idx[r] : static_cast<int>(r);
       int row = 0, col = 0;
-      patch_position(static_cast<int>(i), p.grid_w, M, row, col);
+      patch_position(i, p.grid_w, M, row, col);
       int th[2], tw[2];
       float wh[2], ww[2];
       bilinear_taps(row, p.grid_h, side, th, wh);
       bilinear_taps(col, p.grid_w, side, tw, ww);
-      float* xi = &x[static_cast<size_t>(i) * H];
+      float* xi = x + r * H;
       for (int d = 0; d < H; ++d) {
         float sum = 0.0f;
         for (int a = 0; a < 2; ++a)
           for (int b = 0; b < 2; ++b) sum += pos_[static_cast<size_t>(th[a] * side + tw[b]) * H + d] * (wh[a] * ww[b]);
         xi[d] += sum;
       }
-      float* ci = &cs[static_cast<size_t>(i) * hd];
+      float* ci = cs + r * hd;
       for (int j = 0; j < hd / 2; ++j) {
         const float angle = static_cast<float>(j < hd / 4 ? row : col) * inv[static_cast<size_t>(j % (hd / 4))];
         ci[2 * j] = std::cos(angle);
@@ -292,48 +296,102 @@ void Qwen3VLVision::encode(const Qwen3VLPatches& p, float* out, ThreadPool& pool
       }
     }
   });
-  if (patch_embeds) patch_embeds->assign(x.begin(), x.end());
-  AttentionShape shape;
-  shape.n_head = shape.n_head_kv = c.heads;
-  shape.head_dim = hd;
-  shape.scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  shape.causal = false;
-  shape.n_kv = N;
+}
+
+// One pre-norm block over n rows of x: LayerNorm, fused q/k/v, 2-D rotation, attend(qkv, att)
+// (q/k/v rows 3 * hidden apart), proj, residual; LayerNorm, fc1, GELU-tanh, fc2, residual.
+void Qwen3VLVision::block(const Qwen3VLBlock& B, float* x, int n, const float* cs, Scratch& s,
+                          const std::function<void(float*, float*)>& attend, ThreadPool& pool) const {
+  const Qwen3VLVisionConfig& c = cfg_;
+  const int H = c.hidden, hd = c.head_dim();
+  const size_t NH = static_cast<size_t>(n) * H;
+  s.xn.resize(NH), s.qkv.resize(3 * NH), s.att.resize(NH), s.tmp.resize(NH), s.ff.resize(static_cast<size_t>(n) * c.ff);
   const int64_t stride = 3 * static_cast<int64_t>(H);
-  const KvView view{reinterpret_cast<const uint8_t*>(qkv.data() + H), reinterpret_cast<const uint8_t*>(qkv.data() + 2 * H), DType::F32,
-                    stride * 4, static_cast<int64_t>(hd) * 4};
-  const int64_t W = out_row();
   const auto add_residual = [&] {  // x += tmp, row by row over the pool
-    pool.parallel_for(N, 16, [&](int64_t i0, int64_t i1) { add_inplace(&x[static_cast<size_t>(i0) * H], &tmp[static_cast<size_t>(i0) * H], (i1 - i0) * H); });
+    pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) { add_inplace(x + i0 * H, &s.tmp[static_cast<size_t>(i0) * H], (i1 - i0) * H); });
   };
+  layer_norm_rows(x, n, H, B.ln1_w, B.ln1_b, c.eps, s.xn.data(), pool);
+  apply(B.qkv, s.xn.data(), n, s.qkv.data(), stride, pool, "qkv");
+  {
+    prof::OpScope op("rope", "2-D", float_rows_cost(n, 2 * H));
+    pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        rope_neox(&s.qkv[static_cast<size_t>(i * stride)], c.heads, hd, cs + i * hd);
+        rope_neox(&s.qkv[static_cast<size_t>(i * stride + H)], c.heads, hd, cs + i * hd);
+      }
+    });
+  }
+  attend(s.qkv.data(), s.att.data());
+  apply(B.proj, s.att.data(), n, s.tmp.data(), H, pool, "proj");
+  add_residual();
+  layer_norm_rows(x, n, H, B.ln2_w, B.ln2_b, c.eps, s.xn.data(), pool);
+  apply(B.fc1, s.xn.data(), n, s.ff.data(), c.ff, pool, "fc1");
+  pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) { gelu_tanh(&s.ff[static_cast<size_t>(i0) * c.ff], (i1 - i0) * c.ff); });
+  apply(B.fc2, s.ff.data(), n, s.tmp.data(), H, pool, "fc2");
+  add_residual();
+}
+
+AttentionShape Qwen3VLVision::attention_shape(int n_kv) const {
+  AttentionShape shape;
+  shape.n_head = shape.n_head_kv = cfg_.heads;
+  shape.head_dim = cfg_.head_dim();
+  shape.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  shape.causal = false;
+  shape.n_kv = n_kv;
+  return shape;
+}
+
+// The rotated keys and values of rows idx[0..n) (idx null: 0..n) of a q/k/v buffer into layer
+// l of a gating state, as fp16 rows.
+void Qwen3VLVision::record_kv(const float* qkv, const int* idx, int n, int l, GateState& st, ThreadPool& pool) const {
+  const int H = cfg_.hidden, hd = cfg_.head_dim();
+  const size_t layer = static_cast<size_t>(st.grid_h) * st.grid_w * H;
+  pool.parallel_for(n, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const size_t at = static_cast<size_t>(l) * layer + static_cast<size_t>(idx ? idx[r] : r) * H;
+      for (int h = 0; h < cfg_.heads; ++h) {
+        kv_store_row(DType::F16, qkv + r * 3 * H + H + h * hd, hd, reinterpret_cast<uint8_t*>(&st.k[at + static_cast<size_t>(h) * hd]));
+        kv_store_row(DType::F16, qkv + r * 3 * H + 2 * H + h * hd, hd, reinterpret_cast<uint8_t*>(&st.v[at + static_cast<size_t>(h) * hd]));
+      }
+    }
+  });
+}
+
+void Qwen3VLVision::encode(const Qwen3VLPatches& p, float* out, ThreadPool& pool, std::vector<float>* patch_embeds,
+                           std::vector<float>* block0, GateState* record) const {
+  const Qwen3VLVisionConfig& c = cfg_;
+  const int H = c.hidden, hd = c.head_dim(), K = 3 * c.temporal * c.patch * c.patch, M = c.merge;
+  if (p.row_size != K || p.grid_t != 1 || p.grid_h % M || p.grid_w % M || p.grid_h < M || p.grid_w < M)
+    fail("vision encoder: patches of %d values on a %d x %d x %d grid do not fit this encoder (%d values, merge %d)", p.row_size,
+         p.grid_t, p.grid_h, p.grid_w, K, M);
+  const int N = p.grid_h * p.grid_w;
+  const size_t NH = static_cast<size_t>(N) * H;
+  std::vector<float> x(NH), cs(static_cast<size_t>(N) * hd);
+  embed(p, nullptr, N, x.data(), cs.data(), pool);
+  if (patch_embeds) patch_embeds->assign(x.begin(), x.end());
+  if (record) {
+    record->grid_h = p.grid_h, record->grid_w = p.grid_w;
+    record->k.assign(static_cast<size_t>(c.depth) * NH, 0);
+    record->v.assign(static_cast<size_t>(c.depth) * NH, 0);
+  }
+  const AttentionShape shape = attention_shape(N);
+  const int64_t stride = 3 * static_cast<int64_t>(H);
+  const int64_t W = out_row();
+  Scratch s;
   size_t next_ds = 0;
   for (int l = 0; l < c.depth; ++l) {
-    const Qwen3VLBlock& B = blocks_[static_cast<size_t>(l)];
-    layer_norm_rows(x.data(), N, H, B.ln1_w, B.ln1_b, c.eps, xn.data(), pool);
-    apply(B.qkv, xn.data(), N, qkv.data(), stride, pool, "qkv");
-    {
-      prof::OpScope op("rope", "2-D", float_rows_cost(N, 2 * H));
-      pool.parallel_for(N, 16, [&](int64_t i0, int64_t i1) {
-        for (int64_t i = i0; i < i1; ++i) {
-          rope_neox(&qkv[static_cast<size_t>(i * stride)], c.heads, hd, &cs[static_cast<size_t>(i) * hd]);
-          rope_neox(&qkv[static_cast<size_t>(i * stride + H)], c.heads, hd, &cs[static_cast<size_t>(i) * hd]);
-        }
-      });
-    }
-    if (bf16_) {
-      prof::OpScope op("attention_bf16", "bidirectional", attention_cost(static_cast<double>(N) * N, H, N, N, 4.0 * H));
-      attention_bf16(shape, qkv.data(), N, stride, qkv.data() + H, qkv.data() + 2 * H, stride, att.data(), H, pool);
-    } else {
-      prof::OpScope op("attention", "bidirectional", attention_cost(static_cast<double>(N) * N, H, N, N, 4.0 * H));
-      flash_attention(shape, qkv.data(), N, stride, view, att.data(), H, pool);
-    }
-    apply(B.proj, att.data(), N, tmp.data(), H, pool, "proj");
-    add_residual();
-    layer_norm_rows(x.data(), N, H, B.ln2_w, B.ln2_b, c.eps, xn.data(), pool);
-    apply(B.fc1, xn.data(), N, ff.data(), c.ff, pool, "fc1");
-    pool.parallel_for(N, 16, [&](int64_t i0, int64_t i1) { gelu_tanh(&ff[static_cast<size_t>(i0) * c.ff], (i1 - i0) * c.ff); });
-    apply(B.fc2, ff.data(), N, tmp.data(), H, pool, "fc2");
-    add_residual();
+    block(blocks_[static_cast<size_t>(l)], x.data(), N, cs.data(), s, [&](float* qkv, float* att) {
+      if (record) record_kv(qkv, nullptr, N, l, *record, pool);
+      if (bf16_) {
+        prof::OpScope op("attention_bf16", "bidirectional", attention_cost(static_cast<double>(N) * N, H, N, N, 4.0 * H));
+        attention_bf16(shape, qkv, N, stride, qkv + H, qkv + 2 * H, stride, att, H, pool);
+      } else {
+        prof::OpScope op("attention", "bidirectional", attention_cost(static_cast<double>(N) * N, H, N, N, 4.0 * H));
+        const KvView view{reinterpret_cast<const uint8_t*>(qkv + H), reinterpret_cast<const uint8_t*>(qkv + 2 * H), DType::F32,
+                          stride * 4, static_cast<int64_t>(hd) * 4};
+        flash_attention(shape, qkv, N, stride, view, att, H, pool);
+      }
+    }, pool);
     if (l == 0 && block0) block0->assign(x.begin(), x.end());
     if (next_ds < c.deepstack.size() && c.deepstack[next_ds] == l) {
       merge(deepstack_[next_ds], x.data(), N, out + static_cast<int64_t>(c.out_hidden) * static_cast<int64_t>(1 + next_ds), W, pool);
@@ -341,6 +399,56 @@ void Qwen3VLVision::encode(const Qwen3VLPatches& p, float* out, ThreadPool& pool
     }
   }
   merge(merger_, x.data(), N, out, W, pool);
+  if (record) record->out.assign(out, out + static_cast<size_t>(N / (M * M)) * static_cast<size_t>(W));
+}
+
+// Token gating: only the patches of the changed merge blocks go through the blocks, attending to
+// every patch's keys and values as the state holds them (theirs replaced as they are computed);
+// the other patches keep their previous outputs, and only the changed blocks' output rows are
+// merged again.
+void Qwen3VLVision::encode_gated(const Qwen3VLPatches& p, const std::vector<int>& changed_blocks, GateState& st, float* out,
+                                 ThreadPool& pool) const {
+  const Qwen3VLVisionConfig& c = cfg_;
+  const int H = c.hidden, hd = c.head_dim(), mm = c.merge * c.merge;
+  const int N = p.grid_h * p.grid_w, blocks = N / mm;
+  const int64_t W = out_row();
+  if (st.grid_h != p.grid_h || st.grid_w != p.grid_w || st.out.size() != static_cast<size_t>(blocks) * static_cast<size_t>(W) ||
+      st.k.size() != static_cast<size_t>(c.depth) * N * H)
+    fail("gated encoding needs a state recorded from this tower on the same %d x %d patch grid", p.grid_h, p.grid_w);
+  std::vector<int> idx;
+  for (size_t b = 0; b < changed_blocks.size(); ++b) {
+    const int blk = changed_blocks[b];
+    if (blk < 0 || blk >= blocks || (b > 0 && blk <= changed_blocks[b - 1])) fail("gated encoding: block indexes must be increasing and in range");
+    for (int k = 0; k < mm; ++k) idx.push_back(blk * mm + k);
+  }
+  const int n = static_cast<int>(idx.size()), nb = n / mm;
+  if (n > 0) {
+    std::vector<float> x(static_cast<size_t>(n) * H), cs(static_cast<size_t>(n) * hd), o(static_cast<size_t>(nb) * W);
+    embed(p, idx.data(), n, x.data(), cs.data(), pool);
+    const AttentionShape shape = attention_shape(N);
+    const int64_t stride = 3 * static_cast<int64_t>(H);
+    const size_t layer = static_cast<size_t>(N) * H;
+    Scratch s;
+    size_t next_ds = 0;
+    for (int l = 0; l < c.depth; ++l) {
+      block(blocks_[static_cast<size_t>(l)], x.data(), n, cs.data(), s, [&](float* qkv, float* att) {
+        record_kv(qkv, idx.data(), n, l, st, pool);
+        prof::OpScope op("attention", "gated", attention_cost(static_cast<double>(n) * N, H, n, N, 4.0 * H));
+        const KvView view{reinterpret_cast<const uint8_t*>(&st.k[static_cast<size_t>(l) * layer]),
+                          reinterpret_cast<const uint8_t*>(&st.v[static_cast<size_t>(l) * layer]), DType::F16,
+                          static_cast<int64_t>(H) * 2, static_cast<int64_t>(hd) * 2};
+        flash_attention(shape, qkv, n, stride, view, att, H, pool);
+      }, pool);
+      if (next_ds < c.deepstack.size() && c.deepstack[next_ds] == l) {
+        merge(deepstack_[next_ds], x.data(), n, o.data() + static_cast<int64_t>(c.out_hidden) * static_cast<int64_t>(1 + next_ds), W, pool);
+        ++next_ds;
+      }
+    }
+    merge(merger_, x.data(), n, o.data(), W, pool);
+    for (int b = 0; b < nb; ++b)
+      std::copy(&o[static_cast<size_t>(b) * W], &o[static_cast<size_t>(b + 1) * W], st.out.begin() + static_cast<std::ptrdiff_t>(changed_blocks[static_cast<size_t>(b)]) * W);
+  }
+  std::copy(st.out.begin(), st.out.end(), out);
 }
 
 }  // namespace tessera

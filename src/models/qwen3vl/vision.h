@@ -6,12 +6,14 @@
 // 2 x 2 patches concatenated, fc1, exact GELU, fc2) and, after the DeepStack layers, the same
 // with the LayerNorm over the concatenated block. docs/qwen3vl.md lists what was confirmed.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "core/thread_pool.h"
 #include "formats/gguf.h"
+#include "kernels/attention.h"
 #include "kernels/kernels.h"
 #include "models/qwen3vl/preprocess.h"
 #include "models/tensor_source.h"
@@ -59,11 +61,30 @@ class Qwen3VLVision {
   // mmproj hands the text model, and what Session's DeepStack positions take).
   int out_row() const { return cfg_.out_hidden * (1 + static_cast<int>(cfg_.deepstack.size())); }
 
+  // What an encoding leaves behind for a later gated re-encoding of the same-sized image: every
+  // block's rotated keys and values (fp16, depth x patches x hidden each: 4 * depth * hidden
+  // bytes per patch, ~96 KiB for the 2B's tower) and the last output rows.
+  struct GateState {
+    int grid_h = 0, grid_w = 0;
+    std::vector<uint16_t> k, v;
+    std::vector<float> out;  // tokens x out_row()
+    size_t bytes() const { return 2 * (k.size() + v.size()) + 4 * out.size(); }
+  };
+
   // Encodes one image's patches into p.n_tokens() rows of out_row() floats. With `patch_embeds`
   // / `block0`, also the patch-embedding output (with positions) and the first block's output
-  // (n_patches x hidden each; for tests).
+  // (n_patches x hidden each; for tests). With `record`, the state a gated re-encoding needs
+  // (the output is the same bits either way).
   void encode(const Qwen3VLPatches& p, float* out, ThreadPool& pool, std::vector<float>* patch_embeds = nullptr,
-              std::vector<float>* block0 = nullptr) const;
+              std::vector<float>* block0 = nullptr, GateState* record = nullptr) const;
+  // Token gating (approximate; watch --approx-gate): re-encodes only the patches of the changed
+  // merge blocks (merged-token indexes, increasing) of an image on the grid `st` was recorded
+  // on. They attend to every patch's keys and values as `st` holds them (their own replaced as
+  // they are computed); every other patch keeps its previous output, which is what the changed
+  // patches would have done to it through attention -- the approximation. Attention runs in
+  // fp32 over the fp16 state. Writes every output row to `out` and keeps them in `st`.
+  void encode_gated(const Qwen3VLPatches& p, const std::vector<int>& changed_blocks, GateState& st, float* out,
+                    ThreadPool& pool) const;
   // From now on, every linear layer as the bf16 GEMM and the attention as the bf16 attention (AMX
   // or AVX512-BF16; inputs rounded to bf16, fp32 sums), as SigLIP's use_bf16_gemm: weights
   // repacked into bf16 tiles once. Fails with a one-line error where the CPU gives neither.
@@ -75,6 +96,14 @@ class Qwen3VLVision {
   Qwen3VLVision() = default;
   void load_weights(const TensorSource& s, bool gguf_names);
   void check_config(const std::string& file) const;
+  struct Scratch {
+    std::vector<float> xn, qkv, att, tmp, ff;
+  };
+  void embed(const Qwen3VLPatches& p, const int* idx, int n, float* x, float* cs, ThreadPool& pool) const;
+  void block(const Qwen3VLBlock& B, float* x, int n, const float* cs, Scratch& s, const std::function<void(float*, float*)>& attend,
+             ThreadPool& pool) const;
+  AttentionShape attention_shape(int n_kv) const;
+  void record_kv(const float* qkv, const int* idx, int n, int l, GateState& st, ThreadPool& pool) const;
   void merge(const Qwen3VLMerger& m, const float* x, int n_patches, float* out, int64_t out_stride, ThreadPool& pool) const;
   std::unique_ptr<GgufFile> file_;
   std::shared_ptr<const TensorSource> source_;
