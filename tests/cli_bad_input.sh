@@ -55,6 +55,10 @@ check "Qwen3-VL pixels too few" run -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.
   --image "$root/tests/fixtures/vision/screens/xterm_700x450.png"
 check "Qwen3-VL mmproj, SmolLM2 text" run -m "$model" --mmproj "$qwen/mmproj.gguf" -p hi \
   --image "$root/tests/fixtures/vision/screens/xterm_700x450.png"
+check "Qwen3-VL watch, SmolVLM's knob" watch -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" \
+  --frames "$root/tests/fixtures/watch/idle" --approx-global 2
+check "Qwen3-VL watch, frames over context" watch -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" -c 512 \
+  --frames "$root/tests/fixtures/watch/idle"
 # the screen path
 tiny="$root/tests/fixtures/vision/tiny"
 screen="$root/tests/fixtures/vision/screens/xterm_700x450.png"
@@ -73,6 +77,7 @@ check "image truncated"      "${vlm[@]}" --image "$tmp/cut.png"
 check "image zero width"     "${vlm[@]}" --image "$tmp/zero.png"
 check "image not an image"   "${vlm[@]}" --image "$tmp/random.gguf"
 check "image over budget"    "${vlm[@]}" --image "$screen" --image-max-pixels 100000
+check "SmolVLM watch, Qwen3-VL knob" watch "${tinyw[@]}" --frames "$root/tests/fixtures/watch/idle" --vision-max-pixels 100000
 check "image without mmproj" run -m "$tiny/text.gguf" -p hi --image "$screen"
 check "mmproj without image" run -m "$tiny/text.gguf" -p hi --mmproj "$tiny/mmproj.gguf"
 check "mmproj is a text gguf" run -m "$tiny/text.gguf" -p hi --mmproj "$tiny/text.gguf" --image "$screen"

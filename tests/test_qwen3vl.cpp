@@ -484,7 +484,7 @@ TEST(Qwen3VL, WatchExactReuseIsBitwiseTheFullRecompute) {
     EXPECT_EQ(r.frame_unchanged, i == 2) << i;
     if (i == 1 || i == 3) {
       EXPECT_GT(r.tokens_reused, 0) << i;  // the text before the image
-      EXPECT_EQ(r.answer_drafted, o.n_predict - 1) << i;  // the same answer: all but the first token from the draft's batch
+      EXPECT_EQ(r.answer_drafted, o.n_predict) << i;  // the same answer: every token from the prompt's pass
     }
   }
 }
@@ -515,42 +515,66 @@ TEST(Qwen3VL, WatchApproximateReuseStaysClose) {
     EXPECT_LT(dv.next_token_kl, 1e-2) << i;
     EXPECT_LT(dv.emb_max_rel, 0.05) << i;
   }
+  // past gate_max_fraction of the image gated since the last full encoding, a full one resets
+  // the drift (here after about 5 merge blocks)
+  WatchOptions tight = o;
+  tight.gate_max_fraction = 5.5 / static_cast<double>(Qwen3VL(*m.text, *m.vision).image_tokens(a));
+  Session s2(*m.text, f32_session());
+  Qwen3VLWatcher w2(*m.text, *m.vision, s2, tight);
+  int gated = 0, full_again = 0;
+  for (int i = 0; i < 6; ++i) {
+    const FrameResult r = w2.process(painted(a, 180 + 20 * i, 150, 20, 12, static_cast<uint8_t>(40 * i)));
+    if (i > 0) (r.tiles_gated ? gated : full_again) += 1;
+  }
+  EXPECT_GT(gated, 0);
+  EXPECT_GT(full_again, 0);
   WatchOptions bad = o;
   bad.approx_global = 2;
   EXPECT_THROW(Qwen3VLWatcher(*m.text, *m.vision, s, bad), Error);
 }
 
-// A draft answer verified in one batch: the same tokens and the same cache as decoding token
-// by token, whether the draft is right, wrong from some token on, or longer than the answer.
+// A draft answer verified in the prompt's pass: the same tokens, the same cache and the same
+// rotary positions after it as decoding token by token, whether the draft is right, wrong
+// from some token on, longer than the answer, or wrong from the start; for a text prompt and
+// for an image prompt with multimodal positions.
 TEST(Qwen3VL, DraftedDecodingIsBitwiseTokenByToken) {
-  const LlamaModel& text = *tiny().text;
-  const std::vector<int32_t> prompt = text.tokenizer().encode("<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n", true);
+  const TinyQwen& m = tiny();
+  const LlamaModel& text = *m.text;
+  ThreadPool two(2);
+  const ImageRGB img = crop(load_image(test::source_path("tests/fixtures/vision/screens/xterm_700x450.png")), 0, 0, 256, 192);
+  const Qwen3VLPrompt ip = Qwen3VL(text, *m.vision).build(img, "What is on the screen?", two);
+  const std::vector<int32_t> chat = text.tokenizer().encode("<|im_start|>user\nHello there<|im_end|>\n<|im_start|>assistant\n", true);
   const int n = 10;
   SamplerOptions greedy;
   greedy.temperature = 0;
-  const auto run = [&](const std::vector<int32_t>* draft, GenerateStats* st, std::vector<float>* after) {
-    Session s(text, f32_session());
-    Sampler sampler(greedy);
-    std::vector<int32_t> toks;
-    *st = generate(s, prompt, n, sampler, [](const std::string&) {}, &toks, nullptr, nullptr, nullptr, nullptr, draft);
-    EXPECT_EQ(s.n_past(), static_cast<int>(prompt.size()) + n);
-    s.eval({prompt[1]});  // the cache after the answer: one more token's logits
-    after->assign(s.logits(), s.logits() + text.config().n_vocab);
-    return toks;
-  };
-  GenerateStats st;
-  std::vector<float> want_after, after;
-  const std::vector<int32_t> want = run(nullptr, &st, &want_after);
-  ASSERT_EQ(want.size(), static_cast<size_t>(n));
-  std::vector<int32_t> wrong = want;
-  wrong[5] = wrong[5] == 7 ? 8 : 7;
-  std::vector<int32_t> longer = want;
-  longer.insert(longer.end(), {1, 2, 3});
-  const std::vector<int32_t> off = {want[0] == 7 ? 8 : 7};
-  using Case = std::pair<const std::vector<int32_t>*, int>;
-  for (const auto& [draft, accepted] : {Case{&want, n - 1}, Case{&wrong, 4}, Case{&longer, n - 1}, Case{&off, 0}}) {
-    EXPECT_EQ(run(draft, &st, &after), want);
-    EXPECT_EQ(st.draft_accepted, accepted);
-    EXPECT_EQ(std::memcmp(after.data(), want_after.data(), after.size() * 4), 0);
+  for (const bool image : {false, true}) {
+    const std::vector<int32_t>& prompt = image ? ip.tokens : chat;
+    const auto run = [&](const std::vector<int32_t>* draft, GenerateStats* st, std::vector<float>* after) {
+      Session s(text, f32_session());
+      Sampler sampler(greedy);
+      std::vector<int32_t> toks;
+      *st = generate(s, prompt, n, sampler, [](const std::string&) {}, &toks, image ? &ip.embeddings : nullptr, nullptr, nullptr,
+                     image ? &ip.positions : nullptr, draft);
+      EXPECT_EQ(s.n_past(), static_cast<int>(prompt.size()) + n);
+      s.eval({chat[1]});  // the cache and the rotary position after the answer: one more token's logits
+      after->assign(s.logits(), s.logits() + text.config().n_vocab);
+      return toks;
+    };
+    GenerateStats st;
+    std::vector<float> want_after, after;
+    const std::vector<int32_t> want = run(nullptr, &st, &want_after);
+    ASSERT_EQ(want.size(), static_cast<size_t>(n));
+    EXPECT_EQ(st.draft_accepted, 0);
+    std::vector<int32_t> wrong = want;
+    wrong[5] = wrong[5] == 7 ? 8 : 7;
+    std::vector<int32_t> longer = want;
+    longer.insert(longer.end(), {1, 2, 3});
+    const std::vector<int32_t> off = {want[0] == 7 ? 8 : 7};
+    using Case = std::pair<const std::vector<int32_t>*, int>;
+    for (const auto& [draft, accepted] : {Case{&want, n}, Case{&wrong, 5}, Case{&longer, n}, Case{&off, 0}}) {
+      EXPECT_EQ(run(draft, &st, &after), want) << "image " << image;
+      EXPECT_EQ(st.draft_accepted, accepted) << "image " << image;
+      EXPECT_EQ(std::memcmp(after.data(), want_after.data(), after.size() * 4), 0) << "image " << image << " accepted " << accepted;
+    }
   }
 }

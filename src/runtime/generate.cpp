@@ -49,35 +49,61 @@ GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int
          prompt.size(), session.n_ctx(), session.n_past());
   for (int32_t t : prompt)
     if (t >= 0) sampler.accept(t);
-  double t0 = now();
-  {
-    prof::PhaseScope phase(prof::Phase::Prefill);
-    if (embeddings || positions) {
-      const size_t E = static_cast<size_t>(session.model().config().n_embd_inp());
-      session.eval(prompt, embeddings ? embeddings->data() : nullptr, embeddings ? embeddings->size() / E : 0, positions);
-    } else {
-      session.eval(prompt);
-    }
-  }
-  st.prompt_tokens = static_cast<int>(prompt.size());
-  st.prompt_seconds = now() - t0;
-  if (prompt_logits) prompt_logits->assign(session.logits(), session.logits() + n_vocab);
-
-  t0 = now();
-  std::vector<int32_t> one(1);  // the token to evaluate, without a vector per step
-  std::string pending;  // bytes of an incomplete UTF-8 sequence
-  // Draft verification: `ahead` holds draft tokens already in the cache (after the last emitted
-  // one), `rows` their logits; `logits` is what the next token is sampled from.
-  const float* logits = session.logits();
+  // Draft verification: the prompt and the draft go through the model in one pass. `ahead`
+  // holds draft tokens in the cache after the last emitted one, `rows` the logits after each;
+  // `logits` is what the next token is sampled from. The first token the sampler picks against
+  // the draft ends it: its positions are dropped and decoding goes on token by token.
+  const float* logits = nullptr;
   std::vector<int32_t> ahead;
-  std::vector<float> rows;
+  std::vector<float> rows, first_row;
   size_t ahead_at = 0;
-  bool drafting = draft && !draft->empty();
   const auto drop_ahead = [&] {
     session.truncate(session.n_past() - static_cast<int>(ahead.size() - ahead_at));
     ahead.clear();
     ahead_at = 0;
   };
+  double t0 = now();
+  {
+    prof::PhaseScope phase(prof::Phase::Prefill);
+    const size_t room = static_cast<size_t>(session.n_ctx() - session.n_past()) - prompt.size();
+    const size_t k = draft ? std::min({draft->size(), static_cast<size_t>(std::max(n_predict, 0)), room}) : 0;
+    const size_t E = static_cast<size_t>(session.model().config().n_embd_inp());
+    const float* emb = embeddings ? embeddings->data() : nullptr;
+    const size_t n_emb = embeddings ? embeddings->size() / E : 0;
+    if (k > 0) {
+      std::vector<int32_t> batch = prompt;
+      batch.insert(batch.end(), draft->begin(), draft->begin() + static_cast<std::ptrdiff_t>(k));
+      std::vector<MropePos> pos;
+      if (positions) {  // the draft's text continues after the prompt's largest position
+        pos = *positions;
+        int32_t top = 0;
+        for (const MropePos& p : pos) top = std::max({top, p.t, p.h, p.w});
+        for (size_t j = 0; j < k; ++j) {
+          const int32_t q = top + 1 + static_cast<int32_t>(j);
+          pos.push_back({q, q, q});
+        }
+      }
+      first_row.resize(static_cast<size_t>(n_vocab));
+      rows.resize(k * static_cast<size_t>(n_vocab));
+      const size_t last = prompt.size() - 1;
+      session.eval(batch, emb, n_emb, positions ? &pos : nullptr, last, [&](size_t i, const float* l) {
+        std::copy(l, l + n_vocab, i == last ? first_row.data() : &rows[(i - last - 1) * static_cast<size_t>(n_vocab)]);
+      });
+      ahead.assign(draft->begin(), draft->begin() + static_cast<std::ptrdiff_t>(k));
+      logits = first_row.data();
+    } else {
+      if (embeddings || positions) session.eval(prompt, emb, n_emb, positions);
+      else session.eval(prompt);
+      logits = session.logits();
+    }
+  }
+  st.prompt_tokens = static_cast<int>(prompt.size());
+  st.prompt_seconds = now() - t0;
+  if (prompt_logits) prompt_logits->assign(logits, logits + n_vocab);
+
+  t0 = now();
+  std::vector<int32_t> one(1);  // the token to evaluate, without a vector per step
+  std::string pending;  // bytes of an incomplete UTF-8 sequence
   for (int i = 0; i < n_predict; ++i) {
     int32_t next;
     {
@@ -87,27 +113,16 @@ GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int
     }
     if (out_tokens) out_tokens->push_back(next);
     const bool eog = tok.is_eog(next);
-    if (ahead_at < ahead.size() && ahead[ahead_at] == next) {  // evaluated in the draft's batch
+    if (ahead_at < ahead.size() && ahead[ahead_at] == next) {  // evaluated with the prompt
       logits = &rows[ahead_at * static_cast<size_t>(n_vocab)];
       ++ahead_at;
       ++st.draft_accepted;
     } else if (session.n_past() - static_cast<int>(ahead.size() - ahead_at) < session.n_ctx()) {
       prof::PhaseScope phase(prof::Phase::Decode);
-      if (ahead_at < ahead.size()) drafting = false;  // the draft went another way: decode on alone
-      drop_ahead();
-      const size_t room = static_cast<size_t>(std::min(n_predict - i, session.n_ctx() - session.n_past()));
-      if (drafting && !eog && static_cast<size_t>(i) + 1 < draft->size() && (*draft)[static_cast<size_t>(i)] == next && room > 1) {
-        ahead.assign(draft->begin() + i, draft->begin() + i + static_cast<std::ptrdiff_t>(std::min(room, draft->size() - static_cast<size_t>(i))));
-        rows.resize(ahead.size() * static_cast<size_t>(n_vocab));
-        session.eval_all(ahead, [&](size_t r, const float* l) { std::copy(l, l + n_vocab, &rows[r * static_cast<size_t>(n_vocab)]); });
-        logits = rows.data();
-        ahead_at = 1;
-      } else {
-        drafting = false;
-        one[0] = next;
-        session.eval(one);
-        logits = session.logits();
-      }
+      drop_ahead();  // the draft went another way (or is used up): decode on alone
+      one[0] = next;
+      session.eval(one);
+      logits = session.logits();
     } else if (!eog) {
       st.stopped_by_context = true;  // the sampled token has no room: it is not emitted
       break;

@@ -24,7 +24,7 @@ struct GenerateStats {
   bool stopped_by_eog = false;
   bool stopped_by_context = false;  // n_predict not reached: the context filled up
   bool stopped_by_caller = false;   // `stop` returned true (a stop sequence, a deadline, a client gone)
-  int draft_accepted = 0;           // answer tokens whose K/V and logits came from the draft's batch
+  int draft_accepted = 0;           // answer tokens whose K/V and logits came from the prompt's pass (draft)
   double prompt_tps() const { return prompt_seconds > 0 ? prompt_tokens / prompt_seconds : 0; }
   double generate_tps() const { return generate_seconds > 0 ? generated_tokens / generate_seconds : 0; }
 };
@@ -34,11 +34,12 @@ struct GenerateStats {
 // Stops at an end-of-generation token (which is evaluated into the cache, so a chat can go on).
 // `embeddings` fills the prompt's kEmbeddingSlot positions (image features, n_embd_inp() floats
 // each); `positions`, one per prompt token, their multimodal rotary positions (Qwen3-VL).
-// `draft`: a guess of the answer (a watcher's previous answer to the same question). When the
-// first sampled token equals the draft's, the draft is evaluated in one batch and each later
-// token checked against the sampler's pick from its batch row; the first mismatch ends it
-// (the unused positions are dropped). Exact: every kernel is batch-invariant, so a batch row's
-// logits are bitwise those of decoding token by token, and the answer is the same.
+// `draft`: a guess of the answer (a watcher's previous answer to the same question), evaluated
+// in the prompt's pass; each sampled token is checked against it and, while they agree, taken
+// with its logits from that pass; the first disagreement ends it (its unused positions are
+// dropped) and decoding goes on token by token. Exact: every kernel is batch-invariant, so a
+// row's logits are bitwise those of decoding token by token, and the answer is the same. The
+// pass's time counts as prompt time.
 GenerateStats generate(Session& session, const std::vector<int32_t>& prompt, int n_predict,
                        Sampler& sampler, const std::function<void(const std::string&)>& on_piece,
                        std::vector<int32_t>* out_tokens = nullptr,

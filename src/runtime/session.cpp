@@ -161,12 +161,18 @@ void Session::skip_to(int n) {
 void Session::eval(const std::vector<int32_t>& tokens) {
   for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(n_batch_)) {
     const int n = static_cast<int>(std::min<size_t>(n_batch_, tokens.size() - i));
-    forward(tokens.data() + i, n, false, nullptr, i);
+    forward(tokens.data() + i, n, n - 1, nullptr, i);
   }
 }
 
 void Session::eval(const std::vector<int32_t>& tokens, const float* embeddings, size_t n_embeddings,
                    const std::vector<MropePos>* positions) {
+  eval(tokens, embeddings, n_embeddings, positions, tokens.size(), nullptr);
+}
+
+void Session::eval(const std::vector<int32_t>& tokens, const float* embeddings, size_t n_embeddings,
+                   const std::vector<MropePos>* positions, size_t logits_from,
+                   const std::function<void(size_t, const float*)>& on_logits) {
   size_t slots = 0;
   for (int32_t t : tokens) slots += t == kEmbeddingSlot;
   if (slots != n_embeddings) fail("%zu embedding slots in the prompt but %zu embeddings given", slots, n_embeddings);
@@ -179,15 +185,31 @@ void Session::eval(const std::vector<int32_t>& tokens, const float* embeddings, 
   }
   const size_t E = static_cast<size_t>(c.n_embd_inp());
   const float* next = embeddings;
+  const int start = n_past_;
   for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(n_batch_)) {
     const int n = static_cast<int>(std::min<size_t>(n_batch_, tokens.size() - i));
-    forward(tokens.data() + i, n, false, nullptr, i, next, positions ? positions->data() + i : nullptr);
+    // logits for the rows >= logits_from when asked (only they are handed out), else only the
+    // batch's last row
+    const bool wanted = on_logits && logits_from < i + static_cast<size_t>(n);
+    const int first = wanted ? static_cast<int>(std::max(logits_from, i) - i) : n - 1;
+    forward(tokens.data() + i, n, first, wanted ? &on_logits : nullptr, i, next, positions ? positions->data() + i : nullptr);
     for (int j = 0; j < n; ++j) next += tokens[i + static_cast<size_t>(j)] == kEmbeddingSlot ? E : 0;
   }
-  if (positions && !positions->empty()) {  // later tokens continue after the largest position
+  if (positions && !positions->empty()) {
+    // Later tokens continue after the largest position: slot + offset. The offset holds from the
+    // first slot of the batch's trailing run of text positions that already follow it (the text
+    // after an image), so a truncate into that run keeps it.
     int32_t top = 0;
     for (const MropePos& p : *positions) top = std::max({top, p.t, p.h, p.w});
-    rope_offsets_.push_back({n_past_, top + 1 - n_past_});
+    const int32_t off = top + 1 - n_past_;
+    int since = n_past_;
+    for (size_t k = positions->size(); k-- > 0;) {
+      const int32_t want = start + static_cast<int32_t>(k) + off;
+      const MropePos& p = (*positions)[k];
+      if (p.t != want || p.h != want || p.w != want) break;
+      since = start + static_cast<int>(k);
+    }
+    rope_offsets_.push_back({since, off});
   }
 }
 
@@ -195,11 +217,11 @@ void Session::eval_all(const std::vector<int32_t>& tokens,
                        const std::function<void(size_t, const float*)>& on_logits) {
   for (size_t i = 0; i < tokens.size(); i += static_cast<size_t>(n_batch_)) {
     const int n = static_cast<int>(std::min<size_t>(n_batch_, tokens.size() - i));
-    forward(tokens.data() + i, n, true, &on_logits, i);
+    forward(tokens.data() + i, n, 0, &on_logits, i);
   }
 }
 
-void Session::forward(const int32_t* tokens, int n, bool all_logits,
+void Session::forward(const int32_t* tokens, int n, int first_logits,
                       const std::function<void(size_t, const float*)>* on_logits, size_t base,
                       const float* embeddings, const MropePos* positions) {
   check_batch(tokens, n, embeddings);
@@ -225,7 +247,7 @@ void Session::forward(const int32_t* tokens, int n, bool all_logits,
   }
   n_past_ += n;
   n_filled_ = std::max(n_filled_, n_past_);
-  output_logits(n, all_logits, on_logits, base);
+  output_logits(n, first_logits, on_logits, base);
 }
 
 void Session::check_batch(const int32_t* tokens, int n, const float* embeddings) const {
@@ -347,11 +369,11 @@ void Session::ffn_block(int l, int n) {
 
 // The last layer's residual, the output norm and the head, for the last token or (all_logits)
 // every token, kLogitRows rows at a time.
-void Session::output_logits(int n, bool all_logits, const std::function<void(size_t, const float*)>* on_logits,
+void Session::output_logits(int n, int first, const std::function<void(size_t, const float*)>* on_logits,
                             size_t base) {
   const LlamaConfig& c = model_.config();
   const int64_t E = c.n_embd;
-  const int first = all_logits ? 0 : n - 1;
+  first = std::clamp(first, 0, n - 1);
   {
     prof::OpScope op("add+rms_norm", "output", rms_norm_cost(n - first, E, true));
     for (int i = first; i < n; ++i)

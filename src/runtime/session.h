@@ -42,6 +42,11 @@ class Session {
   // model's mrope sections); the tokens after them continue from the largest position + 1.
   void eval(const std::vector<int32_t>& tokens, const float* embeddings, size_t n_embeddings,
             const std::vector<MropePos>* positions = nullptr);
+  // The same, calling on_logits(i, logits) for every token i >= logits_from (a prompt's last
+  // token and a draft answer after it, evaluated in one pass).
+  void eval(const std::vector<int32_t>& tokens, const float* embeddings, size_t n_embeddings,
+            const std::vector<MropePos>* positions, size_t logits_from,
+            const std::function<void(size_t, const float*)>& on_logits);
   // Like eval, but calls on_logits(i, logits) for every token i of `tokens`.
   void eval_all(const std::vector<int32_t>& tokens,
                 const std::function<void(size_t, const float*)>& on_logits);
@@ -68,7 +73,8 @@ class Session {
  private:
   // One batch of n tokens through the model: check_batch, embed, then per layer attention_block
   // and ffn_block, then output_logits. Each step reads and writes the preallocated buffers.
-  void forward(const int32_t* tokens, int n, bool all_logits,
+  // Logits are computed for batch rows >= first_logits (clamped: at least the last row).
+  void forward(const int32_t* tokens, int n, int first_logits,
                const std::function<void(size_t, const float*)>* on_logits, size_t base,
                const float* embeddings = nullptr, const MropePos* positions = nullptr);
   // The rotary position of cache slot p for a token without a given position.
@@ -80,7 +86,7 @@ class Session {
   // the residual add of the layer's output is left to the next norm (tmp_).
   void attention_block(int l, int n);
   void ffn_block(int l, int n);
-  void output_logits(int n, bool all_logits, const std::function<void(size_t, const float*)>* on_logits, size_t base);
+  void output_logits(int n, int first, const std::function<void(size_t, const float*)>* on_logits, size_t base);
   // y = W x for n rows of x (row length W.cols, stride xs): fp32 or 8-bit activations.
   void linear(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, int64_t ys, bool reuse_quantized,
               const char* what);

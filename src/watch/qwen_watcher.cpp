@@ -109,15 +109,24 @@ void Qwen3VLWatcher::encode(const Qwen3VLPatches& patches, FrameResult& r) {
     for (int b = 0; b < blocks; ++b)
       if (std::memcmp(&patches.pixels[static_cast<size_t>(b) * span], &prev_patches_.pixels[static_cast<size_t>(b) * span], span * sizeof(float)))
         changed.push_back(b);
-    if (static_cast<double>(changed.size()) <= opt_.gate_max_fraction * blocks) {
+    // the blocks gated since the last full encoding, this frame's included: the unchanged
+    // patches' outputs have not seen them, so past half (gate_max_fraction) a full encoding
+    // resets the drift
+    int since_full = 0;
+    gated_since_full_.resize(static_cast<size_t>(blocks), 0);
+    for (int b : changed) since_full += !gated_since_full_[static_cast<size_t>(b)];
+    for (char g : gated_since_full_) since_full += g;
+    if (static_cast<double>(since_full) <= opt_.gate_max_fraction * blocks) {
       vision_.encode_gated(patches, changed, gate_, r.embeddings.data(), session_.pool());
       r.encoder_work = static_cast<double>(changed.size()) / blocks;
+      for (int b : changed) gated_since_full_[static_cast<size_t>(b)] = 1;
       gated = true;
     }
   }
   if (!gated) {
     vision_.encode(patches, r.embeddings.data(), session_.pool(), nullptr, nullptr, opt_.approx_gate ? &gate_ : nullptr);
     r.encoder_work = 1.0;
+    gated_since_full_.assign(static_cast<size_t>(blocks), 0);
   }
   r.tiles_encoded = 1;
   r.tiles_gated = gated;

@@ -13,7 +13,9 @@
 // Approximate reuse (opt-in, measured by --validate):
 //  - approx_gate: token gating in the encoder. Only the 2 x 2 merge blocks whose preprocessed
 //    patches changed go through the blocks, against every other patch's cached keys and values;
-//    the others keep their previous outputs (Qwen3VLVision::encode_gated).
+//    the others keep their previous outputs (Qwen3VLVision::encode_gated). Once the blocks gated
+//    since the last full encoding pass gate_max_fraction of the image, the next change is
+//    encoded in full (the drift of the kept outputs stays bounded).
 //  - approx_kv: after the first changed image token, unchanged image tokens keep their stale
 //    K/V (computed under the previous frame's context), recomputing only the first `approx_kv`
 //    fraction of each unchanged run of tokens; changed tokens, short runs between them, and the
@@ -49,6 +51,7 @@ class Qwen3VLWatcher : public FrameWatcher {
   WatchOptions opt_;
   Qwen3VL vlm_;
   Qwen3VLVision::GateState gate_;
+  std::vector<char> gated_since_full_;  // per merge block: re-encoded by gating since the last full encoding
   Qwen3VLPatches prev_patches_;   // the last encoded frame's patches
   std::vector<float> prev_out_;   // and its image features (tokens x out_row)
   std::vector<int32_t> prev_tokens_;
