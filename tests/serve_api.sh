@@ -178,21 +178,24 @@ image_request "$frame" "$vid" >"$tmp/img.json"
 got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["message"]["content"])' "$tmp/body")
 [ "$got" = "$want" ] && ok "image reply equals tessera run --image's" || bad "image reply '$got' vs '$want'"
 python3 -c 'import json,sys; assert json.load(open(sys.argv[1]))["usage"]["timings"]["vision_ms"]>0' "$tmp/body" && ok "usage reports the vision time" || bad "vision_ms"
+# until the background is done: the memory current and then its prompt prefix evaluated
+# (background CPU no longer growing); a question asked earlier would preempt that work
+wait_background_done() {
+  local prev=-1 m cur cpu
+  for _ in $(seq 1 240); do
+    m=$(curl -s "$(url /metrics)")
+    cur=$(echo "$m" | sed -n 's/^tessera_screen_memory_current //p'); cpu=$(echo "$m" | sed -n 's/^tessera_background_cpu_seconds_total //p')
+    [ "$cur" = 1 ] && python3 -c 'import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) < 0.02 else 1)' "$cpu" "$prev" && return 0
+    prev=$cpu
+    sleep 0.5
+  done
+}
 # the same frame pushed as the live screen: a {"type": "screen"} question gets the same reply
 python3 -c 'import json; print(json.dumps({"model": "'"$vid"'", "temperature": 0, "max_tokens": 12, "messages": [{"role": "user", "content": [{"type": "screen"}, {"type": "text", "text": "What is on the screen?"}]}]}))' >"$tmp/screen.json"
 expect "a screen question before any frame" 503 "@$tmp/screen.json"
 code=$(curl -s -o "$tmp/push" -w '%{http_code}' "$(url /v1/screen/frames)" -H 'Content-Type: image/png' --data-binary "@$frame")
 [ "$code" = 202 ] && grep -q '"changed":true' "$tmp/push" && ok "POST /v1/screen/frames (PNG): 202" || bad "frame push: $code $(cat "$tmp/push")"
-# wait until the background is done: the memory current and then its prompt prefix evaluated
-# (background CPU no longer growing); a question asked earlier would preempt that work
-prev=-1
-for _ in $(seq 1 240); do
-  m=$(curl -s "$(url /metrics)")
-  cur=$(echo "$m" | sed -n 's/^tessera_screen_memory_current //p'); cpu=$(echo "$m" | sed -n 's/^tessera_background_cpu_seconds_total //p')
-  [ "$cur" = 1 ] && python3 -c 'import sys; sys.exit(0 if abs(float(sys.argv[1]) - float(sys.argv[2])) < 0.02 else 1)' "$cpu" "$prev" && break
-  prev=$cpu
-  sleep 0.5
-done
+wait_background_done
 [ "$(status "@$tmp/screen.json")" = 200 ] || bad "screen question status: $(head -c 300 "$tmp/body")"
 got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["message"]["content"])' "$tmp/body")
 [ "$got" = "$want" ] && ok "a screen question on the pushed frame equals tessera run --image's reply" || bad "screen reply '$got' vs '$want'"
@@ -222,7 +225,7 @@ expect "invalid base64" 400 "@$tmp/b64.json"
 kill -TERM "$pid"; wait "$pid"
 
 # Qwen3-VL (the tiny seeded-random pair): an image request is `tessera run --image`'s reply, with
-# its multimodal positions and DeepStack rows; screen questions are refused with a clear message
+# its multimodal positions and DeepStack rows; so is a question about the live screen
 qwen="$root/tests/fixtures/qwen3vl/tiny"
 qframe="$root/tests/fixtures/vision/screens/xterm_700x450.png"
 want=$("$bin" run -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" --image "$qframe" -p "What is on the screen?" -n 12 -t 2 2>/dev/null)
@@ -234,8 +237,22 @@ got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"]
 [ -n "$want" ] && [ "$got" = "$want" ] && ok "Qwen3-VL image reply equals tessera run --image's" || bad "Qwen3-VL image reply '$got' vs '$want'"
 [ "$(status "@$tmp/qimg.json")" = 200 ] && [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["message"]["content"])' "$tmp/body")" = "$want" ] \
   && ok "Qwen3-VL: the same request again (cached prefix up to the image) gives the same reply" || bad "Qwen3-VL repeat: $(head -c 300 "$tmp/body")"
-python3 -c 'import json; print(json.dumps({"model": "'"$qid"'", "messages": [{"role": "user", "content": [{"type": "screen"}, {"type": "text", "text": "hi"}]}]}))' >"$tmp/qscreen.json"
-expect "a screen question on Qwen3-VL" 400 "@$tmp/qscreen.json"
+# the live screen: the same frame pushed, encoded in the background with the prompt's prefix
+# through the image; a screen question then prefills only its own words and gets the same reply
+python3 -c 'import json; print(json.dumps({"model": "'"$qid"'", "temperature": 0, "max_tokens": 12, "messages": [{"role": "user", "content": [{"type": "screen"}, {"type": "text", "text": "What is on the screen?"}]}]}))' >"$tmp/qscreen.json"
+expect "a Qwen3-VL screen question before any frame" 503 "@$tmp/qscreen.json"
+code=$(curl -s -o "$tmp/push" -w '%{http_code}' "$(url /v1/screen/frames)" -H 'Content-Type: image/png' --data-binary "@$qframe")
+[ "$code" = 202 ] || bad "Qwen3-VL frame push: $code $(cat "$tmp/push")"
+wait_background_done
+[ "$(status "@$tmp/qscreen.json")" = 200 ] || bad "Qwen3-VL screen question status: $(head -c 300 "$tmp/body")"
+got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["message"]["content"])' "$tmp/body")
+python3 -c 'import json,sys; u=json.load(open(sys.argv[1]))["usage"]; assert u["screen"]["memory_current"] and u["prompt_tokens_details"]["cached_tokens"] > 300, u' "$tmp/body" \
+  && [ "$got" = "$want" ] && ok "Qwen3-VL screen question: run --image's reply from the current memory ($(python3 -c 'import json,sys; u=json.load(open(sys.argv[1]))["usage"]; print(u["prompt_tokens_details"]["cached_tokens"], "of", u["prompt_tokens"], "prompt tokens cached")' "$tmp/body"))" \
+  || bad "Qwen3-VL screen reply '$got' vs '$want': $(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["usage"])' "$tmp/body")"
+# a text question overwrites those positions; the saved prefix comes back for the next one
+status "$(printf '{"model": "%s", "messages": [{"role": "user", "content": "Say hi."}], "temperature": 0, "max_tokens": 4}' "$qid")" >/dev/null
+[ "$(status "@$tmp/qscreen.json")" = 200 ] && [ "$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["choices"][0]["message"]["content"])' "$tmp/body")" = "$want" ] \
+  && ok "Qwen3-VL: after a text question, the screen prompt's saved prefix gives the same reply" || bad "Qwen3-VL restored prefix: $(head -c 300 "$tmp/body")"
 kill -TERM "$pid"; wait "$pid"
 
 # --mem-budget: refused at start when too small (one line, nonzero exit); under a tight budget a

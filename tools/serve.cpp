@@ -23,6 +23,9 @@ void add_serve_options(CLI::App* sub, ServeArgs& s) {
       ->check(CLI::Range(0, 4096));
   sub->add_option("--max-tokens", s.server.limits.max_tokens, "the largest max_tokens a request may ask for")
       ->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--vision-max-pixels", s.vision_max_pixels,
+                  "Qwen3-VL: resize request images and screen frames to at most this many pixels before encoding (the processor's max_pixels)")
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 26));
   sub->add_option("--image-max-pixels", s.max_image_pixels, "refuse larger images")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   sub->add_option("--deadline", s.server.deadline_s, "seconds a request may take from arrival (queue included)")
@@ -82,6 +85,8 @@ int cmd_serve(CommonArgs& a, ServeArgs& s) {
   mem.budget_bytes = static_cast<size_t>(s.mem_budget_mb) << 20;
   mem.weight_bytes = std::filesystem::file_size(path) + (s.mmproj.empty() ? 0 : std::filesystem::file_size(s.mmproj));
   if (x11) mem.screen_width = x11->width(), mem.screen_height = x11->height();
+  if (s.vision_max_pixels && !loaded.qwen_vision) fail("--vision-max-pixels is Qwen3-VL's (start the server with a Qwen3-VL mmproj)");
+  mem.vision_max_pixels = s.vision_max_pixels;
   serve::Engine engine(std::move(loaded), session_options(a), id, il, mem);
   if (s.mem_budget_mb)
     std::fprintf(stderr, "tessera serve: --mem-budget %d MB: %s; tile cache %zu MB\n", s.mem_budget_mb,

@@ -12,6 +12,7 @@ struct ServeArgs {
   serve::ServerOptions server;
   double max_body_mb = 48;
   int64_t max_image_pixels = int64_t{1} << 24;
+  int64_t vision_max_pixels = 0;  // Qwen3-VL: images and screen frames resized to at most this
   int screen_cache_mb = 64;
   int mem_budget_mb = 0;       // 0: none
   std::string screen;          // "x11" or "x11:DISPLAY"

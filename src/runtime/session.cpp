@@ -151,6 +151,9 @@ void Session::restore_prefix(int n, const std::vector<uint8_t>& saved) {
   });
   n_past_ = n;
   n_filled_ = std::max(n_filled_, n);
+  // the rotary offsets of what was overwritten go (the prefix's own are not saved: what follows
+  // a restored multimodal prefix carries its positions, as Qwen3-VL prompts do)
+  while (!rope_offsets_.empty() && rope_offsets_.back().since > n) rope_offsets_.pop_back();
 }
 
 void Session::skip_to(int n) {

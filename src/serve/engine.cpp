@@ -54,6 +54,37 @@ size_t frame_bytes(const Idefics3Vision& v, int w, int h) {
   return 2 * static_cast<size_t>(w) * static_cast<size_t>(h) * 3 + 2 * tiles * tile_px * 3 + 4 * tiles * per_tile * sizeof(float);
 }
 
+// Qwen3-VL: the patches of a w x h image at max_pixels, and the encoder's buffers for them
+// (vision.cpp's encode: the rows of hidden, q/k/v, the MLP, rotary angles, the patch pixels, the
+// mergers).
+int64_t qwen_patches(const Qwen3VLVision& v, int64_t max_pixels, int w, int h) {
+  Qwen3VLPreprocessConfig pc = v.preprocess_config();
+  if (max_pixels > 0) pc.max_pixels = std::max<int64_t>(max_pixels, pc.factor() * pc.factor());
+  pc.min_pixels = std::min(pc.min_pixels, pc.max_pixels);
+  int rh = 0, rw = 0;
+  qwen3vl_smart_resize(h, w, pc.factor(), pc.min_pixels, pc.max_pixels, rh, rw);
+  return static_cast<int64_t>(rh / pc.patch) * (rw / pc.patch);
+}
+
+size_t qwen_vision_buffer_bytes(const Qwen3VLVision& v, int64_t patches) {
+  const Qwen3VLVisionConfig& c = v.config();
+  const size_t K = static_cast<size_t>(3 * c.temporal * c.patch * c.patch);
+  const size_t per_patch = 11 * static_cast<size_t>(c.hidden) + static_cast<size_t>(c.ff) + static_cast<size_t>(c.head_dim()) + K;
+  return static_cast<size_t>(patches) * per_patch * sizeof(float);
+}
+
+// A Qwen3-VL screen: the newest frame and its copy, two sets of patches (being encoded, last
+// encoded) and five copies of the features (the encoding, the last, the memory, a snapshot, a
+// prompt).
+size_t qwen_frame_bytes(const Qwen3VLVision& v, int64_t max_pixels, int w, int h) {
+  const int64_t n = qwen_patches(v, max_pixels, w, h);
+  const Qwen3VLVisionConfig& c = v.config();
+  const size_t K = static_cast<size_t>(3 * c.temporal * c.patch * c.patch);
+  const size_t tokens = static_cast<size_t>(n / (c.merge * c.merge));
+  return 2 * static_cast<size_t>(w) * static_cast<size_t>(h) * 3 + 2 * static_cast<size_t>(n) * K * sizeof(float) +
+         5 * tokens * static_cast<size_t>(v.out_row()) * sizeof(float);
+}
+
 std::string mb(size_t bytes) { return std::to_string((bytes + kMiB / 2) / kMiB) + " MB"; }
 
 }  // namespace
@@ -73,6 +104,14 @@ Engine::Engine(HfModel model, const SessionOptions& options, std::string model_i
   plan_.budget = memory.budget_bytes;
   plan_.weights = memory.weight_bytes;
   plan_.kv = session_.kv_bytes();
+  qwen_max_pixels_ = memory.vision_max_pixels;
+  if (const Qwen3VLVision* q = model_.qwen_vision.get()) {
+    const int64_t n = qwen_patches(*q, qwen_max_pixels_, memory.screen_width, memory.screen_height);
+    plan_.vision = qwen_vision_buffer_bytes(*q, n);
+    plan_.frames = qwen_frame_bytes(*q, qwen_max_pixels_, memory.screen_width, memory.screen_height);
+    const size_t tokens = static_cast<size_t>(n / (q->config().merge * q->config().merge)) + 64;
+    plan_.prefix = session_.prefix_bytes(static_cast<int>(std::min<size_t>(tokens, static_cast<size_t>(session_.n_ctx()))));
+  }
   if (model_.vision) {
     plan_.vision = vision_buffer_bytes(model_.vision->config());
     plan_.frames = frame_bytes(*model_.vision, memory.screen_width, memory.screen_height);
@@ -86,19 +125,28 @@ Engine::Engine(HfModel model, const SessionOptions& options, std::string model_i
   if (plan_.budget) {
     // the saved screen prompt is a convenience: dropped first when the budget is tight
     if (plan_.fixed() + kMinTileCache > plan_.budget) plan_.prefix = 0;
-    const size_t need = plan_.fixed() + (model_.vision ? kMinTileCache : 0);
+    const size_t need = plan_.fixed() + (model_.vision ? kMinTileCache : 0);  // Qwen3-VL keeps no tile cache
     if (need > plan_.budget)
       fail("--mem-budget %zu MB is below what this server needs: %s%s (lower -c, or quantize the model)",
            plan_.budget / kMiB, plan_.describe().c_str(), model_.vision ? ", plus 16 MB of screen tiles" : "");
     plan_.cache = std::min(plan_.cache, plan_.budget - plan_.fixed());
   }
   if (model_.vision) memory_ = std::make_unique<VisualMemory>(*model_.vision, model_.text->config().n_embd, plan_.cache);
+  if (model_.qwen_vision) memory_ = std::make_unique<VisualMemory>(*model_.qwen_vision, qwen_max_pixels_);
 }
 
 void Engine::admit_image(const ImageRGB& image) {
   if (!plan_.budget || !memory_) return;
-  // the image's own work: its preprocessing and embeddings, as for a screen frame
-  const size_t need = frame_bytes(*model_.vision, image.width, image.height);
+  // the image's own work: its preprocessing and embeddings, as for a screen frame (Qwen3-VL: and
+  // the encoder's buffers beyond the screen's)
+  size_t need = 0;
+  if (const Qwen3VLVision* q = model_.qwen_vision.get()) {
+    const int64_t n = qwen_patches(*q, qwen_max_pixels_, image.width, image.height);
+    need = qwen_frame_bytes(*q, qwen_max_pixels_, image.width, image.height) +
+           (qwen_vision_buffer_bytes(*q, n) > plan_.vision ? qwen_vision_buffer_bytes(*q, n) - plan_.vision : 0);
+  } else {
+    need = frame_bytes(*model_.vision, image.width, image.height);
+  }
   const size_t room = plan_.budget - plan_.fixed();
   if (need > room)
     throw ApiError(413, "invalid_request_error",
@@ -143,18 +191,20 @@ Engine::Prepared Engine::prepare(const ChatRequest& r, const ImageRGB* image) {
   for (size_t i = 0; i + 1 < r.messages.size(); ++i) turns.emplace_back(r.messages[i].role, r.messages[i].content);
   if (r.wants_screen) {
     if (!memory_)
-      throw ApiError(400, "invalid_request_error",
-                     model_.qwen_vision ? "screen watching is not available for Qwen3-VL yet (send the image in the request)"
-                                        : "this model has no vision tower: start the server with --mmproj",
-                     "messages");
+      throw ApiError(400, "invalid_request_error", "this model has no vision tower: start the server with --mmproj", "messages");
     if (!memory_->stats().has_frame)
       throw ApiError(503, "server_error",
                      "no screen frame has arrived yet (serve --screen x11, or POST frames to /v1/screen/frames)");
     const auto t0 = Clock::now();
     VisualMemory::Snapshot snap = memory_->snapshot(session_.pool());
-    const Idefics3 vlm(*model_.text, *model_.vision);
-    p.prompt = vlm.tokenize_with_slots(
-        vlm.prompt_text(snap.rows, snap.cols, r.messages.back().content, Idefics3::history_text(turns)));
+    std::string history;
+    if (model_.qwen_vision) {
+      const std::vector<ChatMessage> earlier(r.messages.begin(), r.messages.end() - 1);
+      if (!earlier.empty()) history = apply_chat_template(*model_.text, earlier, false);
+    } else {
+      history = Idefics3::history_text(turns);
+    }
+    screen_prompt(snap, r.messages.back().content, history, p.prompt, p.positions);
     p.embeddings = std::move(snap.embeddings);
     p.vision_ms = std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
     p.screen = true;
@@ -166,13 +216,13 @@ Engine::Prepared Engine::prepare(const ChatRequest& r, const ImageRGB* image) {
     const std::vector<ChatMessage> earlier(r.messages.begin(), r.messages.end() - 1);
     const std::string history = earlier.empty() ? std::string() : apply_chat_template(*model_.text, earlier, false);
     const Qwen3VL vlm(*model_.text, *model_.qwen_vision);
-    const int64_t n_img = vlm.image_tokens(*image);
+    const int64_t n_img = vlm.image_tokens(*image, qwen_max_pixels_);
     if (n_img + 16 > session_.n_ctx())  // refused before the encoder runs
       throw ApiError(400, "invalid_request_error",
                      "the image needs " + std::to_string(n_img) + " tokens; this server's context is " +
                          std::to_string(session_.n_ctx()) + " tokens (serve -c)",
                      "messages", "context_length_exceeded");
-    Qwen3VLPrompt ip = vlm.build(*image, r.messages.back().content, session_.pool(), 0, 0, 0, history);
+    Qwen3VLPrompt ip = vlm.build(*image, r.messages.back().content, session_.pool(), qwen_max_pixels_, 0, 0, history);
     p.vision_ms = (ip.preprocess_s + ip.encode_s) * 1e3;
     p.prompt = std::move(ip.tokens);
     p.embeddings = std::move(ip.embeddings);
@@ -213,9 +263,10 @@ bool Engine::background_step(double debounce_s) {
   if (seq == 0 || seq == prefix_tried_seq_) return false;
   // The screen prompt's prefix: what two different questions' prompts share.
   VisualMemory::Snapshot snap = memory_->snapshot(session_.pool());
-  const Idefics3 vlm(*model_.text, *model_.vision);
-  const std::vector<int32_t> a = vlm.tokenize_with_slots(vlm.prompt_text(snap.rows, snap.cols, "a"));
-  const std::vector<int32_t> b = vlm.tokenize_with_slots(vlm.prompt_text(snap.rows, snap.cols, "b"));
+  std::vector<int32_t> a, b;
+  std::vector<MropePos> pos, pos_b;
+  screen_prompt(snap, "a", "", a, pos);
+  screen_prompt(snap, "b", "", b, pos_b);
   size_t n = 0;
   while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
   if (n == 0 || static_cast<int>(n) >= session_.n_ctx()) {
@@ -235,7 +286,7 @@ bool Engine::background_step(double debounce_s) {
   cached_screen_seq_ = snap.seq;
   size_t slots_before = 0;
   for (size_t i = 0; i < common; ++i) slots_before += prefix[i] == kEmbeddingSlot;
-  const size_t E = static_cast<size_t>(model_.text->config().n_embd);
+  const size_t E = static_cast<size_t>(model_.text->config().n_embd_inp());
   // a chunk at a time, so a preemption keeps the chunks already evaluated
   const size_t chunk = 256;
   for (size_t i = common; i < n; i += chunk) {
@@ -244,13 +295,31 @@ bool Engine::background_step(double debounce_s) {
     size_t slots = 0;
     for (int32_t t : part) slots += t == kEmbeddingSlot;
     const float* emb = snap.embeddings.data() + slots_before * E;
-    session_.eval(part, emb, slots);
+    if (pos.empty()) {
+      session_.eval(part, emb, slots);
+    } else {
+      const std::vector<MropePos> part_pos(pos.begin() + static_cast<std::ptrdiff_t>(i), pos.begin() + static_cast<std::ptrdiff_t>(j));
+      session_.eval(part, emb, slots, &part_pos);
+    }
     slots_before += slots;
     cached_.insert(cached_.end(), part.begin(), part.end());
   }
   save_screen_prefix(prefix, snap.seq);
   prefix_tried_seq_ = seq;  // done (a preemption above leaves it to be finished next time)
   return true;
+}
+
+void Engine::screen_prompt(const VisualMemory::Snapshot& snap, const std::string& question, const std::string& history,
+                           std::vector<int32_t>& tokens, std::vector<MropePos>& positions) const {
+  if (model_.qwen_vision) {
+    Qwen3VLPrompt q = Qwen3VL(*model_.text, *model_.qwen_vision).layout(question, snap.rows, snap.cols, 0, history);
+    tokens = std::move(q.tokens);
+    positions = std::move(q.positions);
+    return;
+  }
+  const Idefics3 vlm(*model_.text, *model_.vision);
+  tokens = vlm.tokenize_with_slots(vlm.prompt_text(snap.rows, snap.cols, question, history));
+  positions.clear();
 }
 
 void Engine::save_screen_prefix(const std::vector<int32_t>& prefix, uint64_t seq) {

@@ -33,6 +33,7 @@ struct EngineMemory {
   size_t budget_bytes = 0;                       // --mem-budget (0: none)
   size_t weight_bytes = 0;                       // the model files, resident once read
   int screen_width = 1920, screen_height = 1080; // the frames the visual memory will hold
+  int64_t vision_max_pixels = 0;                 // Qwen3-VL: images and frames resized to at most this (0: the processor's)
 };
 
 // Where the memory of a server goes, estimated at start from the shapes (bytes). Under a
@@ -69,7 +70,7 @@ class Engine {
   // Returns whether it is still over (background work then waits). Worker thread.
   bool over_budget();
   const std::string& model_id() const { return model_id_; }
-  bool has_vision() const { return model_.vision != nullptr; }
+  bool has_vision() const { return model_.vision != nullptr || model_.qwen_vision != nullptr; }
   int n_ctx() const { return session_.n_ctx(); }
   VisualMemory* memory() { return memory_.get(); }  // null without a vision tower
   ThreadPool& pool() { return session_.pool(); }
@@ -116,6 +117,11 @@ class Engine {
   // through_slots (they hold the same encoding's embeddings).
   size_t cached_prefix(const std::vector<int32_t>& tokens, bool through_slots) const;
   std::vector<int32_t> cached_;  // the tokens whose K/V the session holds, in order
+  int64_t qwen_max_pixels_ = 0;
+  // A screen question's prompt for the visual memory's encoding (tokens with image slots; the
+  // rotary positions for Qwen3-VL).
+  void screen_prompt(const VisualMemory::Snapshot& snap, const std::string& question, const std::string& history,
+                     std::vector<int32_t>& tokens, std::vector<MropePos>& positions) const;
   std::unique_ptr<VisualMemory> memory_;
   // the memory encoding whose embeddings fill cached_'s image slots (0: none); a screen prompt
   // of the same encoding may reuse cached positions through its slots

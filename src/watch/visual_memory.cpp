@@ -8,13 +8,19 @@
 namespace tessera {
 
 VisualMemory::VisualMemory(const Idefics3Vision& vision, int n_embd, size_t cache_bytes)
-    : vision_(vision),
+    : vision_(&vision),
       per_tile_(static_cast<size_t>(vision.config().tokens_per_tile()) * static_cast<size_t>(n_embd)),
       cache_(cache_bytes), cache_budget_(cache_bytes) {
   const SiglipConfig& c = vision.config();
   chw_.resize(static_cast<size_t>(3) * c.image_size * c.image_size);
   enc_.resize(static_cast<size_t>(c.n_patches()) * c.hidden);
   out_.resize(per_tile_);
+}
+
+VisualMemory::VisualMemory(const Qwen3VLVision& vision, int64_t max_pixels) : qwen_(&vision), cache_(0) {
+  qwen_pc_ = vision.preprocess_config();
+  if (max_pixels > 0) qwen_pc_.max_pixels = std::max<int64_t>(max_pixels, qwen_pc_.factor() * qwen_pc_.factor());
+  qwen_pc_.min_pixels = std::min(qwen_pc_.min_pixels, qwen_pc_.max_pixels);
 }
 
 bool VisualMemory::push(ImageRGB frame) {
@@ -36,24 +42,48 @@ bool VisualMemory::start_work_locked(std::unique_lock<std::mutex>& lk, ThreadPoo
   const ImageRGB frame = newest_;
   const uint64_t seq = newest_seq_;
   lk.unlock();
-  PreprocessedImage pre = preprocess_idefics3(frame, vision_.preprocess_config(), &pool);
-  work_pre_ = std::move(pre);
-  work_emb_.assign(work_pre_.tiles.size() * per_tile_, 0.0f);
+  if (qwen_) {
+    work_patches_ = preprocess_qwen3vl(frame, qwen_pc_, &pool);
+    n_tiles_ = 1;
+  } else {
+    PreprocessedImage pre = preprocess_idefics3(frame, vision_->preprocess_config(), &pool);
+    work_pre_ = std::move(pre);
+    work_emb_.assign(work_pre_.tiles.size() * per_tile_, 0.0f);
+    n_tiles_ = work_pre_.tiles.size();
+  }
   next_tile_ = 0;
   work_seq_ = seq;
   return true;
 }
 
+// The whole frame: the last encoding's features when the patches are the same (exact), else the
+// encoder over every patch.
+void VisualMemory::encode_qwen(ThreadPool& pool) {
+  const bool same = done_patches_.grid_h == work_patches_.grid_h && done_patches_.grid_w == work_patches_.grid_w &&
+                    done_patches_.pixels == work_patches_.pixels;
+  if (!same) {
+    std::vector<float> out(static_cast<size_t>(work_patches_.n_tokens(qwen_pc_)) * static_cast<size_t>(qwen_->out_row()));
+    qwen_->encode(work_patches_, out.data(), pool);
+    done_emb_ = std::move(out);
+    done_patches_ = work_patches_;
+  }
+  work_emb_ = done_emb_;
+  ++next_tile_;
+  std::lock_guard<std::mutex> lk(mu_);
+  ++(same ? tiles_reused_ : tiles_encoded_);
+}
+
 void VisualMemory::encode_next_tile(ThreadPool& pool) {
+  if (qwen_) return encode_qwen(pool);
   const ImageRGB& tile = work_pre_.tiles[next_tile_];
   bool reused = false;
   if (const std::vector<float>* hit = cache_.find(tile)) {
     std::copy(hit->begin(), hit->end(), out_.begin());
     reused = true;
   } else {
-    tile_to_chw(tile, vision_.preprocess_config(), chw_.data());
-    vision_.encode_tile(chw_.data(), enc_.data(), pool);
-    vision_.connector(enc_.data(), out_.data(), pool);
+    tile_to_chw(tile, vision_->preprocess_config(), chw_.data());
+    vision_->encode_tile(chw_.data(), enc_.data(), pool);
+    vision_->connector(enc_.data(), out_.data(), pool);
     cache_.insert(tile, out_);
   }
   std::copy(out_.begin(), out_.end(), work_emb_.begin() + static_cast<std::ptrdiff_t>(next_tile_ * per_tile_));
@@ -70,7 +100,7 @@ bool VisualMemory::step(ThreadPool& pool, double debounce_s) {
   if (work_seq_ != newest_seq_) return start_work_locked(lk, pool);
   lk.unlock();
   encode_next_tile(pool);
-  if (next_tile_ < work_pre_.tiles.size()) return true;
+  if (next_tile_ < n_tiles_) return true;
   lk.lock();
   publish_locked();
   return true;
@@ -78,7 +108,8 @@ bool VisualMemory::step(ThreadPool& pool, double debounce_s) {
 
 void VisualMemory::publish_locked() {
   encoded_seq_ = work_seq_;
-  rows_ = work_pre_.rows, cols_ = work_pre_.cols, tiles_ = static_cast<int>(work_pre_.tiles.size());
+  if (qwen_) rows_ = work_patches_.grid_h, cols_ = work_patches_.grid_w, tiles_ = 1;
+  else rows_ = work_pre_.rows, cols_ = work_pre_.cols, tiles_ = static_cast<int>(work_pre_.tiles.size());
   embeddings_ = work_emb_;
   if (encoded_seq_ != newest_seq_) stale_since_ = newest_at_;  // a newer frame came meanwhile
 }
@@ -93,7 +124,7 @@ VisualMemory::Snapshot VisualMemory::snapshot(ThreadPool& pool) {
     s.staleness_s = std::chrono::duration<double>(Clock::now() - stale_since_).count();
     if (work_seq_ != newest_seq_) start_work_locked(lk, pool);
     else lk.unlock();
-    while (next_tile_ < work_pre_.tiles.size()) {
+    while (next_tile_ < n_tiles_) {
       encode_next_tile(pool);
       ++s.tiles_encoded_now;
     }

@@ -2,6 +2,8 @@
 // tiles, brought up to date in small steps (a preprocessing pass, then one tile per step) by
 // background work, so a question about the screen finds them ready. Tiles come from a
 // content-keyed TileCache first, so a frame that changed in one place costs one tile's encode.
+// Qwen3-VL encodes the whole frame at once: one step preprocesses it, the next encodes it (the
+// previous features are kept when the preprocessed patches are the same).
 // push() may be called from any thread; step() and snapshot() from one worker thread.
 #pragma once
 #include <chrono>
@@ -11,6 +13,8 @@
 
 #include "core/thread_pool.h"
 #include "image/image.h"
+#include "models/qwen3vl/qwen3vl.h"
+#include "models/qwen3vl/vision.h"
 #include "models/smolvlm/preprocess.h"
 #include "models/smolvlm/siglip.h"
 #include "watch/tile_cache.h"
@@ -21,6 +25,8 @@ class VisualMemory {
  public:
   using Clock = std::chrono::steady_clock;
   VisualMemory(const Idefics3Vision& vision, int n_embd, size_t cache_bytes);
+  // Qwen3-VL: frames resized to at most max_pixels (0: the processor's).
+  VisualMemory(const Qwen3VLVision& vision, int64_t max_pixels);
 
   // A new screen frame. One bitwise equal to the newest changes nothing (returns false).
   bool push(ImageRGB frame);
@@ -31,8 +37,8 @@ class VisualMemory {
   bool step(ThreadPool& pool, double debounce_s);
 
   struct Snapshot {
-    int rows = 0, cols = 0, tiles = 0;
-    std::vector<float> embeddings;  // tiles x tokens_per_tile x n_embd, global image last
+    int rows = 0, cols = 0, tiles = 0;  // Qwen3-VL: rows x cols patches, one "tile"
+    std::vector<float> embeddings;  // tiles x tokens_per_tile x n_embd, global image last (Qwen3-VL: tokens x out_row)
     bool was_current = false;       // ready before the question (no encode in the foreground)
     int tiles_encoded_now = 0;      // encoded for the question itself
     uint64_t seq = 0;               // which encoding: equal seqs, equal embeddings
@@ -64,8 +70,13 @@ class VisualMemory {
   bool start_work_locked(std::unique_lock<std::mutex>& lk, ThreadPool& pool);
   void publish_locked();  // the finished work becomes the memory
 
-  const Idefics3Vision& vision_;
-  size_t per_tile_;
+  void encode_qwen(ThreadPool& pool);
+  const Idefics3Vision* vision_ = nullptr;
+  const Qwen3VLVision* qwen_ = nullptr;
+  Qwen3VLPreprocessConfig qwen_pc_;
+  Qwen3VLPatches work_patches_, done_patches_;  // the frame being encoded, the last encoded
+  std::vector<float> done_emb_;
+  size_t per_tile_ = 0;
   TileCache cache_;  // worker thread only
 
   mutable std::mutex mu_;
@@ -80,7 +91,7 @@ class VisualMemory {
   uint64_t work_seq_ = 0;
   PreprocessedImage work_pre_;
   std::vector<float> work_emb_;
-  size_t next_tile_ = 0;
+  size_t next_tile_ = 0, n_tiles_ = 0;
   std::vector<float> chw_, enc_, out_;
 
   // the encoded memory

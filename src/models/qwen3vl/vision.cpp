@@ -6,6 +6,7 @@
 #include <functional>
 
 #include "core/error.h"
+#include "core/preempt.h"
 #include "kernels/attention.h"
 #include "kernels/attention_bf16.h"
 #include "kernels/bf16_tiles.h"
@@ -310,6 +311,7 @@ void Qwen3VLVision::block(const Qwen3VLBlock& B, float* x, int n, const float* c
   const auto add_residual = [&] {  // x += tmp, row by row over the pool
     pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) { add_inplace(x + i0 * H, &s.tmp[static_cast<size_t>(i0) * H], (i1 - i0) * H); });
   };
+  preemption_point();  // background encoding (the server's live screen) yields between a block's parts
   layer_norm_rows(x, n, H, B.ln1_w, B.ln1_b, c.eps, s.xn.data(), pool);
   apply(B.qkv, s.xn.data(), n, s.qkv.data(), stride, pool, "qkv");
   {
@@ -322,8 +324,10 @@ void Qwen3VLVision::block(const Qwen3VLBlock& B, float* x, int n, const float* c
     });
   }
   attend(s.qkv.data(), s.att.data());
+  preemption_point();
   apply(B.proj, s.att.data(), n, s.tmp.data(), H, pool, "proj");
   add_residual();
+  preemption_point();
   layer_norm_rows(x, n, H, B.ln2_w, B.ln2_b, c.eps, s.xn.data(), pool);
   apply(B.fc1, s.xn.data(), n, s.ff.data(), c.ff, pool, "fc1");
   pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) { gelu_tanh(&s.ff[static_cast<size_t>(i0) * c.ff], (i1 - i0) * c.ff); });
