@@ -11,6 +11,7 @@ head -c 100000 /dev/urandom >"$tmp/random.gguf"
 head -c 1000000 "$model" >"$tmp/truncated.gguf"
 printf 'GGUF\003\000\000\000\377\377\377\377\377\377\377\377\000\000\000\000\000\000\000\000' >"$tmp/hostile.gguf"
 long="$(printf 'word %.0s' $(seq 1 400))"
+: >"$tmp/empty.txt"
 
 pass=0 fail=0
 check() {  # name, then the command's arguments
@@ -47,12 +48,18 @@ check "bf16 vision, no image" run -m "$model" -p hi --bf16-vision
 check "fp32 vision, no image" run -m "$model" -p hi --fp32-vision
 check "bf16 and fp32 vision" run -m "$model" -p hi --bf16-vision --fp32-vision
 check "tokenize bad model"   tokenize -m "$tmp/random.gguf" -p hi
+check "eval: missing text"   eval -m "$model" -f "$tmp/nope.txt"
+check "eval: empty text"     eval -m "$model" -f "$tmp/empty.txt"
+check "eval: a device as text" eval -m "$model" -f /dev/zero
+check "eval: text under one chunk" eval -m "$model" -f "$root/README.md" -c 100000
+check "eval: unwritable json" eval -m "$model" -f "$root/README.md" --json "$tmp/no/such/dir/e.json"
 # Qwen3-VL: an image whose tokens cannot fit the context is refused before it is encoded
 qwen="$root/tests/fixtures/qwen3vl/tiny"
 check "Qwen3-VL image over context" run -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" -c 512 -p hi \
   --image "$root/tests/fixtures/vision/screens/desktop_1920x1080.png"
 check "Qwen3-VL pixels too few" run -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" -p hi --vision-max-pixels 10 \
   --image "$root/tests/fixtures/vision/screens/xterm_700x450.png"
+check "eval: reference of another vocabulary" eval -m "$model" -f "$root/README.md" --reference "$qwen/text.gguf"
 check "Qwen3-VL mmproj, SmolLM2 text" run -m "$model" --mmproj "$qwen/mmproj.gguf" -p hi \
   --image "$root/tests/fixtures/vision/screens/xterm_700x450.png"
 check "Qwen3-VL watch, SmolVLM's knob" watch -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" \
@@ -85,7 +92,7 @@ check "mmproj misfits model" run -m "$model" -p hi --mmproj "$tiny/mmproj.gguf" 
 check "prompt over context (image)" "${vlm[@]}" --image "$screen" -c 256
 rm -f "$tmp/cut.png" "$tmp/zero.png"
 
-[ -z "$(ls "$tmp" | grep -v -e random.gguf -e truncated.gguf -e hostile.gguf -e out -e err)" ] || { echo "FAIL leftover files: $(ls "$tmp")"; fail=$((fail + 1)); }
+[ -z "$(ls "$tmp" | grep -v -e random.gguf -e truncated.gguf -e hostile.gguf -e empty.txt -e out -e err)" ] || { echo "FAIL leftover files: $(ls "$tmp")"; fail=$((fail + 1)); }
 
 # watching: an empty frame directory, a frame list naming nothing, no vision model, bad knobs
 mkdir -p "$tmp/noframes"

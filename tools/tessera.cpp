@@ -36,6 +36,7 @@
 #include "cli_common.h"
 #include "bench.h"
 #include "sustained.h"
+#include "eval.h"
 #include "watch.h"
 #include "serve.h"
 
@@ -293,6 +294,11 @@ int main(int argc, char** argv) {
   SustainedArgs sargs;
   add_sustained_options(sustained, sargs);
 
+  auto* eval = app.add_subcommand("eval", "perplexity over a text, and KL divergence from a reference model (as llama-perplexity)");
+  add_common(eval, common);
+  EvalArgs eargs;
+  add_eval_options(eval, eargs);
+
   auto* tokenize = app.add_subcommand("tokenize", "print the token ids of a text");
   add_common(tokenize, common);
   tokenize->add_option("-p,--prompt", text, "text")->required();
@@ -351,6 +357,7 @@ int main(int argc, char** argv) {
     if (*watch) return cmd_watch(common, wargs);
     if (*serve) return cmd_serve(common, serve_args);
     if (*tokenize) return cmd_tokenize(common, text, special);
+    if (*eval) return cmd_eval(common, eargs, eval->count("-c") ? common.ctx : 512);
     if (*convert) return cmd_convert(conv_in, out_path, conv_type);
     if (*probe) {
       const std::string path = probe_out.empty() ? std::string(TESSERA_SOURCE_DIR) + "/models/probe.json" : probe_out;

@@ -79,7 +79,7 @@ if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
 fi
 echo "[build_llamacpp] building (-j$JOBS)"
 cmake --build "$BUILD" --config Release -j"$JOBS" \
-    --target llama-tokenize llama-bench llama-simple llama-completion llama-mtmd-cli llama-quantize
+    --target llama-tokenize llama-bench llama-simple llama-completion llama-mtmd-cli llama-quantize llama-perplexity
 
 # 4. our own program, compiled directly against the built libllama
 BIN="$BUILD/bin"
@@ -94,6 +94,6 @@ if [[ ! -x "$LOGITS_BIN" || "$LOGITS_SRC" -nt "$LOGITS_BIN" || "$BIN/libllama.so
 fi
 
 echo "[build_llamacpp] llama.cpp $LLAMA_COMMIT (llama-cpp-python $VERSION) binaries:"
-for b in llama-tokenize llama-bench llama-simple llama-completion llama-mtmd-cli llama-quantize llamacpp_logits; do
+for b in llama-tokenize llama-bench llama-simple llama-completion llama-mtmd-cli llama-quantize llama-perplexity llamacpp_logits; do
     echo "  $BIN/$b"
 done

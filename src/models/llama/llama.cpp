@@ -98,6 +98,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
   m->tokenizer_ = std::make_unique<Tokenizer>(f);
   c.n_vocab = m->tokenizer_->n_vocab();
   m->chat_template_ = f.get_string("tokenizer.chat_template", "");
+  m->cfg_.add_bos = f.get_bool("tokenizer.ggml.add_bos_token", false);
   m->check_config();
   auto src = std::make_shared<GgufTensorSource>(f);
   m->load_weights(*src, true, "");

@@ -33,6 +33,7 @@ struct LlamaConfig {
   int n_ctx_train = 0;
   float rope_base = 10000.0f, rms_eps = 1e-5f;
   bool tied_embeddings = false;
+  bool add_bos = false;  // the tokenizer puts BOS before a text (GGUF tokenizer.ggml.add_bos_token)
   // Hugging Face checkpoints rotate halves (x[i], x[i + d/2]); GGUF files from llama.cpp's
   // converter have Q/K rows permuted so adjacent pairs rotate. Same maths, different layout.
   bool rope_neox = false;

@@ -1,0 +1,19 @@
+// `tessera eval`: perplexity of a model over a text file, and its divergence from a reference
+// model (runtime/eval.h), as llama-perplexity [--kl-divergence] reports them.
+#pragma once
+#include <string>
+
+#include "cli_common.h"
+
+namespace tessera::cli {
+
+struct EvalArgs {
+  std::string file, reference, json;
+  int chunks = -1;
+};
+
+void add_eval_options(CLI::App* sub, EvalArgs& e);
+// `chunk`: tokens per chunk (-c when given, else 512 as llama-perplexity's usual setting).
+int cmd_eval(CommonArgs& a, const EvalArgs& e, int chunk);
+
+}  // namespace tessera::cli
