@@ -16,11 +16,15 @@ void add_eval_options(CLI::App* sub, EvalArgs& e) {
   sub->add_option("--reference", e.reference,
                   "the same model at a higher precision (GGUF or Hugging Face directory): KL divergence and top-token agreement");
   sub->add_option("--chunks", e.chunks, "score at most this many chunks")->check(CLI::Range(1, 1 << 20));
+  sub->add_option("--reference-cache-type", e.reference_cache_type,
+                  "the reference's KV cache type (default: --cache-type's), e.g. f16 against a model evaluated with --cache-type q8")
+      ->check(CLI::IsMember({"f16", "f32", "bf16", "q8"}));
   sub->add_option("--json", e.json, "also write the figures as JSON to this file");
 }
 
 int cmd_eval(CommonArgs& a, const EvalArgs& e, int chunk) {
   check_output_path(e.json);
+  if (!e.reference_cache_type.empty() && e.reference.empty()) fail("--reference-cache-type needs --reference");
   std::error_code ec;
   if (!std::filesystem::is_regular_file(e.file, ec)) fail("cannot read the text '%s' (not a regular file)", e.file.c_str());
   if (std::filesystem::file_size(e.file, ec) > (size_t{256} << 20)) fail("the text '%s' is over 256 MiB", e.file.c_str());
@@ -43,7 +47,11 @@ int cmd_eval(CommonArgs& a, const EvalArgs& e, int chunk) {
   if (ref && ref->tokenizer().encode(text, true) != tokens) fail("the reference tokenizes the text differently: not the same model");
   Session s(*model, session_options(a));
   std::unique_ptr<Session> rs;
-  if (ref) rs = std::make_unique<Session>(*ref, session_options(a));
+  if (ref) {
+    SessionOptions ro = session_options(a);
+    if (!e.reference_cache_type.empty()) ro.kv_type = kv_type_from_name(e.reference_cache_type);
+    rs = std::make_unique<Session>(*ref, ro);
+  }
   if (s.n_ctx() < chunk) fail("eval: chunks of %d tokens do not fit the model's context of %d (lower -c)", chunk, s.n_ctx());
   if (tokens.size() < static_cast<size_t>(chunk))
     fail("eval: the text is %zu tokens, shorter than one chunk of %d (lower -c)", tokens.size(), chunk);

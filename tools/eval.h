@@ -8,7 +8,7 @@
 namespace tessera::cli {
 
 struct EvalArgs {
-  std::string file, reference, json;
+  std::string file, reference, json, reference_cache_type;
   int chunks = -1;
 };
 
