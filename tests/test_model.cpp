@@ -332,6 +332,37 @@ TEST(Model, FiveAndSixBitMixturesMatchFloat64ReferenceAndAreInvariant) {
   }
 }
 
+// Per-tensor types (llama-quantize's --tensor-type): the first matching pattern decides, the
+// rest take the file's type; a tensor already of its target type keeps its bytes; a bad pattern
+// or target is an error.
+TEST(Model, ConvertTakesPerTensorTypes) {
+  const auto f = GgufFile::open(test::model_path());
+  const std::string path = (std::filesystem::temp_directory_path() / ("tessera_overrides_" + std::to_string(::getpid()) + ".gguf")).string();
+  convert_gguf(*f, DType::Q4_1, path, {{"blk\\.(0|1)\\.ffn_down", DType::Q8_0}, {"ffn_down", DType::Q6_K}, {"attn_q", DType::Q4_1}});
+  const auto out = GgufFile::open(path);
+  const auto type_of = [](const GgufFile& g, const std::string& name) {
+    for (const auto& t : g.tensors())
+      if (t.name == name) return t.type;
+    ADD_FAILURE() << name;
+    return DType::F32;
+  };
+  EXPECT_EQ(type_of(*out, "blk.0.ffn_down.weight"), DType::Q8_0);
+  EXPECT_EQ(type_of(*out, "blk.1.ffn_down.weight"), DType::Q8_0);
+  EXPECT_EQ(type_of(*out, "blk.2.ffn_down.weight"), DType::Q6_K);  // 1536 columns: Q6_K itself
+  EXPECT_EQ(type_of(*out, "blk.2.ffn_up.weight"), DType::Q4_1);
+  EXPECT_EQ(type_of(*out, "blk.2.attn_norm.weight"), type_of(*f, "blk.2.attn_norm.weight"));  // 1-D: kept
+  for (const auto& t : f->tensors())  // Q4_1 to Q4_1: the same bytes
+    if (t.type == DType::Q4_1 && t.name.find("attn_q") != std::string::npos)
+      for (const auto& u : out->tensors())
+        if (u.name == t.name) EXPECT_EQ(std::memcmp(t.data, u.data, row_bytes(t.type, static_cast<int64_t>(t.dims[0])) * (t.n_elements / t.dims[0])), 0) << t.name;
+  const auto m = LlamaModel::load(path);
+  std::filesystem::remove(path);
+  EXPECT_EQ(m->layers()[0].w_down.type, DType::Q8_0);
+  EXPECT_THROW(convert_gguf(*f, DType::Q4_1, path, {{"ffn(", DType::Q8_0}}), Error);
+  EXPECT_THROW(convert_gguf(*f, DType::Q4_1, path, {{"ffn", DType::I8}}), Error);
+  EXPECT_FALSE(std::filesystem::exists(path));
+}
+
 // llama.cpp's own Q4_K_M and Q5_K_M files of the default model (bench/peers/make_kquants.sh; not
 // in CI, which has no llama.cpp): tessera's top-1 against llama.cpp's logits, teacher-forced.
 // llama.cpp pairs these types with 8-bit activations (Q8_K, per 256, for the K types; tessera's

@@ -210,7 +210,7 @@ int cmd_chat(CommonArgs& a, int n_predict, const std::string& system, const Samp
 }
 
 // `tessera convert`: models/gguf_convert.h does the work.
-int cmd_convert(const std::string& in, const std::string& out, const std::string& type) {
+int cmd_convert(const std::string& in, const std::string& out, const std::string& type, const std::vector<std::string>& tensor_types) {
   if (in.empty()) fail("pass the input model with -m");
   check_output_path(out);
   static const std::map<std::string, DType> kTypes = {{"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16},
@@ -218,8 +218,16 @@ int cmd_convert(const std::string& in, const std::string& out, const std::string
                                                       {"q4_k", DType::Q4_K}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1},
                                                       {"q5_k", DType::Q5_K}, {"q6_k", DType::Q6_K}};
   const DType to = kTypes.at(type);
+  std::vector<TensorTypeOverride> overrides;
+  for (const std::string& tt : tensor_types) {  // PATTERN=TYPE
+    const size_t eq = tt.rfind('=');
+    if (eq == std::string::npos || eq == 0) fail("--tensor-type '%s': use PATTERN=TYPE (e.g. ffn_down=q6_k)", tt.c_str());
+    const auto it = kTypes.find(tt.substr(eq + 1));
+    if (it == kTypes.end()) fail("--tensor-type '%s': unknown type '%s'", tt.c_str(), tt.substr(eq + 1).c_str());
+    overrides.push_back({tt.substr(0, eq), it->second});
+  }
   auto f = GgufFile::open(in);
-  convert_gguf(*f, to, out);
+  convert_gguf(*f, to, out, overrides);
   std::fprintf(stderr, "wrote %s (%zu tensors, matrices as %s)\n", out.c_str(), f->tensors().size(), dtype_name(to));
   return 0;
 }
@@ -311,6 +319,9 @@ int main(int argc, char** argv) {
   convert->add_option("--type", conv_type, "f32 (exact), f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k "
                     "(K types: rows not a multiple of 256 take llama-quantize's fallback, q5_0 / q5_1 / q8_0)")
       ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"}));
+  std::vector<std::string> tensor_types;
+  convert->add_option("--tensor-type", tensor_types,
+                      "PATTERN=TYPE: tensors whose name matches the regular expression take TYPE (as llama-quantize's; the first match wins)");
 
   auto* init = app.add_subcommand("vlm-init", "make a SmolVLM-shaped text GGUF + random-vision mmproj from a SmolLM2 GGUF");
   VlmInitOptions vi;
@@ -358,7 +369,7 @@ int main(int argc, char** argv) {
     if (*serve) return cmd_serve(common, serve_args);
     if (*tokenize) return cmd_tokenize(common, text, special);
     if (*eval) return cmd_eval(common, eargs, eval->count("-c") ? common.ctx : 512);
-    if (*convert) return cmd_convert(conv_in, out_path, conv_type);
+    if (*convert) return cmd_convert(conv_in, out_path, conv_type, tensor_types);
     if (*probe) {
       const std::string path = probe_out.empty() ? std::string(TESSERA_SOURCE_DIR) + "/models/probe.json" : probe_out;
       check_output_path(path);

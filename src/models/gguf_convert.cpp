@@ -1,5 +1,6 @@
 #include "models/gguf_convert.h"
 
+#include <regex>
 #include <vector>
 
 #include "core/error.h"
@@ -31,9 +32,17 @@ uint32_t llama_file_type(DType t) {
 
 }  // namespace
 
-void convert_gguf(const GgufFile& f, DType to, const std::string& out_path) {
+void convert_gguf(const GgufFile& f, DType to, const std::string& out_path, const std::vector<TensorTypeOverride>& overrides) {
   const uint32_t file_type = llama_file_type(to);
-  const bool blocks = info(to).block_elems > 1;
+  std::vector<std::regex> patterns;
+  for (const TensorTypeOverride& o : overrides) {
+    llama_file_type(o.type);  // a conversion target
+    try {
+      patterns.emplace_back(o.pattern, std::regex::ECMAScript);
+    } catch (const std::regex_error&) {
+      fail("convert: '%s' is not a regular expression", o.pattern.c_str());
+    }
+  }
   GgufWriter w;
   for (const auto& [k, v] : f.metadata()) w.set(k, v);
   if (const GgufValue* ft = f.find("general.file_type"); ft && ft->type == GgufType::UINT32)
@@ -42,12 +51,24 @@ void convert_gguf(const GgufFile& f, DType to, const std::string& out_path) {
   for (const auto& t : f.tensors()) {
     if (!info(t.type).computable) fail("tensor '%s' has type %s, which cannot be converted", t.name.c_str(), dtype_name(t.type));
     const uint64_t n = t.dims[0], rows = t.n_elements / n;
-    DType tt = to;
+    DType want = to;
+    for (size_t i = 0; i < patterns.size(); ++i)
+      if (std::regex_search(t.name, patterns[i])) {
+        want = overrides[i].type;
+        break;
+      }
+    const bool blocks = info(want).block_elems > 1;
+    DType tt = want;
     // rows that are not a whole number of 256-element super-blocks take llama-quantize's fallback
-    if (n % 256 != 0) tt = to == DType::Q4_K ? DType::Q5_0 : to == DType::Q5_K ? DType::Q5_1 : to == DType::Q6_K ? DType::Q8_0 : to;
+    if (n % 256 != 0) tt = want == DType::Q4_K ? DType::Q5_0 : want == DType::Q5_K ? DType::Q5_1 : want == DType::Q6_K ? DType::Q8_0 : want;
     if (blocks && (t.dims.size() < 2 || n % info(tt).block_elems != 0)) tt = t.type;  // keep norms, odd rows
     if (blocks && t.name.find("position_embd") != std::string::npos) tt = t.type;
     std::vector<uint8_t> data(row_bytes(tt, n) * rows);
+    if (tt == t.type) {  // already the target: the same bytes
+      std::copy(t.data, t.data + data.size(), data.begin());
+      w.add_tensor(t.name, tt, t.dims, std::move(data));
+      continue;
+    }
     row.resize(n);
     for (uint64_t r = 0; r < rows; ++r) {
       dequantize_row(t.type, t.data + r * row_bytes(t.type, n), row.data(), static_cast<int64_t>(n));

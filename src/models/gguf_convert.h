@@ -1,6 +1,7 @@
 // Rewriting a GGUF with its weights in another type (`tessera convert`).
 #pragma once
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "formats/gguf.h"
@@ -14,6 +15,14 @@ namespace tessera {
 // and an mmproj's position embeddings as they are, as llama-quantize does (llama.cpp adds
 // position embeddings with a binary op that has no quantized form: it aborts on a Q8_0
 // v.position_embd.weight). Q4_K needs rows of 256k: other matrices become Q4_1.
-void convert_gguf(const GgufFile& in, DType to, const std::string& out_path);
+//
+// `overrides` (llama-quantize's --tensor-type): the first whose regular expression is found in a
+// tensor's name sets that tensor's type instead of `to` (the same fallbacks apply). A tensor
+// whose type is already its target is copied as it is (no round trip through float).
+struct TensorTypeOverride {
+  std::string pattern;  // ECMAScript regular expression, searched in the name
+  DType type;
+};
+void convert_gguf(const GgufFile& in, DType to, const std::string& out_path, const std::vector<TensorTypeOverride>& overrides = {});
 
 }  // namespace tessera
