@@ -91,20 +91,16 @@ void q5_1(const float* x, uint8_t* p) {
   pack32(q, p + 8);
 }
 
-// Q4_K and Q5_K: per 32-element sub-block a plain min/max range (0 kept inside it), 6-bit scales
-// and mins relative to the super-block's fp16 d and dmin; `levels` = 15 or 31. Q5_K's fifth bits
-// go to qh (bit j of byte l: element l of sub-block j).
+// Q4_K and Q5_K: per 32-element sub-block the searched scale and min (k_subblock_search), 6-bit
+// scales and mins relative to the super-block's fp16 d and dmin; `levels` = 15 or 31. Q5_K's
+// fifth bits go to qh (bit j of byte l: element l of sub-block j).
 void k_quant_4_5(const float* x, uint8_t* p, int levels) {
-  float scale[8], minv[8];
-  for (int j = 0; j < 8; ++j) {
-    float mn = 0.0f, mx = 0.0f;  // the format subtracts a non-negative min: keep 0 in range
-    for (int i = 0; i < 32; ++i) {
-      mn = std::min(mn, x[32 * j + i]);
-      mx = std::max(mx, x[32 * j + i]);
-    }
-    scale[j] = (mx - mn) / static_cast<float>(levels);
-    minv[j] = -mn;
-  }
+  float scale[8], minv[8], w[256];
+  double sum2 = 0;
+  for (int i = 0; i < 256; ++i) sum2 += static_cast<double>(x[i]) * x[i];
+  const float av = static_cast<float>(std::sqrt(sum2 / 256));
+  for (int i = 0; i < 256; ++i) w[i] = av + std::fabs(x[i]);
+  for (int j = 0; j < 8; ++j) k_subblock_search(x + 32 * j, w + 32 * j, levels, scale[j], minv[j]);
   const float smax = *std::max_element(scale, scale + 8), mmax = *std::max_element(minv, minv + 8);
   const float d = smax / 63.0f, dmin = mmax / 63.0f;
   put_half(p, d);
@@ -194,6 +190,51 @@ void a4g64(const float* x, uint8_t* p) {
 }
 
 }  // namespace
+
+// The scale and (non-positive) offset of one 32-element sub-block that minimise the weighted
+// squared error w_i (s * q_i + m - x_i)^2 over a sweep of candidate grids, as llama-quantize's
+// K-quants choose them: each candidate maps [min, max] onto (levels + t) steps, t in -1..1 by
+// 0.1, rounds, then solves the 2x2 least-squares problem for s and m given those quants (m
+// clamped to <= 0, the format subtracting a non-negative min). The plain min/max range is the
+// starting point, so the result is never worse on the weighted error. Weights: av + |x_i|, av
+// the super-block's root mean square (the error matters more on larger weights).
+void k_subblock_search(const float* x, const float* w, int levels, float& scale, float& minv) {
+  float mn = x[0], mx = x[0];
+  for (int i = 1; i < 32; ++i) mn = std::min(mn, x[i]), mx = std::max(mx, x[i]);
+  mn = std::min(mn, 0.0f);
+  if (mx <= mn) {
+    scale = 0.0f, minv = -mn;
+    return;
+  }
+  const auto error = [&](float s, float m, const float is) {
+    double e = 0;
+    for (int i = 0; i < 32; ++i) {
+      const float q = std::clamp(std::nearbyint(is * (x[i] - m)), 0.0f, static_cast<float>(levels));
+      const double d = static_cast<double>(s) * q + m - x[i];
+      e += w[i] * d * d;
+    }
+    return e;
+  };
+  float best_s = (mx - mn) / static_cast<float>(levels), best_m = mn;
+  double best = error(best_s, best_m, 1.0f / best_s);
+  for (int step = 0; step <= 20; ++step) {
+    const float is = (static_cast<float>(levels) - 1.0f + 0.1f * static_cast<float>(step)) / (mx - mn);
+    double sw = 0, sx = 0, sl = 0, sl2 = 0, sxl = 0;
+    for (int i = 0; i < 32; ++i) {
+      const double q = std::clamp(std::nearbyint(is * (x[i] - mn)), 0.0f, static_cast<float>(levels));
+      sw += w[i], sx += w[i] * x[i], sl += w[i] * q, sl2 += w[i] * q * q, sxl += w[i] * q * x[i];
+    }
+    const double D = sw * sl2 - sl * sl;
+    if (D <= 0) continue;
+    double s = (sw * sxl - sx * sl) / D, m = (sl2 * sx - sl * sxl) / D;
+    if (m > 0) m = 0, s = sl2 > 0 ? sxl / sl2 : 0;
+    if (s <= 0) continue;
+    // the candidate's quants, rounded again under its own scale and offset
+    const double e = error(static_cast<float>(s), static_cast<float>(m), static_cast<float>(1.0 / s));
+    if (e < best) best = e, best_s = static_cast<float>(s), best_m = static_cast<float>(m);
+  }
+  scale = best_s, minv = -best_m;
+}
 
 bool can_quantize_to(DType t) {
   switch (t) {

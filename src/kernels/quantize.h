@@ -14,4 +14,8 @@ bool can_quantize_to(DType t);
 // dst holds row_bytes(t, n); n a multiple of the type's block size.
 void quantize_row(DType t, const float* x, int64_t n, uint8_t* dst);
 
+// Q4_K / Q5_K's choice for one 32-element sub-block (levels 15 or 31) under weights w: the scale
+// and the (non-negative) min subtracted, before their 6-bit rounding. Exposed for tests.
+void k_subblock_search(const float* x, const float* w, int levels, float& scale, float& minv);
+
 }  // namespace tessera

@@ -1,9 +1,12 @@
 #include "models/gguf_convert.h"
 
+#include <algorithm>
 #include <regex>
+#include <thread>
 #include <vector>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "formats/gguf_writer.h"
 #include "kernels/kernels.h"
 #include "kernels/quantize.h"
@@ -47,7 +50,7 @@ void convert_gguf(const GgufFile& f, DType to, const std::string& out_path, cons
   for (const auto& [k, v] : f.metadata()) w.set(k, v);
   if (const GgufValue* ft = f.find("general.file_type"); ft && ft->type == GgufType::UINT32)
     w.set("general.file_type", GgufValue::make_u32(file_type));
-  std::vector<float> row;
+  ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   for (const auto& t : f.tensors()) {
     if (!info(t.type).computable) fail("tensor '%s' has type %s, which cannot be converted", t.name.c_str(), dtype_name(t.type));
     const uint64_t n = t.dims[0], rows = t.n_elements / n;
@@ -69,11 +72,14 @@ void convert_gguf(const GgufFile& f, DType to, const std::string& out_path, cons
       w.add_tensor(t.name, tt, t.dims, std::move(data));
       continue;
     }
-    row.resize(n);
-    for (uint64_t r = 0; r < rows; ++r) {
-      dequantize_row(t.type, t.data + r * row_bytes(t.type, n), row.data(), static_cast<int64_t>(n));
-      quantize_row(tt, row.data(), static_cast<int64_t>(n), data.data() + r * row_bytes(tt, n));
-    }
+    // rows are independent: spread over the cores (K quants search every sub-block's grid)
+    pool.parallel_for(static_cast<int64_t>(rows), 4, [&](int64_t r0, int64_t r1) {
+      std::vector<float> row(n);
+      for (int64_t r = r0; r < r1; ++r) {
+        dequantize_row(t.type, t.data + static_cast<uint64_t>(r) * row_bytes(t.type, n), row.data(), static_cast<int64_t>(n));
+        quantize_row(tt, row.data(), static_cast<int64_t>(n), data.data() + static_cast<uint64_t>(r) * row_bytes(tt, n));
+      }
+    });
     w.add_tensor(t.name, tt, t.dims, std::move(data));
   }
   w.write(out_path);
