@@ -58,9 +58,7 @@ size_t frame_bytes(const Idefics3Vision& v, int w, int h) {
 // (vision.cpp's encode: the rows of hidden, q/k/v, the MLP, rotary angles, the patch pixels, the
 // mergers).
 int64_t qwen_patches(const Qwen3VLVision& v, int64_t max_pixels, int w, int h) {
-  Qwen3VLPreprocessConfig pc = v.preprocess_config();
-  if (max_pixels > 0) pc.max_pixels = std::max<int64_t>(max_pixels, pc.factor() * pc.factor());
-  pc.min_pixels = std::min(pc.min_pixels, pc.max_pixels);
+  const Qwen3VLPreprocessConfig pc = v.preprocess_config().with_max_pixels(max_pixels);
   int rh = 0, rw = 0;
   qwen3vl_smart_resize(h, w, pc.factor(), pc.min_pixels, pc.max_pixels, rh, rw);
   return static_cast<int64_t>(rh / pc.patch) * (rw / pc.patch);

@@ -17,11 +17,8 @@ VisualMemory::VisualMemory(const Idefics3Vision& vision, int n_embd, size_t cach
   out_.resize(per_tile_);
 }
 
-VisualMemory::VisualMemory(const Qwen3VLVision& vision, int64_t max_pixels) : qwen_(&vision), cache_(0) {
-  qwen_pc_ = vision.preprocess_config();
-  if (max_pixels > 0) qwen_pc_.max_pixels = std::max<int64_t>(max_pixels, qwen_pc_.factor() * qwen_pc_.factor());
-  qwen_pc_.min_pixels = std::min(qwen_pc_.min_pixels, qwen_pc_.max_pixels);
-}
+VisualMemory::VisualMemory(const Qwen3VLVision& vision, int64_t max_pixels)
+    : qwen_(&vision), qwen_pc_(vision.preprocess_config().with_max_pixels(max_pixels)), cache_(0) {}
 
 bool VisualMemory::push(ImageRGB frame) {
   std::lock_guard<std::mutex> lk(mu_);

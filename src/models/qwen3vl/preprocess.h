@@ -5,6 +5,7 @@
 // normalise fused as (x - 255 mean) / (255 std), then patches of 16 x 16 grouped by 2 x 2 merge
 // blocks, each row [channel][temporal copy][y][x] (a still image fills both temporal slots).
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -22,6 +23,14 @@ struct Qwen3VLPreprocessConfig {
   float std[3] = {0.5f, 0.5f, 0.5f};
   ResampleArithmetic arithmetic = ResampleArithmetic::Torch;
   int factor() const { return patch * merge; }
+  // These settings with max_pixels bounded to `max` (0: unchanged; at least one merged token),
+  // min_pixels lowered to it when above.
+  Qwen3VLPreprocessConfig with_max_pixels(int64_t max) const {
+    Qwen3VLPreprocessConfig c = *this;
+    if (max > 0) c.max_pixels = std::max<int64_t>(max, static_cast<int64_t>(factor()) * factor());
+    c.min_pixels = std::min(c.min_pixels, c.max_pixels);
+    return c;
+  }
 };
 
 struct Qwen3VLPatches {

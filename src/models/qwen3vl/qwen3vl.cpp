@@ -10,12 +10,6 @@ namespace tessera {
 
 namespace {
 double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-Qwen3VLPreprocessConfig with_max_pixels(Qwen3VLPreprocessConfig pc, int64_t max_pixels) {
-  if (max_pixels > 0) pc.max_pixels = std::max<int64_t>(max_pixels, pc.factor() * pc.factor());
-  pc.min_pixels = std::min(pc.min_pixels, pc.max_pixels);
-  return pc;
-}
 }  // namespace
 
 std::vector<MropePos> qwen3vl_positions(const std::vector<int32_t>& tokens, int rows, int cols, int32_t start) {
@@ -52,14 +46,14 @@ Qwen3VL::Qwen3VL(const LlamaModel& text, const Qwen3VLVision& vision) : text_(te
 }
 
 int64_t Qwen3VL::image_tokens(const ImageRGB& image, int64_t max_pixels) const {
-  const Qwen3VLPreprocessConfig pc = with_max_pixels(vision_.preprocess_config(), max_pixels);
+  const Qwen3VLPreprocessConfig pc = vision_.preprocess_config().with_max_pixels(max_pixels);
   int h = 0, w = 0;
   qwen3vl_smart_resize(image.height, image.width, pc.factor(), pc.min_pixels, pc.max_pixels, h, w);
   return static_cast<int64_t>(h / pc.factor()) * (w / pc.factor());
 }
 
 Qwen3VLPreprocessConfig Qwen3VL::preprocess_config(int64_t max_pixels) const {
-  return with_max_pixels(vision_.preprocess_config(), max_pixels);
+  return vision_.preprocess_config().with_max_pixels(max_pixels);
 }
 
 void Qwen3VL::check_fits(const ImageRGB& image, int64_t max_pixels, int max_prompt_tokens) const {
