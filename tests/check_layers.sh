@@ -51,6 +51,8 @@ refused src/runtime/session.cpp watch/watcher.h
 refused src/watch/watcher.cpp tessera/tessera.h
 refused src/watch/watcher.cpp serve/server.h
 refused src/api/c_api.cpp serve/engine.h
+refused src/plan/predict.cpp runtime/session.h
+refused src/models/footprint.cpp plan/predict.h
 allowed src/kernels/dispatch.cpp core/thread_pool.h
 allowed src/text/tokenizer.cpp formats/gguf.h
 allowed src/models/smolvlm/idefics3.cpp kernels/kernels.h
@@ -58,5 +60,6 @@ allowed src/models/smolvlm/idefics3.cpp models/llama/llama.h
 allowed src/watch/watcher.cpp runtime/session.h
 allowed src/api/c_api.cpp watch/watcher.h
 allowed src/serve/engine.cpp watch/watcher.h
+allowed src/plan/predict.cpp models/footprint.h
 echo "$pass passed, $fail failed"
 [ $fail -eq 0 ]

@@ -66,6 +66,22 @@ check "Qwen3-VL watch, SmolVLM's knob" watch -m "$qwen/text.gguf" --mmproj "$qwe
   --frames "$root/tests/fixtures/watch/idle" --approx-global 2
 check "Qwen3-VL watch, frames over context" watch -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" -c 512 \
   --frames "$root/tests/fixtures/watch/idle"
+# tessera plan: flags and files it reads (a saved calibration is hostile input too)
+printf '{"name": "x", "mem_bytes": -5}' >"$tmp/bad_device.json"
+check "plan: bad screen"       plan --screen 1920by1080 --calibration "$tmp/bad_device.json"
+check "plan: unknown device"   plan --device m9-ultra --calibration "$tmp/bad_device.json" --screen 1920x1080
+check "plan: hostile calibration" plan --calibration "$tmp/bad_device.json"
+check "plan: calibration is a directory" plan --calibration "$tmp"
+check "plan: memory for this machine" plan --memory-gb 16
+check "plan: unknown weight type" plan --weights q3_z --calibration "$tmp/bad_device.json"
+check "plan: missing model"     plan -m "$tmp/nope.gguf" --calibration "$tmp/bad_device.json"
+check "plan: random bytes model" plan -m "$tmp/random.gguf" --calibration "$tmp/bad_device.json"
+check "plan: bad cadence"       plan --cadence 0
+check "plan: unwritable json"   plan --json "$tmp/no/such/dir/p.json"
+check "run: SmolVLM knob without an image" run -m "$model" -p hi --vision-longest-edge 1024
+check "run: Qwen3-VL with SmolVLM's knob" run -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" -p hi --vision-longest-edge 1024 \
+  --image "$root/tests/fixtures/vision/screens/xterm_700x450.png"
+rm -f "$tmp/bad_device.json"
 # the screen path
 tiny="$root/tests/fixtures/vision/tiny"
 screen="$root/tests/fixtures/vision/screens/xterm_700x450.png"

@@ -27,6 +27,14 @@ std::string default_model_path() {
   return std::string(TESSERA_SOURCE_DIR) + "/" + rel;
 }
 
+const std::map<std::string, DType>& weight_type_names() {
+  static const std::map<std::string, DType> types = {{"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16},
+                                                     {"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1},
+                                                     {"q4_k", DType::Q4_K}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1},
+                                                     {"q5_k", DType::Q5_K}, {"q6_k", DType::Q6_K}};
+  return types;
+}
+
 void add_common(CLI::App* app, CommonArgs& a) {
   app->add_option("-m,--model", a.model, "GGUF model file (default: the bundled SmolLM2-135M-Instruct Q4_1)");
   app->add_option("-t,--threads", a.threads, "threads (default: all cores)")->check(CLI::Range(1, 1024));

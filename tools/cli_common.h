@@ -3,6 +3,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <memory>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -31,6 +32,8 @@ struct CommonArgs {
 };
 
 void add_common(CLI::App* app, CommonArgs& a);
+// The weight types `convert --type` and `plan --weights` take, by their lower-case names.
+const std::map<std::string, DType>& weight_type_names();
 // --isa: caps the kernels' instruction set for the whole process (called once, after parsing).
 void apply_isa_cap(const CommonArgs& a);
 // -m FILE.gguf, or -m DIR for a Hugging Face directory (which may hold a vision tower too), with

@@ -37,6 +37,7 @@
 #include "bench.h"
 #include "sustained.h"
 #include "eval.h"
+#include "plan.h"
 #include "watch.h"
 #include "serve.h"
 
@@ -49,6 +50,7 @@ struct VisionArgs {
   std::string mmproj, image;
   int64_t max_pixels = ImageLimits{}.max_pixels;
   int64_t resize_pixels = 0;  // Qwen3-VL: the processor's max_pixels (0: its own, 16 Mpx)
+  int longest_edge = 0;       // SmolVLM: the processor's size.longest_edge (0: the mmproj's)
 };
 
 struct ProfileArgs {
@@ -85,6 +87,7 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
   if (prompt.empty()) fail("the prompt is empty (pass -p TEXT)");
   check_output_path(out_path);
   if (va.image.empty() && !va.mmproj.empty()) fail("--mmproj given without --image");
+  if (va.image.empty() && va.longest_edge) fail("--vision-longest-edge given without --image");
   const bool hf_dir = !a.model.empty() && std::filesystem::is_directory(a.model);
   if (!va.image.empty() && va.mmproj.empty() && !hf_dir)
     fail("--image needs the vision model: pass --mmproj MMPROJ.gguf (or -m a SmolVLM Hugging Face directory)");
@@ -102,6 +105,7 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
   Sampler sampler(so);
   Session session(*model, session_options(a));
   if (!va.image.empty() && loaded.qwen_vision) {
+    if (va.longest_edge) fail("--vision-longest-edge is SmolVLM's; Qwen3-VL takes --vision-max-pixels");
     vision_options(a, *loaded.qwen_vision);
     Qwen3VL vlm(*model, *loaded.qwen_vision);
     if (pa.on) prof::start(!pa.trace.empty());
@@ -128,6 +132,8 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
   if (!va.image.empty()) {
     std::unique_ptr<Idefics3Vision> vision = vision_options(a, std::move(loaded.vision));
     if (!vision) fail("'%s' has no vision tower", a.model.c_str());
+    if (va.resize_pixels) fail("--vision-max-pixels is Qwen3-VL's; SmolVLM takes --vision-longest-edge");
+    if (va.longest_edge) vision->set_longest_edge(va.longest_edge);
     Idefics3 vlm(*model, *vision);
     VisionTimings tm;
     if (pa.on) prof::start(!pa.trace.empty());
@@ -213,10 +219,7 @@ int cmd_chat(CommonArgs& a, int n_predict, const std::string& system, const Samp
 int cmd_convert(const std::string& in, const std::string& out, const std::string& type, const std::vector<std::string>& tensor_types) {
   if (in.empty()) fail("pass the input model with -m");
   check_output_path(out);
-  static const std::map<std::string, DType> kTypes = {{"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16},
-                                                      {"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1},
-                                                      {"q4_k", DType::Q4_K}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1},
-                                                      {"q5_k", DType::Q5_K}, {"q6_k", DType::Q6_K}};
+  const std::map<std::string, DType>& kTypes = weight_type_names();
   const DType to = kTypes.at(type);
   std::vector<TensorTypeOverride> overrides;
   for (const std::string& tt : tensor_types) {  // PATTERN=TYPE
@@ -268,6 +271,9 @@ int main(int argc, char** argv) {
     sub->add_option("--vision-max-pixels", vision.resize_pixels,
                     "Qwen3-VL: resize the image to at most this many pixels before encoding (the processor's max_pixels; "
                     "fewer image tokens, faster, less detail)")->check(CLI::Range(int64_t{1024}, int64_t{1} << 26));
+    sub->add_option("--vision-longest-edge", vision.longest_edge,
+                    "SmolVLM: resize the image's longest edge to this before cutting 512 tiles (the processor's size.longest_edge; "
+                    "fewer tiles, faster, less detail)")->check(CLI::Range(64, 16384));
     sub->add_option("--image-max-pixels", vision.max_pixels, "refuse larger images (memory budget)")->check(CLI::Range(int64_t{1}, int64_t{1} << 30));
   };
   auto* run = app.add_subcommand("run", "generate a reply to one prompt");
@@ -306,6 +312,11 @@ int main(int argc, char** argv) {
   add_common(eval, common);
   EvalArgs eargs;
   add_eval_options(eval, eargs);
+
+  auto* plan = app.add_subcommand("plan", "predict memory and time per phase for a model, screen and device; list the options that fit");
+  add_common(plan, common);
+  PlanArgs pargs;
+  add_plan_options(plan, pargs);
 
   auto* tokenize = app.add_subcommand("tokenize", "print the token ids of a text");
   add_common(tokenize, common);
@@ -369,6 +380,7 @@ int main(int argc, char** argv) {
     if (*serve) return cmd_serve(common, serve_args);
     if (*tokenize) return cmd_tokenize(common, text, special);
     if (*eval) return cmd_eval(common, eargs, eval->count("-c") ? common.ctx : 512);
+    if (*plan) return cmd_plan(common, pargs);
     if (*convert) return cmd_convert(conv_in, out_path, conv_type, tensor_types);
     if (*probe) {
       const std::string path = probe_out.empty() ? std::string(TESSERA_SOURCE_DIR) + "/models/probe.json" : probe_out;

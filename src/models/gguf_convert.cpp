@@ -35,6 +35,17 @@ uint32_t llama_file_type(DType t) {
 
 }  // namespace
 
+DType convert_target_type(const std::string& name, const std::vector<uint64_t>& dims, DType current, DType want) {
+  const bool blocks = info(want).block_elems > 1;
+  const uint64_t n = dims.empty() ? 0 : dims[0];
+  DType tt = want;
+  // rows that are not a whole number of 256-element super-blocks take llama-quantize's fallback
+  if (n % 256 != 0) tt = want == DType::Q4_K ? DType::Q5_0 : want == DType::Q5_K ? DType::Q5_1 : want == DType::Q6_K ? DType::Q8_0 : want;
+  if (blocks && (dims.size() < 2 || n % info(tt).block_elems != 0)) tt = current;  // keep norms, odd rows
+  if (blocks && name.find("position_embd") != std::string::npos) tt = current;
+  return tt;
+}
+
 void convert_gguf(const GgufFile& f, DType to, const std::string& out_path, const std::vector<TensorTypeOverride>& overrides) {
   const uint32_t file_type = llama_file_type(to);
   std::vector<std::regex> patterns;
@@ -60,12 +71,7 @@ void convert_gguf(const GgufFile& f, DType to, const std::string& out_path, cons
         want = overrides[i].type;
         break;
       }
-    const bool blocks = info(want).block_elems > 1;
-    DType tt = want;
-    // rows that are not a whole number of 256-element super-blocks take llama-quantize's fallback
-    if (n % 256 != 0) tt = want == DType::Q4_K ? DType::Q5_0 : want == DType::Q5_K ? DType::Q5_1 : want == DType::Q6_K ? DType::Q8_0 : want;
-    if (blocks && (t.dims.size() < 2 || n % info(tt).block_elems != 0)) tt = t.type;  // keep norms, odd rows
-    if (blocks && t.name.find("position_embd") != std::string::npos) tt = t.type;
+    const DType tt = convert_target_type(t.name, t.dims, t.type, want);
     std::vector<uint8_t> data(row_bytes(tt, n) * rows);
     if (tt == t.type) {  // already the target: the same bytes
       std::copy(t.data, t.data + data.size(), data.begin());

@@ -23,6 +23,9 @@ struct TensorTypeOverride {
   std::string pattern;  // ECMAScript regular expression, searched in the name
   DType type;
 };
+// The type `convert_gguf` gives a tensor (name, GGUF dims, current type) asked to become `want`:
+// `want`, or its fallback.
+DType convert_target_type(const std::string& name, const std::vector<uint64_t>& dims, DType current, DType want);
 void convert_gguf(const GgufFile& in, DType to, const std::string& out_path, const std::vector<TensorTypeOverride>& overrides = {});
 
 }  // namespace tessera

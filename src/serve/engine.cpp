@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "core/error.h"
+#include "models/footprint.h"
 #include "models/qwen3vl/qwen3vl.h"
 #include "models/smolvlm/idefics3.h"
 #include "runtime/generate.h"
@@ -27,60 +28,17 @@ namespace {
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kMinTileCache = 16 * kMiB;  // a screen's worth of tiles, at least
 
-// A tile encode's buffers: the encoder's activations (tile_scratch in siglip.cpp: im2col,
-// four rows of hidden, q/k/v, the MLP) and the visual memory's own (pixels, output).
-size_t vision_buffer_bytes(const SiglipConfig& c) {
-  const size_t N = static_cast<size_t>(c.n_patches()), H = static_cast<size_t>(c.hidden);
-  const size_t S = static_cast<size_t>(c.image_size), P = static_cast<size_t>(c.patch_size);
-  const size_t floats = N * 3 * P * P + 7 * N * H + N * static_cast<size_t>(c.ff) + 3 * S * S + N * H +
-                        static_cast<size_t>(c.tokens_per_tile()) * static_cast<size_t>(c.text_hidden);
-  return floats * sizeof(float);
-}
-
-// A w x h image's tiles: the grid after the resize, and the global image.
-size_t tile_count(const Idefics3Vision& v, int w, int h) {
-  const Idefics3PreprocessConfig& p = v.preprocess_config();
-  const double scale = static_cast<double>(p.longest_edge) / std::max(w, h);
-  return static_cast<size_t>(std::ceil(w * scale / p.tile)) * static_cast<size_t>(std::ceil(h * scale / p.tile)) + 1;
-}
-
-// The frames a visual memory holds at once for a w x h screen: the newest and the copy being
-// encoded, its resized image and tiles, and four copies of the embeddings (the encoding in
-// progress, the memory, a question's snapshot and its prompt).
+size_t vision_buffer_bytes(const SiglipConfig& c) { return siglip_buffer_bytes(c); }
+size_t tile_count(const Idefics3Vision& v, int w, int h) { return idefics3_tile_count(v.preprocess_config(), w, h); }
 size_t frame_bytes(const Idefics3Vision& v, int w, int h) {
-  const Idefics3PreprocessConfig& p = v.preprocess_config();
-  const size_t tiles = tile_count(v, w, h), tile_px = static_cast<size_t>(p.tile) * static_cast<size_t>(p.tile);
-  const size_t per_tile = static_cast<size_t>(v.config().tokens_per_tile()) * static_cast<size_t>(v.config().text_hidden);
-  return 2 * static_cast<size_t>(w) * static_cast<size_t>(h) * 3 + 2 * tiles * tile_px * 3 + 4 * tiles * per_tile * sizeof(float);
+  return idefics3_frame_bytes(v.config(), v.preprocess_config(), w, h);
 }
-
-// Qwen3-VL: the patches of a w x h image at max_pixels, and the encoder's buffers for them
-// (vision.cpp's encode: the rows of hidden, q/k/v, the MLP, rotary angles, the patch pixels, the
-// mergers).
 int64_t qwen_patches(const Qwen3VLVision& v, int64_t max_pixels, int w, int h) {
-  const Qwen3VLPreprocessConfig pc = v.preprocess_config().with_max_pixels(max_pixels);
-  int rh = 0, rw = 0;
-  qwen3vl_smart_resize(h, w, pc.factor(), pc.min_pixels, pc.max_pixels, rh, rw);
-  return static_cast<int64_t>(rh / pc.patch) * (rw / pc.patch);
+  return qwen3vl_patches(v.config(), max_pixels, w, h);
 }
-
-size_t qwen_vision_buffer_bytes(const Qwen3VLVision& v, int64_t patches) {
-  const Qwen3VLVisionConfig& c = v.config();
-  const size_t K = static_cast<size_t>(3 * c.temporal * c.patch * c.patch);
-  const size_t per_patch = 11 * static_cast<size_t>(c.hidden) + static_cast<size_t>(c.ff) + static_cast<size_t>(c.head_dim()) + K;
-  return static_cast<size_t>(patches) * per_patch * sizeof(float);
-}
-
-// A Qwen3-VL screen: the newest frame and its copy, two sets of patches (being encoded, last
-// encoded) and five copies of the features (the encoding, the last, the memory, a snapshot, a
-// prompt).
+size_t qwen_vision_buffer_bytes(const Qwen3VLVision& v, int64_t patches) { return qwen3vl_buffer_bytes(v.config(), patches); }
 size_t qwen_frame_bytes(const Qwen3VLVision& v, int64_t max_pixels, int w, int h) {
-  const int64_t n = qwen_patches(v, max_pixels, w, h);
-  const Qwen3VLVisionConfig& c = v.config();
-  const size_t K = static_cast<size_t>(3 * c.temporal * c.patch * c.patch);
-  const size_t tokens = static_cast<size_t>(n / (c.merge * c.merge));
-  return 2 * static_cast<size_t>(w) * static_cast<size_t>(h) * 3 + 2 * static_cast<size_t>(n) * K * sizeof(float) +
-         5 * tokens * static_cast<size_t>(v.out_row()) * sizeof(float);
+  return qwen3vl_frame_bytes(v.config(), max_pixels, w, h);
 }
 
 std::string mb(size_t bytes) { return std::to_string((bytes + kMiB / 2) / kMiB) + " MB"; }

@@ -50,10 +50,7 @@ void LlamaModel::load_weights(const TensorSource& s, bool g, const std::string& 
   }
 }
 
-std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
-  std::unique_ptr<LlamaModel> m(new LlamaModel());
-  m->file_ = GgufFile::open(path);
-  const GgufFile& f = *m->file_;
+LlamaConfig read_llama_config(const GgufFile& f, const std::string& path) {
   const std::string arch = f.get_string("general.architecture");
   // Qwen3-VL's text model ("qwen3vl") is Qwen3 with multimodal rotary positions; for text
   // positions (t = h = w) those are the ordinary NeoX rotation.
@@ -61,7 +58,7 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
   if (arch != "llama" && !qwen3)
     fail("%s: architecture '%s' is not supported (llama, qwen3, qwen3vl)", path.c_str(), arch.c_str());
   const std::string a = arch + ".";
-  LlamaConfig& c = m->cfg_;
+  LlamaConfig c;
   c.n_embd = static_cast<int>(f.get_int(a + "embedding_length", 1, 65536));
   c.n_layer = static_cast<int>(f.get_int(a + "block_count", 1, 1024));
   c.n_head = static_cast<int>(f.get_int(a + "attention.head_count", 1, 1024));
@@ -95,6 +92,15 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
       if (total > c.head_dim / 2) fail("%s: rope sections cover %lld pairs of %d", path.c_str(), static_cast<long long>(total), c.head_dim / 2);
     }
   }
+  return c;
+}
+
+std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
+  std::unique_ptr<LlamaModel> m(new LlamaModel());
+  m->file_ = GgufFile::open(path);
+  const GgufFile& f = *m->file_;
+  m->cfg_ = read_llama_config(f, path);
+  LlamaConfig& c = m->cfg_;
   m->tokenizer_ = std::make_unique<Tokenizer>(f);
   c.n_vocab = m->tokenizer_->n_vocab();
   m->chat_template_ = f.get_string("tokenizer.chat_template", "");

@@ -49,6 +49,10 @@ struct LlamaConfig {
   int n_embd_inp() const { return n_embd * (1 + deepstack_layers); }
 };
 
+// The configuration a text GGUF's metadata gives (architectures llama, qwen3, qwen3vl), every number
+// range-checked; n_vocab is left 0 (the tokenizer's). Throws Error.
+LlamaConfig read_llama_config(const GgufFile& f, const std::string& path);
+
 struct LlamaLayer {
   std::vector<float> attn_norm, ffn_norm;
   std::vector<float> q_norm, k_norm;  // head_dim each, when qk_norm

@@ -12,6 +12,7 @@
 #include "kernels/bf16_tiles.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm_panels.h"
+#include "models/footprint.h"
 #include "models/gguf_source.h"
 #include "profile/profiler.h"
 
@@ -97,13 +98,7 @@ void Qwen3VLVision::check_config(const std::string& file) const {
     if (c.deepstack[i] < 0 || c.deepstack[i] >= c.depth || (i > 0 && c.deepstack[i] <= c.deepstack[i - 1])) bad("DeepStack layer indexes out of order or range");
 }
 
-Qwen3VLPreprocessConfig Qwen3VLVision::preprocess_config() const {
-  Qwen3VLPreprocessConfig p;
-  p.patch = cfg_.patch;
-  p.merge = cfg_.merge;
-  p.temporal = cfg_.temporal;
-  return p;
-}
+Qwen3VLPreprocessConfig Qwen3VLVision::preprocess_config() const { return qwen3vl_preprocess_config(cfg_); }
 
 void Qwen3VLVision::load_weights(const TensorSource& s, bool g) {
   const Qwen3VLVisionConfig& c = cfg_;
@@ -201,15 +196,12 @@ int Qwen3VLVision::use_bf16_gemm() {
   return n;
 }
 
-std::unique_ptr<Qwen3VLVision> Qwen3VLVision::load_mmproj(const std::string& path) {
-  std::unique_ptr<Qwen3VLVision> v(new Qwen3VLVision());
-  v->file_ = GgufFile::open(path);
-  const GgufFile& f = *v->file_;
+Qwen3VLVisionConfig read_qwen3vl_vision_config(const GgufFile& f, const std::string& path) {
   const std::string arch = f.get_string("general.architecture");
   if (arch != "clip") fail("%s: not an mmproj file (architecture '%s', expected 'clip')", path.c_str(), arch.c_str());
   const std::string proj = f.get_string("clip.projector_type", f.get_string("clip.vision.projector_type", ""));
   if (proj != "qwen3vl_merger") fail("%s: projector type '%s' is not Qwen3-VL's (qwen3vl_merger)", path.c_str(), proj.c_str());
-  Qwen3VLVisionConfig& c = v->cfg_;
+  Qwen3VLVisionConfig c;
   c.patch = static_cast<int>(f.get_int("clip.vision.patch_size", 1, 64));
   c.hidden = static_cast<int>(f.get_int("clip.vision.embedding_length", 1, 16384));
   c.ff = static_cast<int>(f.get_int("clip.vision.feed_forward_length", 1, 65536));
@@ -227,6 +219,14 @@ std::unique_ptr<Qwen3VLVision> Qwen3VLVision::load_mmproj(const std::string& pat
     for (int i = 0; i < c.depth; ++i)
       if (ds->int_at(static_cast<size_t>(i)) != 0) c.deepstack.push_back(i);
   }
+  return c;
+}
+
+std::unique_ptr<Qwen3VLVision> Qwen3VLVision::load_mmproj(const std::string& path) {
+  std::unique_ptr<Qwen3VLVision> v(new Qwen3VLVision());
+  v->file_ = GgufFile::open(path);
+  const GgufFile& f = *v->file_;
+  v->cfg_ = read_qwen3vl_vision_config(f, path);
   v->check_config(path);
   auto src = std::make_shared<GgufTensorSource>(f);
   v->load_weights(*src, true);

@@ -32,6 +32,10 @@ struct Qwen3VLVisionConfig {
   int side() const;       // sqrt(n_pos)
 };
 
+// What a Qwen3-VL mmproj GGUF's metadata gives (clip.* keys), range-checked; check_config's
+// checks come with loading. Throws Error.
+Qwen3VLVisionConfig read_qwen3vl_vision_config(const GgufFile& f, const std::string& path);
+
 struct Qwen3VLLinear {
   WeightMatrix w;
   std::vector<float> b;

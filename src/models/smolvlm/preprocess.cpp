@@ -63,6 +63,21 @@ void stretched_size(int w, int h, int T, int& W, int& H) {
   }
 }
 
+}  // namespace
+
+Idefics3Grid idefics3_grid(const Idefics3PreprocessConfig& cfg, int w, int h) {
+  Idefics3Grid g;
+  idefics3_resize_size(w, h, cfg.longest_edge, g.resized_w, g.resized_h);
+  if (!cfg.split) return g;
+  int W = 0, H = 0;
+  stretched_size(g.resized_w, g.resized_h, cfg.tile, W, H);
+  g.stretched_w = W, g.stretched_h = H;
+  if (H > cfg.tile || W > cfg.tile) g.rows = (H + cfg.tile - 1) / cfg.tile, g.cols = (W + cfg.tile - 1) / cfg.tile;
+  return g;
+}
+
+namespace {
+
 ImageRGB sized(int w, int h) {
   ImageRGB im;
   im.width = w;

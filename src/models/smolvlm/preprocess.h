@@ -29,6 +29,15 @@ struct PreprocessedImage {
   std::vector<ImageRGB> tiles;  // rows*cols tiles row-major, then the global image
 };
 
+// The geometry preprocess_idefics3 gives a w x h image, without touching pixels: the resize, the
+// stretch to tile multiples and the grid (0 x 0: not split, one tile).
+struct Idefics3Grid {
+  int resized_w = 0, resized_h = 0, stretched_w = 0, stretched_h = 0;
+  int rows = 0, cols = 0;
+  int tiles() const { return rows * cols + 1; }  // the grid and the global image (1: not split)
+};
+Idefics3Grid idefics3_grid(const Idefics3PreprocessConfig& cfg, int w, int h);
+
 PreprocessedImage preprocess_idefics3(const ImageRGB& image, const Idefics3PreprocessConfig& cfg, ThreadPool* pool = nullptr);
 
 // Incremental preprocessing for frames that change in a few rows: the state of the last call (its

@@ -335,16 +335,13 @@ void Idefics3Vision::load_weights(const TensorSource& s, bool g) {
   }
 }
 
-std::unique_ptr<Idefics3Vision> Idefics3Vision::load_mmproj(const std::string& path) {
-  std::unique_ptr<Idefics3Vision> v(new Idefics3Vision());
-  v->file_ = GgufFile::open(path);
-  const GgufFile& f = *v->file_;
+SiglipConfig read_siglip_config(const GgufFile& f, const std::string& path, Idefics3PreprocessConfig& pre) {
   const std::string arch = f.get_string("general.architecture");
   if (arch != "clip") fail("%s: not an mmproj file (architecture '%s', expected 'clip')", path.c_str(), arch.c_str());
   const std::string proj = f.get_string("clip.projector_type", f.get_string("clip.vision.projector_type", ""));
   if (proj != "idefics3") fail("%s: projector type '%s' is not supported (expected 'idefics3')", path.c_str(), proj.c_str());
   if (!f.get_bool("clip.has_vision_encoder", true)) fail("%s: the file has no vision encoder", path.c_str());
-  SiglipConfig& c = v->cfg_;
+  SiglipConfig c;
   c.image_size = static_cast<int>(f.get_int("clip.vision.image_size", 1, 4096));
   c.patch_size = static_cast<int>(f.get_int("clip.vision.patch_size", 1, 64));
   c.hidden = static_cast<int>(f.get_int("clip.vision.embedding_length", 1, 16384));
@@ -366,11 +363,19 @@ std::unique_ptr<Idefics3Vision> Idefics3Vision::load_mmproj(const std::string& p
       const double x = a->double_at(static_cast<uint64_t>(i));
       if (!std::isfinite(x) || (is_std && !(x > 1e-6)) || std::fabs(x) > 1e3)
         fail("%s: %s[%d] = %g is out of range", path.c_str(), key, i, x);
-      (is_std ? v->pre_.std : v->pre_.mean)[i] = static_cast<float>(x);
+      (is_std ? pre.std : pre.mean)[i] = static_cast<float>(x);
     }
   }
-  v->pre_.tile = c.image_size;
-  v->pre_.longest_edge = static_cast<int>(f.get_int("clip.vision.preproc_image_size", c.image_size, 4 * 4096, 4 * c.image_size));
+  pre.tile = c.image_size;
+  pre.longest_edge = static_cast<int>(f.get_int("clip.vision.preproc_image_size", c.image_size, 4 * 4096, 4 * c.image_size));
+  return c;
+}
+
+std::unique_ptr<Idefics3Vision> Idefics3Vision::load_mmproj(const std::string& path) {
+  std::unique_ptr<Idefics3Vision> v(new Idefics3Vision());
+  v->file_ = GgufFile::open(path);
+  const GgufFile& f = *v->file_;
+  v->cfg_ = read_siglip_config(f, path, v->pre_);
   GgufTensorSource src(f);
   v->load_weights(src, true);
   return v;
@@ -521,6 +526,11 @@ std::vector<WeightMatrix*> Idefics3Vision::linear_weights() {
   for (SiglipLayer& L : layers_)
     for (Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.fc1, &L.fc2}) all.push_back(&l->w);
   return all;
+}
+
+void Idefics3Vision::set_longest_edge(int edge) {
+  if (edge < pre_.tile || edge > 4 * 4096) fail("the longest edge must be from the tile size %d to 16384 (got %d)", pre_.tile, edge);
+  pre_.longest_edge = edge;
 }
 
 int Idefics3Vision::use_bf16_gemm() {

@@ -25,6 +25,10 @@ struct SiglipConfig {
   int tokens_per_tile() const { return n_patches() / (scale_factor * scale_factor); }
 };
 
+// What a SmolVLM mmproj GGUF's metadata gives (clip.* keys), every number range-checked, and the
+// preprocessing settings it carries (into `pre`). Throws Error.
+SiglipConfig read_siglip_config(const GgufFile& f, const std::string& path, Idefics3PreprocessConfig& pre);
+
 struct Linear {
   WeightMatrix w;
   std::vector<float> b;  // empty when the layer has no bias
@@ -48,6 +52,8 @@ class Idefics3Vision {
 
   const SiglipConfig& config() const { return cfg_; }
   const Idefics3PreprocessConfig& preprocess_config() const { return pre_; }
+  // The processor's size.longest_edge (at least one tile; the mmproj's preproc_image_size by default).
+  void set_longest_edge(int edge);
 
   // What a tile's encoding leaves behind for a later gated re-encoding of the same tile
   // position: every layer's keys and values, and the encoder output (N x H floats). The keys

@@ -1,0 +1,149 @@
+#!/usr/bin/env python3
+"""tessera plan's predictions against measurement on this machine (issue 32, point 5).
+
+For each case (a model file, a resolution knob, a weight precision) it runs `tessera plan --json`
+and then `tessera profile --json` on the same image, question and settings, and sets side by
+side: the phases' times (preprocess, vision encode + connector, prefill, decode per token, time to
+first token) and the resident memory after the question (the profiler's peak RSS). The machine's
+kernel rates are measured first (`tessera plan --calibrate`), so a noisy neighbour at calibration
+time moves every prediction alike; the report names the CPU.
+
+  python3 bench/plan/validate.py OUT_DIR [--cases smolvlm,qwen] [--quick]
+
+Models (made by the project's scripts, git-ignored):
+  .peers/smolvlm-full/{text.gguf,mmproj.gguf}  SmolVLM-256M shape (real SmolLM2 Q4_1 text, random vision)
+  .peers/qwen3vl-2b/{text.gguf,text-Q4_K_M.gguf,mmproj.gguf}  Qwen3-VL-2B shape, seeded random
+Other precisions are made with `tessera convert` into OUT_DIR/models.
+"""
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TESSERA = os.path.join(ROOT, "build", "tessera")
+IMAGE = os.path.join(ROOT, "tests", "fixtures", "watch", "typing", "frame_000.png")  # 1920x1080 xterm
+QUESTION = "What is the user typing?"
+ANSWER = 8
+
+
+def run(cmd, **kw):
+    r = subprocess.run(cmd, capture_output=True, text=True, **kw)
+    if r.returncode != 0:
+        sys.exit(f"failed ({r.returncode}): {' '.join(cmd)}\n{r.stderr[-2000:]}")
+    return r
+
+
+def convert(src, typ, out_dir):
+    os.makedirs(out_dir, exist_ok=True)
+    dst = os.path.join(out_dir, os.path.basename(os.path.dirname(src)) + f"-{typ}.gguf")
+    if not os.path.exists(dst):
+        run([TESSERA, "convert", "-m", src, "-o", dst, "--type", typ])
+    return dst
+
+
+def cases(which, out_dir, quick):
+    c = []
+    if "smolvlm" in which:
+        d = os.path.join(ROOT, ".peers", "smolvlm-full")
+        text, mm = os.path.join(d, "text.gguf"), os.path.join(d, "mmproj.gguf")
+        for edge in ([512, 1024] if quick else [512, 1024, 2048]):
+            c.append(("SmolVLM-256M", text, mm, "Q4_1", ["--vision-longest-edge", str(edge)], ["--longest-edge", str(edge)], f"edge {edge}"))
+        for typ in ([] if quick else ["q8_0", "f16"]):
+            c.append(("SmolVLM-256M", convert(text, typ, out_dir), mm, typ.upper(), ["--vision-longest-edge", "1024"],
+                      ["--longest-edge", "1024"], "edge 1024"))
+    if "qwen" in which:
+        d = os.path.join(ROOT, ".peers", "qwen3vl-2b")
+        mm = os.path.join(d, "mmproj.gguf")
+        q4 = os.path.join(d, "text-Q4_K_M.gguf")
+        for px in ([65536] if quick else [65536, 262144, 589824]):
+            c.append(("Qwen3-VL-2B", q4, mm, "Q4_K_M", ["--vision-max-pixels", str(px)], ["--max-pixels", str(px)], f"{px} px"))
+        if not quick:
+            c.append(("Qwen3-VL-2B", os.path.join(d, "text.gguf"), mm, "F16", ["--vision-max-pixels", "262144"], ["--max-pixels", "262144"],
+                      "262144 px"))
+            c.append(("Qwen3-VL-2B", convert(os.path.join(d, "text.gguf"), "q8_0", out_dir), mm, "Q8_0",
+                      ["--vision-max-pixels", "262144"], ["--max-pixels", "262144"], "262144 px"))
+    return c
+
+
+def cpu_model():
+    with open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return "unknown"
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out")
+    ap.add_argument("--cases", default="smolvlm,qwen")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--threads", default="2")
+    a = ap.parse_args()
+    os.makedirs(a.out, exist_ok=True)
+    calib = os.path.join(a.out, "device.json")
+    t = ["-t", a.threads]
+    run([TESSERA, "plan", "--calibrate", "--calibration", calib] + t)
+    rows = []
+    for name, text, mm, prec, run_knob, plan_knob, res in cases(a.cases.split(","), os.path.join(a.out, "models"), a.quick):
+        tag = re.sub(r"[^A-Za-z0-9]+", "_", f"{name}_{prec}_{res}")
+        pj, mj = os.path.join(a.out, f"plan_{tag}.json"), os.path.join(a.out, f"profile_{tag}.json")
+        run([TESSERA, "plan", "-m", text, "--mmproj", mm, "--screen", "1920x1080", "--calibration", calib, "--answer-tokens", str(ANSWER),
+             "--json", pj] + t + plan_knob)
+        t0 = time.time()
+        r = run([TESSERA, "profile", "-m", text, "--mmproj", mm, "--image", IMAGE, "-p", QUESTION, "-n", str(ANSWER), "--json", mj] + t + run_knob)
+        wall = time.time() - t0
+        m = re.search(r"\[prefill: (\d+) tokens, ([\d.]+) ms.*decode: (\d+) tokens, ([\d.]+) ms", r.stderr)
+        if not m:
+            sys.exit(f"no timing line from profile:\n{r.stderr[-1000:]}")
+        prompt, prefill, ntok, dec = int(m.group(1)), float(m.group(2)), int(m.group(3)), float(m.group(4))
+        prof = json.load(open(mj))
+        ph = {p["phase"]: p["ms"] for p in prof["phases"]}
+        meas = {
+            "prompt tokens": prompt,
+            "preprocess ms": ph.get("image preprocess", 0.0),
+            "vision ms": ph.get("vision encode", 0.0) + ph.get("connector", 0.0),
+            "prefill ms": prefill,
+            "decode ms/token": dec / max(1, ntok),
+            "resident MiB": prof["memory"]["peak_resident_bytes"] / 2**20,
+        }
+        meas["TTFT ms"] = meas["preprocess ms"] + meas["vision ms"] + prefill + meas["decode ms/token"]
+        p = json.load(open(pj))
+        pred = {
+            "prompt tokens": p["prompt_tokens"],
+            "preprocess ms": p["ms"]["preprocess"],
+            "vision ms": p["ms"]["vision"],
+            "prefill ms": p["ms"]["prefill"],
+            "decode ms/token": p["ms"]["decode_per_token"],
+            "resident MiB": p["memory"]["peak_question"] / 2**20,
+            "TTFT ms": p["ms"]["ttft_cold"],
+        }
+        rows.append({"model": name, "weights": prec, "resolution": res, "predicted": pred, "measured": meas, "wall_s": wall})
+        print(f"{name} {prec} {res}: " + ", ".join(f"{k} {pred[k]:.1f}/{meas[k]:.1f}" for k in pred), flush=True)
+    json.dump({"cpu": cpu_model(), "threads": int(a.threads), "rows": rows}, open(os.path.join(a.out, "validation.json"), "w"), indent=1)
+    keys = ["preprocess ms", "vision ms", "prefill ms", "decode ms/token", "TTFT ms", "resident MiB"]
+    lines = [f"CPU: {cpu_model()}, {a.threads} threads; predicted / measured (ratio)", "",
+             "| model | weights | resolution | prompt tokens | " + " | ".join(keys) + " |",
+             "|---" * (4 + len(keys)) + "|"]
+    worst = {k: 0.0 for k in keys}
+    for r in rows:
+        cells = []
+        for k in keys:
+            pv, mv = r["predicted"][k], r["measured"][k]
+            ratio = pv / mv if mv else float("nan")
+            if mv:
+                worst[k] = max(worst[k], abs(ratio - 1))
+            cells.append(f"{pv:.1f} / {mv:.1f} ({ratio:.2f})")
+        lines.append(f"| {r['model']} | {r['weights']} | {r['resolution']} | {r['predicted']['prompt tokens']} / {r['measured']['prompt tokens']} | "
+                     + " | ".join(cells) + " |")
+    lines += ["", "largest error: " + ", ".join(f"{k} {100 * v:.0f}%" for k, v in worst.items())]
+    open(os.path.join(a.out, "validation.md"), "w").write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,322 @@
+#include "plan/device.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <thread>
+
+#include "core/error.h"
+#include "core/thread_pool.h"
+#include "formats/json_input.h"
+#include "image/image.h"
+#include "kernels/attention.h"
+#include "kernels/bf16_tiles.h"
+#include "kernels/decode_panels.h"
+#include "kernels/gemm_panels.h"
+#include "kernels/kernel_table.h"
+#include "kernels/quantize.h"
+#include "models/qwen3vl/preprocess.h"
+#include "models/smolvlm/preprocess.h"
+#include "profile/probe.h"
+
+namespace tessera::plan {
+
+using json = nlohmann::json;
+
+namespace {
+
+// The weight types a plan may ask for, and the fallbacks K types take on short rows
+const DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q6_K, DType::Q5_K, DType::Q5_1,
+                        DType::Q5_0, DType::Q4_K, DType::Q4_1, DType::Q4_0};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Median seconds of `reps` calls of f, after one warm-up call.
+template <class F>
+double median_seconds(int reps, F&& f) {
+  f();
+  std::vector<double> t;
+  for (int i = 0; i < reps; ++i) {
+    const auto t0 = std::chrono::steady_clock::now();
+    f();
+    t.push_back(seconds_since(t0));
+  }
+  std::sort(t.begin(), t.end());
+  return t[t.size() / 2];
+}
+
+// A rows x cols matrix of type t from seeded Gaussian rows; the first `distinct` rows are
+// quantized and repeated (a streaming benchmark needs bytes, not distinct values).
+struct TestMatrix {
+  std::vector<uint8_t> bytes;
+  WeightMatrix w;
+  PackedWeights packed;
+  const WeightMatrix& m() const { return packed.data ? packed.matrix : w; }
+};
+
+void make_matrix(TestMatrix& t, DType type, int64_t rows, int64_t cols, int64_t distinct) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> nd(0.0f, 0.02f);
+  const size_t rb = row_bytes(type, static_cast<uint64_t>(cols));
+  t.bytes.assign(rb * static_cast<size_t>(rows), 0);
+  std::vector<float> row(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < distinct; ++r) {
+    for (float& x : row) x = nd(rng);
+    quantize_row(type, row.data(), cols, t.bytes.data() + static_cast<size_t>(r) * rb);
+  }
+  for (int64_t r = distinct; r < rows; ++r)
+    std::memcpy(t.bytes.data() + static_cast<size_t>(r) * rb, t.bytes.data() + static_cast<size_t>(r % distinct) * rb, rb);
+  t.w = WeightMatrix{};
+  t.w.type = type, t.w.rows = rows, t.w.cols = cols, t.w.data = t.bytes.data(), t.w.row_stride = rb;
+  // the layout a Session gives it (runtime/session.cpp): decode panels where the level reads them
+  if (kernels().decode_panels && fits_decode_panels(t.w) && kernels().decode_panels(type)) {
+    t.packed = pack_decode_panels(t.w);
+    t.bytes.clear();
+    t.bytes.shrink_to_fit();
+  }
+}
+
+}  // namespace
+
+DeviceProfile calibrate_this_machine(int threads) {
+  DeviceProfile d;
+  {
+    std::ifstream f("/proc/self/statm");
+    size_t pages = 0, rss = 0;
+    f >> pages >> rss;
+    d.process_bytes = static_cast<double>(rss) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  }
+  d.threads = threads > 0 ? threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  d.cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  d.name = "this machine";
+  d.source = "measured by tessera plan --calibrate";
+  d.measured = true;
+  d.mem_bytes = static_cast<double>(::sysconf(_SC_PHYS_PAGES)) * static_cast<double>(::sysconf(_SC_PAGESIZE));
+  ThreadPool pool(d.threads);
+  // DRAM: the probe's read loop over 256 MiB, every thread on its share
+  {
+    const size_t bytes = size_t{256} << 20;
+    std::vector<float> buf(bytes / sizeof(float), 1.0f);
+    const size_t share = bytes / static_cast<size_t>(d.threads) / 64 * 64;
+    const double s = median_seconds(5, [&] {
+      pool.parallel_for(d.threads, 1, [&](int64_t a, int64_t b) {
+        for (int64_t i = a; i < b; ++i) probe_read_pass(buf.data() + static_cast<size_t>(i) * share / sizeof(float), share);
+      });
+    });
+    d.dram_gbs = static_cast<double>(share) * d.threads / s / 1e9;
+  }
+  // fp32 FMA peak: the probe's loops (the best vector level), all threads
+  {
+    ProbeOptions po;
+    po.threads = d.threads, po.repetitions = 3, po.scale = 0.25;
+    for (const ProbeResult& r : run_probe(po))
+      if (r.name.rfind("fp32_fma", 0) == 0 && r.threads == d.threads) d.fp32_peak_gflops = std::max(d.fp32_peak_gflops, r.value);
+  }
+  // kernel calls: a tiny matmul's round trip through the pool
+  {
+    TestMatrix t;
+    make_matrix(t, DType::Q8_0, 64, 256, 64);
+    std::vector<float> x(256, 0.5f), y(64);
+    const double s = median_seconds(9, [&] {
+      for (int i = 0; i < 200; ++i) matmul(t.m(), x.data(), 1, 256, y.data(), 64, pool);
+    });
+    d.op_us = s / 200 * 1e6;
+  }
+  // per weight type: one-token matmul over >= 128 MiB (from DRAM), 256-token matmul on 2048 x 2048
+  const int64_t cols = 2048;
+  std::vector<float> x(static_cast<size_t>(256 * cols));
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (float& v : x) v = nd(rng);
+  for (DType type : kTypes) {
+    const size_t rb = row_bytes(type, static_cast<uint64_t>(cols));
+    const int64_t rows = std::max<int64_t>(1024, static_cast<int64_t>((size_t{128} << 20) / rb) / 1024 * 1024);
+    {
+      TestMatrix t;
+      make_matrix(t, type, rows, cols, 256);
+      std::vector<float> y(static_cast<size_t>(rows));
+      const double s = median_seconds(5, [&] { matmul(t.m(), x.data(), 1, cols, y.data(), rows, pool); });
+      d.decode_gbs[type] = static_cast<double>(rb) * static_cast<double>(rows) / s / 1e9;
+    }
+    {
+      TestMatrix t;
+      make_matrix(t, type, 2048, cols, 2048);
+      std::vector<float> y(static_cast<size_t>(256) * 2048);
+      const double s = median_seconds(3, [&] { matmul(t.m(), x.data(), 256, cols, y.data(), 2048, pool); });
+      d.prefill_gflops[type] = 2.0 * 256 * 2048 * static_cast<double>(cols) / s / 1e9;
+    }
+  }
+  // the vision encoder's GEMM: 1024 tokens through a 1024 x 1024 fp16 matrix, as the encoders
+  // run it (bf16 tiles where bf16 is fast, fp32 panels otherwise)
+  {
+    TestMatrix t;
+    make_matrix(t, DType::F16, 1024, 1024, 1024);
+    const bool bf16 = bf16_gemm_fast();
+    PackedWeights pw = bf16 ? pack_bf16_tiles(t.w) : pack_gemm_panels(t.w);
+    std::vector<float> y(static_cast<size_t>(1024) * 1024);
+    const double s = median_seconds(3, [&] {
+      if (bf16) gemm_bf16(pw.matrix, x.data(), 1024, 1024, y.data(), 1024, pool);
+      else gemm(pw.matrix, x.data(), 1024, 1024, y.data(), 1024, pool);
+    });
+    d.vision_gflops = 2.0 * 1024 * 1024 * 1024 / s / 1e9;
+  }
+  // attention: 1024 queries over 1024 keys, 8 heads of 64, fp16 cache, bidirectional
+  {
+    AttentionShape sh;
+    sh.n_head = sh.n_head_kv = 8, sh.head_dim = 64, sh.scale = 0.125f, sh.causal = false, sh.n_kv = 1024;
+    const int64_t W = 8 * 64;
+    const size_t row = kv_row_bytes(DType::F16, 64);
+    std::vector<uint8_t> k(1024 * 8 * row), v(1024 * 8 * row);
+    std::vector<float> q(static_cast<size_t>(1024 * W)), o(static_cast<size_t>(1024 * W));
+    for (size_t i = 0; i < q.size(); ++i) q[i] = x[i % x.size()];
+    for (int64_t p = 0; p < 1024 * 8; ++p) {
+      kv_store_row(DType::F16, x.data() + (p % 256) * 64, 64, k.data() + static_cast<size_t>(p) * row);
+      kv_store_row(DType::F16, x.data() + ((p + 7) % 256) * 64, 64, v.data() + static_cast<size_t>(p) * row);
+    }
+    KvView kv{k.data(), v.data(), DType::F16, static_cast<int64_t>(8 * row), static_cast<int64_t>(row)};
+    const double s = median_seconds(3, [&] { flash_attention(sh, q.data(), 1024, W, kv, o.data(), W, pool); });
+    d.attn_gflops = 4.0 * 1024 * 1024 * static_cast<double>(W) / s / 1e9;
+  }
+  // image resampling, a 1920 x 1080 screen at two sizes of each processor: a cost per source pixel
+  // (reading it through the filter) and one per output pixel
+  {
+    ImageRGB im;
+    im.width = 1920, im.height = 1080;
+    im.pixels.resize(static_cast<size_t>(1920) * 1080 * 3);
+    for (size_t i = 0; i < im.pixels.size(); ++i) im.pixels[i] = static_cast<uint8_t>((i * 2654435761u) >> 24);
+    const double src = 1920.0 * 1080;
+    double out[2], t[2];
+    for (int k = 0; k < 2; ++k) {
+      Idefics3PreprocessConfig pc;
+      pc.longest_edge = k ? 2048 : 1024;
+      const Idefics3Grid g = idefics3_grid(pc, im.width, im.height);
+      out[k] = static_cast<double>(g.stretched_w) * g.stretched_h;
+      t[k] = median_seconds(3, [&] { (void)preprocess_idefics3(im, pc, &pool); }) * 1e9;
+    }
+    d.preprocess_ns_out = std::max(0.0, (t[1] - t[0]) / (out[1] - out[0]));
+    d.preprocess_ns_src = std::max(0.0, (t[0] - d.preprocess_ns_out * out[0]) / src);
+    for (int k = 0; k < 2; ++k) {
+      const Qwen3VLPreprocessConfig pc = Qwen3VLPreprocessConfig{}.with_max_pixels(k ? 1048576 : 262144);
+      int rh = 0, rw = 0;
+      qwen3vl_smart_resize(im.height, im.width, pc.factor(), pc.min_pixels, pc.max_pixels, rh, rw);
+      out[k] = static_cast<double>(rh) * rw;
+      t[k] = median_seconds(3, [&] { (void)preprocess_qwen3vl(im, pc, &pool); }) * 1e9;
+    }
+    d.qwen_preprocess_ns_out = std::max(0.0, (t[1] - t[0]) / (out[1] - out[0]));
+    d.qwen_preprocess_ns_src = std::max(0.0, (t[0] - d.qwen_preprocess_ns_out * out[0]) / src);
+  }
+  return d;
+}
+
+std::string device_to_json(const DeviceProfile& d) {
+  json j;
+  j["name"] = d.name, j["source"] = d.source, j["measured"] = d.measured;
+  j["mem_bytes"] = d.mem_bytes, j["cores"] = d.cores, j["threads"] = d.threads, j["dram_gbs"] = d.dram_gbs;
+  j["fp32_peak_gflops"] = d.fp32_peak_gflops;
+  for (const auto& [t, v] : d.decode_gbs) j["decode_gbs"][dtype_name(t)] = v;
+  for (const auto& [t, v] : d.prefill_gflops) j["prefill_gflops"][dtype_name(t)] = v;
+  j["vision_gflops"] = d.vision_gflops, j["attn_gflops"] = d.attn_gflops, j["op_us"] = d.op_us;
+  j["preprocess_ns_src"] = d.preprocess_ns_src, j["preprocess_ns_out"] = d.preprocess_ns_out;
+  j["qwen_preprocess_ns_src"] = d.qwen_preprocess_ns_src, j["qwen_preprocess_ns_out"] = d.qwen_preprocess_ns_out;
+  j["process_bytes"] = d.process_bytes;
+  j["gpu_tflops"] = d.gpu_tflops, j["ane_tops"] = d.ane_tops, j["sme"] = d.sme;
+  return j.dump(1) + "\n";
+}
+
+DeviceProfile device_from_json(const std::string& text, const std::string& path) {
+  const json j = parse_json(reinterpret_cast<const uint8_t*>(text.data()), text.size(), path);
+  DeviceProfile d;
+  const auto num = [&](const json& o, const char* k, double lo, double hi) {
+    if (!o.is_object() || !o.contains(k) || !o[k].is_number()) fail("%s: '%s' must be a number", path.c_str(), k);
+    const double v = o[k].get<double>();
+    if (!std::isfinite(v) || v < lo || v > hi) fail("%s: '%s' = %g is out of range", path.c_str(), k, v);
+    return v;
+  };
+  if (!j.is_object()) fail("%s: not a JSON object", path.c_str());
+  d.name = j.value("name", "this machine");
+  d.source = j.value("source", path);
+  d.measured = true;
+  d.mem_bytes = num(j, "mem_bytes", 1e6, 1e15);
+  d.cores = static_cast<int>(num(j, "cores", 1, 4096));
+  d.threads = static_cast<int>(num(j, "threads", 1, 4096));
+  d.dram_gbs = num(j, "dram_gbs", 1e-3, 1e5);
+  d.fp32_peak_gflops = num(j, "fp32_peak_gflops", 1e-3, 1e7);
+  d.vision_gflops = num(j, "vision_gflops", 1e-3, 1e7);
+  d.attn_gflops = num(j, "attn_gflops", 1e-3, 1e7);
+  d.op_us = num(j, "op_us", 0, 1e6);
+  d.preprocess_ns_src = num(j, "preprocess_ns_src", 0, 1e9);
+  d.preprocess_ns_out = num(j, "preprocess_ns_out", 0, 1e9);
+  d.qwen_preprocess_ns_src = num(j, "qwen_preprocess_ns_src", 0, 1e9);
+  d.qwen_preprocess_ns_out = num(j, "qwen_preprocess_ns_out", 0, 1e9);
+  d.process_bytes = num(j, "process_bytes", 0, 1e12);
+  for (const char* key : {"decode_gbs", "prefill_gflops"}) {
+    if (!j.contains(key) || !j[key].is_object()) fail("%s: '%s' must be an object", path.c_str(), key);
+    for (DType t : kTypes) {
+      if (!j[key].contains(dtype_name(t))) fail("%s: '%s' has no %s", path.c_str(), key, dtype_name(t));
+      (std::strcmp(key, "decode_gbs") == 0 ? d.decode_gbs : d.prefill_gflops)[t] = num(j[key], dtype_name(t), 1e-3, 1e7);
+    }
+  }
+  return d;
+}
+
+// Published figures (Apple's press releases and product pages; docs/plan.md cites each). CPU
+// fp32: performance cores x 4 FMA pipes x 4 lanes x 2 flops x clock, a derived figure.
+const std::vector<AppleChip>& apple_chips() {
+  static const std::vector<AppleChip> chips = {
+      {"m1", 4, 4, 68.25, 4 * 32 * 3.2, 2.6, 11, false, {8, 16}},
+      {"m1-pro", 8, 2, 200, 8 * 32 * 3.2, 5.2, 11, false, {16, 32}},
+      {"m1-max", 8, 2, 400, 8 * 32 * 3.2, 10.4, 11, false, {32, 64}},
+      {"m2", 4, 4, 100, 4 * 32 * 3.5, 3.6, 15.8, false, {8, 16, 24}},
+      {"m2-pro", 8, 4, 200, 8 * 32 * 3.5, 6.8, 15.8, false, {16, 32}},
+      {"m2-max", 8, 4, 400, 8 * 32 * 3.5, 13.6, 15.8, false, {32, 64, 96}},
+      {"m3", 4, 4, 100, 4 * 32 * 4.05, 4.1, 18, false, {8, 16, 24}},
+      {"m3-pro", 6, 6, 150, 6 * 32 * 4.05, 7.4, 18, false, {18, 36}},
+      {"m3-max", 12, 4, 400, 12 * 32 * 4.05, 16.4, 18, false, {36, 48, 64, 96, 128}},
+      {"m4", 4, 6, 120, 4 * 32 * 4.4, 4.3, 38, true, {16, 24, 32}},
+      {"m4-pro", 10, 4, 273, 10 * 32 * 4.5, 9.2, 38, true, {24, 48, 64}},
+      {"m4-max", 12, 4, 546, 12 * 32 * 4.5, 18.4, 38, true, {36, 48, 64, 128}},
+  };
+  return chips;
+}
+
+DeviceProfile apple_device(const std::string& name, int memory_gb, const DeviceProfile& here) {
+  const AppleChip* chip = nullptr;
+  for (const AppleChip& c : apple_chips())
+    if (name == c.name) chip = &c;
+  if (!chip) fail("unknown device '%s' (this, or an Apple chip: m1, m1-pro, ..., m4-max; see tessera plan --list-devices)", name.c_str());
+  if (memory_gb == 0) memory_gb = chip->memory_gb.front();
+  if (std::find(chip->memory_gb.begin(), chip->memory_gb.end(), memory_gb) == chip->memory_gb.end())
+    fail("%s is not sold with %d GB of memory", name.c_str(), memory_gb);
+  DeviceProfile d;
+  d.name = std::string(name) + " " + std::to_string(memory_gb) + " GB";
+  d.source = "Apple's published figures; rates scaled from this machine's calibration";
+  d.mem_bytes = static_cast<double>(memory_gb) * (1u << 30);
+  d.cores = d.threads = chip->p_cores;
+  d.dram_gbs = chip->dram_gbs;
+  d.gpu_tflops = chip->gpu_tflops, d.ane_tops = chip->ane_tops, d.sme = chip->sme;
+  // bandwidth-bound work keeps this machine's fraction of its read bandwidth; compute-bound work
+  // its fraction of the fp32 peak the probe measured (a CPU plan: the GPU and the Neural Engine
+  // are listed, not used)
+  const double here_fp32 = here.fp32_peak_gflops;
+  const double bw = chip->dram_gbs / here.dram_gbs, fl = chip->cpu_fp32_gflops / here_fp32;
+  for (const auto& [t, v] : here.decode_gbs) d.decode_gbs[t] = std::min(v, here.dram_gbs) * bw;  // at most the roof
+  for (const auto& [t, v] : here.prefill_gflops) d.prefill_gflops[t] = v * fl;
+  d.vision_gflops = here.vision_gflops * fl;
+  d.attn_gflops = here.attn_gflops * fl;
+  d.op_us = here.op_us;
+  d.process_bytes = here.process_bytes;
+  const double px = here_fp32 / chip->cpu_fp32_gflops;
+  d.preprocess_ns_src = here.preprocess_ns_src * px, d.preprocess_ns_out = here.preprocess_ns_out * px;
+  d.qwen_preprocess_ns_src = here.qwen_preprocess_ns_src * px, d.qwen_preprocess_ns_out = here.qwen_preprocess_ns_out * px;
+  return d;
+}
+
+}  // namespace tessera::plan

@@ -1,0 +1,53 @@
+// The machine a plan is for: this one, measured (`tessera plan --calibrate`: tessera's own kernels
+// timed on synthetic weights of every type), or an Apple M1-M4 from a table of published figures
+// whose kernel rates are this machine's efficiencies scaled to its bandwidth and compute.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace tessera::plan {
+
+struct DeviceProfile {
+  std::string name, source;
+  double mem_bytes = 0;     // physical memory
+  int cores = 0;            // cores tessera's threads run on (performance cores on Apple)
+  int threads = 0;          // threads the rates were measured with
+  double dram_gbs = 0;      // streaming read, all threads
+  double fp32_peak_gflops = 0;  // FMA peak, all threads (the probe's loop)
+  std::map<DType, double> decode_gbs;     // one-token matmul: weight bytes streamed per second, by type
+  std::map<DType, double> prefill_gflops; // 256-token matmul, by weight type
+  double vision_gflops = 0; // the vision encoder's GEMM (bf16 where this CPU has it, else fp32)
+  double attn_gflops = 0;   // fused attention over a 1024-token encoder tile / a long prompt
+  double op_us = 0;         // fixed cost of one kernel call (dispatch to the thread pool and back)
+  // image resampling (SmolVLM's, Qwen3-VL's): ns per source pixel and per output pixel
+  double preprocess_ns_src = 0, preprocess_ns_out = 0, qwen_preprocess_ns_src = 0, qwen_preprocess_ns_out = 0;
+  double process_bytes = 0;     // resident before any model is loaded (code, libraries, stacks)
+  // published, for the table and the listing (Apple; 0 where unknown)
+  double gpu_tflops = 0, ane_tops = 0;
+  bool sme = false;
+  bool measured = false;    // true: calibrated here; false: modelled from the table
+};
+
+std::string device_to_json(const DeviceProfile& d);
+DeviceProfile device_from_json(const std::string& text, const std::string& path);
+
+// Times tessera's kernels on this machine: a few seconds. `threads` 0: all cores.
+DeviceProfile calibrate_this_machine(int threads);
+
+// Apple silicon: the table's names ("m1", "m2-pro", "m4-max", ...), each with its memory options.
+struct AppleChip {
+  const char* name;
+  int p_cores, e_cores;
+  double dram_gbs, cpu_fp32_gflops, gpu_tflops, ane_tops;
+  bool sme;
+  std::vector<int> memory_gb;
+};
+const std::vector<AppleChip>& apple_chips();
+// "m2-pro" with `memory_gb` (0: the chip's smallest), its rates scaled from `here` (this machine's
+// calibration) by the ratio of bandwidth (decode) and of compute (prefill, vision).
+DeviceProfile apple_device(const std::string& name, int memory_gb, const DeviceProfile& here);
+
+}  // namespace tessera::plan

@@ -1,0 +1,206 @@
+#include "plan/predict.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.h"
+#include "kernels/attention.h"
+#include "kernels/bf16_tiles.h"
+#include "models/footprint.h"
+#include "models/smolvlm/preprocess.h"
+
+namespace tessera::plan {
+
+namespace {
+
+// Kernel calls per layer and token batch: seven matmuls, attention, RoPE with the cache store,
+// two norms and SwiGLU (the profiler counts 12.1 per layer for SmolLM2); the embedding, the last
+// norm and the head once per batch.
+constexpr double kCallsPerLayer = 12, kCallsPerPass = 3;
+
+const char* const kLayerMatrices[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+
+double rate(const std::map<DType, double>& r, DType t) {
+  const auto it = r.find(t);
+  if (it != r.end()) return it->second;
+  // a type the calibration did not time (F64, I8, A4G64): the slowest measured rate
+  double lo = 0;
+  for (const auto& [k, v] : r) lo = lo == 0 ? v : std::min(lo, v);
+  if (lo <= 0) fail("the device profile has no kernel rates");
+  return lo;
+}
+
+template <class F>
+void for_each_layer_matrix(const ModelSpec& m, F&& f) {
+  for (int l = 0; l < m.text.n_layer; ++l)
+    for (const char* n : kLayerMatrices) {
+      const WeightTensor* t = m.find("blk." + std::to_string(l) + "." + n + ".weight");
+      if (!t) fail("%s: no blk.%d.%s.weight", m.name.c_str(), l, n);
+      f(*t);
+    }
+}
+
+const WeightTensor& head(const ModelSpec& m) {
+  const WeightTensor* t = m.find("output.weight");
+  if (!t) t = m.find("token_embd.weight");
+  if (!t) fail("%s: no output or token_embd matrix", m.name.c_str());
+  return *t;
+}
+
+// One position's K and V over every layer, as the session stores them (K in tiles of 16).
+double kv_bytes_per_position(const ModelSpec& m, DType kv) {
+  const LlamaConfig& c = m.text;
+  return static_cast<double>(c.n_layer) * c.n_head_kv *
+         (static_cast<double>(kv_tile_bytes(kv, c.head_dim)) / kKvTile + static_cast<double>(kv_row_bytes(kv, c.head_dim)));
+}
+
+// Encoder FLOPs: GEMMs and attention, per SmolVLM tile or per Qwen3-VL image of n patches.
+struct VisionWork {
+  double gemm_flops = 0, attn_flops = 0, calls = 0;
+};
+
+VisionWork siglip_tile_work(const SiglipConfig& v) {
+  const double N = v.n_patches(), H = v.hidden, F = v.ff, P = v.patch_size, s2 = v.scale_factor * v.scale_factor;
+  VisionWork w;
+  w.gemm_flops = v.layers * 2 * N * (4 * H * H + 2 * H * F) + 2 * N * 3 * P * P * H + 2 * (N / s2) * (H * s2) * v.text_hidden;
+  w.attn_flops = v.layers * 4 * N * N * H;
+  w.calls = v.layers * 8 + 4;
+  return w;
+}
+
+VisionWork qwen_image_work(const Qwen3VLVisionConfig& v, double N) {
+  const double H = v.hidden, F = v.ff, M = H * v.merge * v.merge, K = 3.0 * v.temporal * v.patch * v.patch;
+  VisionWork w;
+  w.gemm_flops = v.depth * 2 * N * (4 * H * H + 2 * H * F) + 2 * N * K * H +
+                 (1 + v.deepstack.size()) * 2 * (N / (v.merge * v.merge)) * (M * M + M * v.out_hidden);
+  w.attn_flops = v.depth * 4 * N * N * H;
+  w.calls = v.depth * 8 + 4 + 2 * (1 + v.deepstack.size());
+  return w;
+}
+
+double vision_ms(const VisionWork& w, const DeviceProfile& d) {
+  // with bf16 GEMMs the encoder's attention is bf16 too, at about the GEMM's rate
+  const double attn_rate = d.vision_gflops > d.attn_gflops ? d.vision_gflops : d.attn_gflops;
+  return (w.gemm_flops / (d.vision_gflops * 1e9) + w.attn_flops / (attn_rate * 1e9)) * 1e3 + w.calls * d.op_us * 1e-3;
+}
+
+// Vision weights as the engine holds them: repacked into fp32-GEMM panels in their own type;
+// where bf16 GEMMs run (this CPU's choice: bf16_gemm_fast()), also bf16 tiles — SmolVLM keeps the
+// panels beside them, Qwen3-VL frees them.
+double vision_resident(const ModelSpec& m, bool bf16) {
+  double b = 0;
+  for (const WeightTensor& t : m.tensors) {
+    if (!t.vision) continue;
+    const bool matrix = t.rows > 1 && t.name.find("position_embd") == std::string::npos;
+    const double tiles = static_cast<double>((t.rows + 31) / 32 * 32) * static_cast<double>(bf16_padded_k(t.cols)) * 2;
+    if (!matrix || !bf16) b += static_cast<double>(t.bytes());
+    else b += tiles + (m.vision == VisionFamily::Idefics3 ? static_cast<double>(t.bytes()) : 0);
+  }
+  return b;
+}
+
+}  // namespace
+
+double prefill_ms(const ModelSpec& m, const DeviceProfile& d, int n, int depth, int n_batch) {
+  if (n <= 0) return 0;
+  double s = 0;
+  for_each_layer_matrix(m, [&](const WeightTensor& t) {
+    s += 2.0 * n * static_cast<double>(t.rows) * static_cast<double>(t.cols) / (rate(d.prefill_gflops, t.type) * 1e9);
+  });
+  const LlamaConfig& c = m.text;
+  const double pairs = static_cast<double>(n) * depth + 0.5 * static_cast<double>(n) * (n + 1);
+  s += c.n_layer * 4.0 * pairs * c.q_dim() / (d.attn_gflops * 1e9);
+  const int passes = (n + n_batch - 1) / n_batch;
+  const WeightTensor& h = head(m);
+  s += passes * static_cast<double>(h.bytes()) / (rate(d.decode_gbs, h.type) * 1e9);  // the last row's logits
+  s += passes * (kCallsPerLayer * c.n_layer + kCallsPerPass) * d.op_us * 1e-6;
+  return s * 1e3;
+}
+
+double decode_ms(const ModelSpec& m, const DeviceProfile& d, int pos, DType kv_type) {
+  double s = 0;
+  for_each_layer_matrix(m, [&](const WeightTensor& t) { s += static_cast<double>(t.bytes()) / (rate(d.decode_gbs, t.type) * 1e9); });
+  const WeightTensor& h = head(m);
+  s += static_cast<double>(h.bytes()) / (rate(d.decode_gbs, h.type) * 1e9);
+  s += kv_bytes_per_position(m, kv_type) * pos / (d.dram_gbs * 1e9);
+  s += (kCallsPerLayer * m.text.n_layer + kCallsPerPass) * d.op_us * 1e-6;
+  return s * 1e3;
+}
+
+Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d) {
+  if (s.screen_w < 1 || s.screen_h < 1) fail("the screen size must be positive");
+  Prediction p;
+  const LlamaConfig& c = m.text;
+  const bool bf16 = d.vision_gflops > d.attn_gflops;  // the calibration timed the bf16 GEMM where it is fast
+  int rows = 0;
+  if (m.vision == VisionFamily::Idefics3) {
+    Idefics3PreprocessConfig pc = m.idefics3;
+    if (s.longest_edge) pc.longest_edge = s.longest_edge;
+    const Idefics3Grid g = idefics3_grid(pc, s.screen_w, s.screen_h);
+    p.tiles = g.tiles();
+    rows = g.rows;
+    p.image_tokens = p.tiles * m.siglip.tokens_per_tile();
+    // markup (models/smolvlm/idefics3.cpp): two tokens before each grid tile, a newline after each
+    // row (the last one's merges with the next "\n"), three around the global image
+    p.prompt_tokens = p.image_tokens + (g.rows ? 2 * (p.tiles - 1) + rows : 0) + 3 + s.question_tokens;
+    const double px = g.rows ? static_cast<double>(g.stretched_w) * g.stretched_h : static_cast<double>(g.resized_w) * g.resized_h;
+    p.preprocess_ms = (static_cast<double>(s.screen_w) * s.screen_h * d.preprocess_ns_src + px * d.preprocess_ns_out) * 1e-6;
+    p.vision_per_tile_ms = vision_ms(siglip_tile_work(m.siglip), d);
+    p.vision_ms = p.vision_per_tile_ms * p.tiles;
+    p.vision_buffers = static_cast<double>(siglip_buffer_bytes(m.siglip));
+    p.frames = static_cast<double>(s.screen_w) * s.screen_h * 3 + px * 3 + p.tiles * (3.0 * pc.tile * pc.tile) +
+               2.0 * p.image_tokens * m.siglip.text_hidden * 4;
+  } else if (m.vision == VisionFamily::Qwen3VL) {
+    p.patches = qwen3vl_patches(m.qwen, s.max_pixels, s.screen_w, s.screen_h);
+    p.tiles = 1;
+    p.image_tokens = static_cast<int>(p.patches / (m.qwen.merge * m.qwen.merge));
+    p.prompt_tokens = p.image_tokens + 2 + s.question_tokens;
+    const double px = static_cast<double>(p.patches) * m.qwen.patch * m.qwen.patch;
+    p.preprocess_ms = (static_cast<double>(s.screen_w) * s.screen_h * d.qwen_preprocess_ns_src + px * d.qwen_preprocess_ns_out) * 1e-6;
+    p.vision_ms = p.vision_per_tile_ms = vision_ms(qwen_image_work(m.qwen, static_cast<double>(p.patches)), d);
+    p.vision_buffers = static_cast<double>(qwen3vl_buffer_bytes(m.qwen, p.patches));
+    const double K = 3.0 * m.qwen.temporal * m.qwen.patch * m.qwen.patch;
+    p.frames = static_cast<double>(s.screen_w) * s.screen_h * 3 + px * 3 + static_cast<double>(p.patches) * K * 4 +
+               2.0 * p.image_tokens * qwen3vl_out_row(m.qwen) * 4;
+  } else {
+    p.prompt_tokens = s.question_tokens;
+  }
+  if (p.prompt_tokens + s.answer_tokens > s.n_ctx) p.prompt_tokens = std::min(p.prompt_tokens, s.n_ctx);  // flagged by the caller
+  // memory
+  for (const WeightTensor& t : m.tensors)
+    if (!t.vision && !(t.name == "token_embd.weight" && !c.tied_embeddings)) p.weights += static_cast<double>(t.bytes());
+  if (!c.tied_embeddings)  // the embedding's rows the prompt reads
+    p.weights += std::min<double>(static_cast<double>(m.find("token_embd.weight") ? m.find("token_embd.weight")->bytes() : 0),
+                                  (p.prompt_tokens + s.answer_tokens) * 4096.0);
+  p.vision_weights = vision_resident(m, bf16);
+  const double kvp = kv_bytes_per_position(m, s.kv_type);
+  p.kv_full = kvp * s.n_ctx;
+  p.kv_question = kvp * std::min(s.n_ctx, p.prompt_tokens + s.answer_tokens);
+  const double rows_touched = std::min(s.n_batch, std::max(1, p.prompt_tokens));
+  const double per_row = 4.0 * (3.0 * c.n_embd + 2.0 * c.q_dim() + 2.0 * c.n_head_kv * c.head_dim + 2.0 * c.n_ff + c.head_dim);
+  p.activations = rows_touched * per_row + 4.0 * c.n_vocab;
+  p.process = d.process_bytes;
+  p.peak_question = p.process + p.weights + p.vision_weights + p.kv_question + p.activations + p.vision_buffers + p.frames;
+  p.reserved = p.peak_question - p.kv_question + p.kv_full;
+  // time
+  p.prefill_ms = prefill_ms(m, d, p.prompt_tokens, 0, s.n_batch);
+  p.prefill_question_ms = prefill_ms(m, d, s.question_tokens, p.prompt_tokens - s.question_tokens, s.n_batch);
+  p.decode_ms_per_token = decode_ms(m, d, p.prompt_tokens + s.answer_tokens / 2, s.kv_type);
+  p.ttft_cold_ms = p.preprocess_ms + p.vision_ms + p.prefill_ms + p.decode_ms_per_token;
+  p.ttft_watched_ms = p.prefill_question_ms + p.decode_ms_per_token;
+  p.answer_ms = p.ttft_cold_ms + (s.answer_tokens - 1) * p.decode_ms_per_token;
+  // watching: a changing frame is resampled (its changed rows), re-encoded (SmolVLM: its changed
+  // tiles and the global image; Qwen3-VL: the whole image, exact reuse) and the screen prefix
+  // evaluated again
+  if (m.vision != VisionFamily::None) {
+    const double grid = std::max(0, p.tiles - 1);
+    const double encoded = m.vision == VisionFamily::Idefics3 ? std::min(grid, std::ceil(s.tiles_changing * grid)) + 1 : 1;
+    const double frame_ms = p.preprocess_ms * (m.vision == VisionFamily::Idefics3 ? encoded / p.tiles : 1.0) +
+                            p.vision_per_tile_ms * encoded + prefill_ms(m, d, p.prompt_tokens - s.question_tokens, 0, s.n_batch);
+    p.watch_ms_per_frame = s.frames_changing * frame_ms;
+    p.watch_cpu_share = p.watch_ms_per_frame / (s.cadence_s * 1e3) * d.threads / std::max(1, d.cores);
+  }
+  return p;
+}
+
+}  // namespace tessera::plan

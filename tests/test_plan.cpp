@@ -1,0 +1,203 @@
+// `tessera plan` (src/plan/): model shapes read without weights, the device profile, and the cost
+// model's terms against what the engine allocates and what preprocessing produces. (Its
+// predictions against measured runs are a benchmark, bench/plan/validate.py: timing is no unit test.)
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "image/image.h"
+#include "models/footprint.h"
+#include "models/open_model.h"
+#include "models/smolvlm/preprocess.h"
+#include "plan/predict.h"
+#include "runtime/session.h"
+#include "test_util.h"
+
+using namespace tessera;
+using namespace tessera::plan;
+
+namespace {
+
+// Round rates, so each term can be computed by hand.
+DeviceProfile round_device() {
+  DeviceProfile d;
+  d.name = "test";
+  d.mem_bytes = 16.0 * (1u << 30);
+  d.cores = d.threads = 2;
+  d.dram_gbs = 20;
+  d.fp32_peak_gflops = 200;
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q6_K, DType::Q5_K, DType::Q5_1, DType::Q5_0, DType::Q4_K,
+                  DType::Q4_1, DType::Q4_0}) {
+    d.decode_gbs[t] = 10;
+    d.prefill_gflops[t] = 100;
+  }
+  d.vision_gflops = 200, d.attn_gflops = 50, d.op_us = 0;
+  return d;
+}
+
+}  // namespace
+
+// The published configurations give the published sizes.
+TEST(Plan, BuiltinModelsHaveTheirPublishedSizes) {
+  const auto total = [](const std::string& n) {
+    const ModelSpec m = open_model_spec(n);
+    return (m.params(false) + m.params(true)) / 1e9;
+  };
+  EXPECT_NEAR(total("smolvlm-256m"), 0.256, 0.03);
+  EXPECT_NEAR(total("smolvlm-500m"), 0.507, 0.04);
+  EXPECT_NEAR(total("qwen3-vl-2b"), 2.13, 0.1);
+  EXPECT_NEAR(total("qwen3-vl-4b"), 4.44, 0.2);
+  EXPECT_NEAR(total("qwen3-vl-8b"), 8.77, 0.3);
+  EXPECT_THROW(open_model_spec("qwen3-vl-2b", "x.gguf"), Error);
+  EXPECT_THROW(open_model_spec("no-such-model"), Error);
+}
+
+// A GGUF's header gives what the loaders give, and its tensors' bytes are the file's.
+TEST(Plan, GgufSpecMatchesTheLoadedModel) {
+  const std::string text = test::source_path("tests/fixtures/qwen3vl/tiny/text.gguf");
+  const std::string mmproj = test::source_path("tests/fixtures/qwen3vl/tiny/mmproj.gguf");
+  const ModelSpec m = open_model_spec(text, mmproj);
+  const HfModel loaded = open_model(text, mmproj);
+  const LlamaConfig& c = loaded.text->config();
+  EXPECT_EQ(m.text.n_embd, c.n_embd);
+  EXPECT_EQ(m.text.n_layer, c.n_layer);
+  EXPECT_EQ(m.text.n_head_kv, c.n_head_kv);
+  EXPECT_EQ(m.text.head_dim, c.head_dim);
+  EXPECT_EQ(m.text.n_ff, c.n_ff);
+  EXPECT_EQ(m.text.n_vocab, c.n_vocab);
+  ASSERT_EQ(m.vision, VisionFamily::Qwen3VL);
+  EXPECT_EQ(m.qwen.depth, loaded.qwen_vision->config().depth);
+  EXPECT_EQ(m.qwen.deepstack, loaded.qwen_vision->config().deepstack);
+  const auto f = GgufFile::open(text);
+  size_t bytes = 0;
+  for (const GgufTensor& t : f->tensors()) bytes += row_bytes(t.type, t.dims[0]) * (t.n_elements / t.dims[0]);
+  EXPECT_EQ(m.bytes(false), bytes);
+  EXPECT_THROW(open_model_spec(test::source_path("README.md")), Error);
+}
+
+// Converted types follow `tessera convert`: K types on rows that are not a multiple of 256 take
+// llama-quantize's fallback; norms keep their type.
+TEST(Plan, WeightTypesFollowConvert) {
+  const ModelSpec m = with_weight_types(open_model_spec("smolvlm-256m"), DType::Q4_K, kKeepType);
+  EXPECT_EQ(m.find("blk.0.ffn_up.weight")->type, DType::Q5_0);    // rows of 576
+  EXPECT_EQ(m.find("blk.0.ffn_down.weight")->type, DType::Q4_K);  // rows of 1536
+  EXPECT_EQ(m.find("blk.0.attn_norm.weight")->type, DType::F32);
+  EXPECT_EQ(m.find("v.blk.0.attn_q.weight")->type, DType::BF16);
+  const ModelSpec q = with_weight_types(open_model_spec("qwen3-vl-2b"), DType::Q8_0, DType::F16);
+  EXPECT_EQ(q.main_type(false), DType::Q8_0);
+  EXPECT_EQ(q.main_type(true), DType::F16);
+  EXPECT_NEAR(static_cast<double>(q.bytes(false)) / q.params(false), 34.0 / 32, 0.01);  // Q8_0: 34 bytes per 32
+}
+
+// The geometry the planner counts is the one preprocessing produces.
+TEST(Plan, TileGridMatchesPreprocessing) {
+  for (const auto& [w, h] : std::vector<std::pair<int, int>>{{700, 450}, {1920, 1080}, {300, 900}, {512, 512}, {100, 80}})
+    for (int edge : {512, 1024, 2048}) {
+      Idefics3PreprocessConfig pc;
+      pc.longest_edge = edge;
+      ImageRGB im;
+      im.width = w, im.height = h;
+      im.pixels.assign(static_cast<size_t>(w) * h * 3, 128);
+      const PreprocessedImage p = preprocess_idefics3(im, pc);
+      const Idefics3Grid g = idefics3_grid(pc, w, h);
+      EXPECT_EQ(g.rows, p.rows) << w << "x" << h << " edge " << edge;
+      EXPECT_EQ(g.cols, p.cols) << w << "x" << h << " edge " << edge;
+      EXPECT_EQ(static_cast<size_t>(g.tiles()), p.tiles.size()) << w << "x" << h << " edge " << edge;
+      EXPECT_EQ(idefics3_tile_count(pc, w, h), p.tiles.size());
+    }
+}
+
+// Each term of the cost model, by hand, on round rates: decode streams every layer matrix and the
+// head once, plus the cache; prefill multiplies them once per token; the cache's size is the
+// session's own.
+TEST(Plan, CostTermsByHand) {
+  const DeviceProfile d = round_device();
+  const ModelSpec m = open_model_spec(test::model_path());  // SmolLM2-135M Q4_1
+  double stream = 0, flops = 0;
+  for (const WeightTensor& t : m.tensors) {
+    if (t.name.rfind("blk.", 0) != 0 || t.rows <= 1) continue;
+    stream += static_cast<double>(t.bytes());
+    flops += 2.0 * static_cast<double>(t.rows) * static_cast<double>(t.cols);
+  }
+  const double head = static_cast<double>(m.find("token_embd.weight")->bytes());
+  const auto f = GgufFile::open(test::model_path());
+  EXPECT_FALSE(m.find("output.weight"));
+  EXPECT_NEAR(decode_ms(m, d, 0, DType::F16), (stream + head) / 10e9 * 1e3, 1e-9);
+  const LlamaConfig& c = m.text;
+  const double pairs = 100.0 * 101 / 2;
+  EXPECT_NEAR(prefill_ms(m, d, 100, 0, 512), (100 * flops / 100e9 + c.n_layer * 4 * pairs * c.q_dim() / 50e9 + head / 10e9) * 1e3, 1e-6);
+  // two passes of 64 tokens read the head twice
+  EXPECT_GT(prefill_ms(m, d, 100, 0, 64), prefill_ms(m, d, 100, 0, 512));
+
+  Scenario s;
+  s.n_ctx = 1024;
+  const Prediction p = predict(m, s, d);
+  auto model = LlamaModel::load(test::model_path());
+  SessionOptions so;
+  so.n_ctx = 1024;
+  so.n_threads = 1;
+  Session session(*model, so);
+  EXPECT_NEAR(p.kv_full, static_cast<double>(session.kv_bytes()), 0.001 * p.kv_full);
+  so.kv_type = DType::I8;
+  s.kv_type = DType::I8;
+  Session s8(*model, so);
+  EXPECT_NEAR(predict(m, s, d).kv_full, static_cast<double>(s8.kv_bytes()), 0.001 * p.kv_full);
+  EXPECT_EQ(p.vision_ms, 0);
+  EXPECT_EQ(p.prompt_tokens, s.question_tokens);
+}
+
+// Vision: SmolVLM's 1920x1080 screen is 12 tiles and a global image, 64 tokens each, with the
+// prompt's markup; Qwen3-VL's patches are the processor's; the buffers are the footprint's.
+TEST(Plan, VisionTermsFollowTheProcessors) {
+  const DeviceProfile d = round_device();
+  const ModelSpec sm = open_model_spec("smolvlm-256m");
+  Scenario s;
+  const Prediction p = predict(sm, s, d);
+  EXPECT_EQ(p.tiles, 13);
+  EXPECT_EQ(p.image_tokens, 832);
+  EXPECT_EQ(p.prompt_tokens, 832 + 2 * 12 + 3 + 3 + s.question_tokens);
+  // 0.21 TFLOP per tile (docs: 174 GFLOP of GEMMs, 39 of attention)
+  const double per_tile = 2.0 * 1024 * (12 * (4.0 * 768 * 768 + 2.0 * 768 * 3072) + 3 * 256 * 768 + 768 * 576);
+  EXPECT_NEAR(p.vision_per_tile_ms, (per_tile / 200e9 + 12 * 4.0 * 1024 * 1024 * 768 / 200e9) * 1e3, 1e-6);
+  EXPECT_NEAR(p.vision_ms, 13 * p.vision_per_tile_ms, 1e-9);
+  EXPECT_EQ(p.vision_buffers, static_cast<double>(siglip_buffer_bytes(sm.siglip)));
+  s.longest_edge = 512;
+  EXPECT_EQ(predict(sm, s, d).tiles, 1);
+
+  const ModelSpec q = open_model_spec("qwen3-vl-2b");
+  s = Scenario{};
+  s.max_pixels = 262144;
+  const Prediction pq = predict(q, s, d);
+  EXPECT_EQ(pq.patches, qwen3vl_patches(q.qwen, 262144, 1920, 1080));
+  EXPECT_EQ(pq.image_tokens, pq.patches / 4);
+  EXPECT_EQ(pq.vision_buffers, static_cast<double>(qwen3vl_buffer_bytes(q.qwen, pq.patches)));
+  // attention over the whole image grows with the square of its patches
+  s.max_pixels = 4 * 262144;
+  const Prediction pq4 = predict(q, s, d);
+  EXPECT_GT(pq4.vision_ms, 4 * pq.vision_ms);
+  EXPECT_GT(pq4.ttft_cold_ms, pq4.ttft_watched_ms);
+}
+
+// The saved calibration is read back exactly and checked like any input; an Apple device scales it.
+TEST(Plan, DeviceProfilesRoundTripAndScale) {
+  DeviceProfile d = round_device();
+  d.preprocess_ns_src = 1, d.preprocess_ns_out = 2, d.qwen_preprocess_ns_src = 3, d.qwen_preprocess_ns_out = 4, d.process_bytes = 5e6;
+  const DeviceProfile r = device_from_json(device_to_json(d), "test.json");
+  EXPECT_EQ(r.decode_gbs, d.decode_gbs);
+  EXPECT_EQ(r.prefill_gflops, d.prefill_gflops);
+  EXPECT_EQ(r.dram_gbs, d.dram_gbs);
+  EXPECT_EQ(r.qwen_preprocess_ns_out, 4);
+  EXPECT_THROW(device_from_json("{\"mem_bytes\": 1e9}", "x.json"), Error);
+  EXPECT_THROW(device_from_json("[1, 2]", "x.json"), Error);
+  std::string bad = device_to_json(d);
+  bad.replace(bad.find("\"dram_gbs\": 20"), 14, "\"dram_gbs\": -1");
+  EXPECT_THROW(device_from_json(bad, "x.json"), Error);
+
+  const DeviceProfile m2 = apple_device("m2-pro", 32, d);
+  EXPECT_EQ(m2.mem_bytes, 32.0 * (1u << 30));
+  EXPECT_NEAR(m2.decode_gbs.at(DType::Q4_K), 10.0 * 200 / 20, 1e-9);  // half the roof, as here
+  EXPECT_NEAR(m2.vision_gflops, 200.0 * (8 * 32 * 3.5) / 200, 1e-9);
+  EXPECT_THROW(apple_device("m2-pro", 12, d), Error);
+  EXPECT_THROW(apple_device("m7", 0, d), Error);
+}
