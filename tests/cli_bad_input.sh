@@ -66,6 +66,14 @@ check "Qwen3-VL watch, SmolVLM's knob" watch -m "$qwen/text.gguf" --mmproj "$qwe
   --frames "$root/tests/fixtures/watch/idle" --approx-global 2
 check "Qwen3-VL watch, frames over context" watch -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" -c 512 \
   --frames "$root/tests/fixtures/watch/idle"
+# tessera eval --image
+check "eval: no text, no image"  eval -m "$model"
+check "eval: image without mmproj" eval -m "$qwen/text.gguf" --image "$root/tests/fixtures/vision/screens/xterm_700x450.png" --reference-fp32-vision
+check "eval: image without reference" eval -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" --image "$root/tests/fixtures/vision/screens/xterm_700x450.png"
+check "eval: image and text"     eval -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" --reference-fp32-vision -f "$root/README.md" \
+  --image "$root/tests/fixtures/vision/screens/xterm_700x450.png"
+check "eval: mmproj for a text"  eval -m "$model" -f "$root/README.md" --mmproj "$qwen/mmproj.gguf"
+check "eval: missing image"      eval -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" --reference-fp32-vision --image "$tmp/nope.png"
 # tessera plan: flags and files it reads (a saved calibration is hostile input too)
 printf '{"name": "x", "mem_bytes": -5}' >"$tmp/bad_device.json"
 check "plan: bad screen"       plan --screen 1920by1080 --calibration "$tmp/bad_device.json"

@@ -8,11 +8,21 @@
 #include "core/error.h"
 #include "core/output_file.h"
 #include "runtime/eval.h"
+#include "runtime/eval_vision.h"
 
 namespace tessera::cli {
 
 void add_eval_options(CLI::App* sub, EvalArgs& e) {
-  sub->add_option("-f,--file", e.file, "the text to score (e.g. /usr/share/common-licenses/GPL-3, Debian's base-files)")->required();
+  sub->add_option("-f,--file", e.file, "the text to score (e.g. /usr/share/common-licenses/GPL-3, Debian's base-files)");
+  sub->add_option("--image", e.images, "instead of a text: screenshots (repeat the flag) through the vision tower and the text model")
+      ->allow_extra_args(false);
+  sub->add_option("--mmproj", e.mmproj, "--image: the model's vision tower (llama.cpp mmproj GGUF)");
+  sub->add_option("--reference-mmproj", e.reference_mmproj, "--image: the reference's vision tower (default: --mmproj)");
+  sub->add_flag("--reference-fp32-vision", e.reference_fp32_vision,
+                "--image: the reference's vision tower in fp32 (the reference numerics), the model's as the flags say");
+  sub->add_option("-p,--prompt", e.question, "--image: the question after the image");
+  sub->add_option("--vision-max-pixels", e.max_pixels, "--image, Qwen3-VL: resize each image to at most this many pixels")
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 26));
   sub->add_option("--reference", e.reference,
                   "the same model at a higher precision (GGUF or Hugging Face directory): KL divergence and top-token agreement");
   sub->add_option("--chunks", e.chunks, "score at most this many chunks")->check(CLI::Range(1, 1 << 20));
@@ -22,8 +32,63 @@ void add_eval_options(CLI::App* sub, EvalArgs& e) {
   sub->add_option("--json", e.json, "also write the figures as JSON to this file");
 }
 
+namespace {
+
+// `tessera eval --image`: runtime/eval_vision.h over each screenshot.
+int cmd_eval_vision(CommonArgs& a, const EvalArgs& e) {
+  if (!e.file.empty()) fail("pass either -f TEXT or --image, not both");
+  if (e.mmproj.empty()) fail("--image needs the vision tower: pass --mmproj MMPROJ.gguf");
+  if (!e.reference_cache_type.empty() || e.chunks >= 0) fail("--chunks and --reference-cache-type are for a text (-f)");
+  if (e.reference.empty() && e.reference_mmproj.empty() && !e.reference_fp32_vision)
+    fail("--image needs a reference: --reference, --reference-mmproj or --reference-fp32-vision");
+  std::vector<std::pair<std::string, ImageRGB>> images;
+  for (const std::string& path : e.images) images.emplace_back(std::filesystem::path(path).filename().string(), load_image(path));
+  HfModel model = load_any(a, e.mmproj);
+  CommonArgs ra = a;
+  if (!e.reference.empty()) ra.model = e.reference;
+  if (e.reference_fp32_vision) ra.bf16_vision = false, ra.fp32_vision = true;
+  HfModel ref = load_any(ra, e.reference_mmproj.empty() ? e.mmproj : e.reference_mmproj);
+  const VlmParts mp{model.text.get(), nullptr, model.qwen_vision.get()}, rp{ref.text.get(), nullptr, ref.qwen_vision.get()};
+  VlmParts m = mp, r = rp;
+  std::unique_ptr<Idefics3Vision> mv, rv;
+  if (model.qwen_vision) vision_options(a, *model.qwen_vision);
+  if (ref.qwen_vision) vision_options(ra, *ref.qwen_vision);
+  if (model.vision) mv = vision_options(a, std::move(model.vision)), m.smolvlm = mv.get();
+  if (ref.vision) rv = vision_options(ra, std::move(ref.vision)), r.smolvlm = rv.get();
+  const VisionEvalStats st = evaluate_vision(m, r, images, e.question, session_options(a), e.max_pixels);
+  std::printf("| image | tiles | image tokens | encoder rel. error | connector rel. error | next-token KL | same top |\n|---|---|---|---|---|---|---|\n");
+  for (const VisionEvalImage& i : st.images)
+    std::printf("| %s | %d | %d | %s | %.3e | %.3e | %s |\n", i.name.c_str(), i.tiles, i.image_tokens,
+                i.encoder_err < 0 ? "-" : format("%.3e", i.encoder_err).c_str(), i.connector_err, i.kld, i.same_top ? "yes" : "no");
+  std::printf("\nencoder rel. error max %s; connector rel. error mean %.3e, max %.3e; next-token KL mean %.3e, max %.3e; same top %.1f%%\n",
+              st.encoder_err_max < 0 ? "-" : format("%.3e", st.encoder_err_max).c_str(), st.connector_err_mean, st.connector_err_max,
+              st.kld_mean, st.kld_max, 100 * st.same_top);
+  flush_stdout();
+  if (!e.json.empty()) {
+    std::string j = "{\"images\": [";
+    for (size_t k = 0; k < st.images.size(); ++k) {
+      const VisionEvalImage& i = st.images[k];
+      j += format("%s{\"name\": \"%s\", \"tiles\": %d, \"image_tokens\": %d, \"encoder_err\": %.6e, \"connector_err\": %.6e, "
+                  "\"kld\": %.6e, \"same_top\": %s}",
+                  k ? ", " : "", json_escape(i.name).c_str(), i.tiles, i.image_tokens, i.encoder_err, i.connector_err, i.kld,
+                  i.same_top ? "true" : "false");
+    }
+    j += format("], \"encoder_err_max\": %.6e, \"connector_err_mean\": %.6e, \"connector_err_max\": %.6e, \"kld_mean\": %.6e, "
+                "\"kld_max\": %.6e, \"same_top\": %.4f}\n",
+                st.encoder_err_max, st.connector_err_mean, st.connector_err_max, st.kld_mean, st.kld_max, st.same_top);
+    write_output_file(e.json, j);
+  }
+  return 0;
+}
+
+}  // namespace
+
 int cmd_eval(CommonArgs& a, const EvalArgs& e, int chunk) {
   check_output_path(e.json);
+  if (!e.images.empty()) return cmd_eval_vision(a, e);
+  if (e.file.empty()) fail("pass the text to score with -f TEXT (or screenshots with --image)");
+  if (!e.mmproj.empty() || !e.reference_mmproj.empty() || e.reference_fp32_vision || e.max_pixels)
+    fail("--mmproj, --reference-mmproj, --reference-fp32-vision and --vision-max-pixels go with --image");
   if (!e.reference_cache_type.empty() && e.reference.empty()) fail("--reference-cache-type needs --reference");
   std::error_code ec;
   if (!std::filesystem::is_regular_file(e.file, ec)) fail("cannot read the text '%s' (not a regular file)", e.file.c_str());

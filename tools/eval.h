@@ -2,6 +2,7 @@
 // model (runtime/eval.h), as llama-perplexity [--kl-divergence] reports them.
 #pragma once
 #include <string>
+#include <vector>
 
 #include "cli_common.h"
 
@@ -10,6 +11,11 @@ namespace tessera::cli {
 struct EvalArgs {
   std::string file, reference, json, reference_cache_type;
   int chunks = -1;
+  // vision (--image): the towers, the question, Qwen3-VL's resize bound
+  std::vector<std::string> images;
+  std::string mmproj, reference_mmproj, question = "What is on the screen?";
+  int64_t max_pixels = 0;
+  bool reference_fp32_vision = false;
 };
 
 void add_eval_options(CLI::App* sub, EvalArgs& e);

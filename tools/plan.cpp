@@ -69,14 +69,14 @@ std::string json_prediction(const ModelSpec& m, const Scenario& s, const DeviceP
       "{\"model\": \"%s\", \"device\": \"%s\", \"screen\": [%d, %d], \"longest_edge\": %d, \"max_pixels\": %lld, \"n_ctx\": %d, "
       "\"text_type\": \"%s\", \"kv_type\": \"%s\", \"tiles\": %d, \"patches\": %lld, \"image_tokens\": %d, \"prompt_tokens\": %d, "
       "\"memory\": {\"weights\": %.0f, \"vision_weights\": %.0f, \"kv_full\": %.0f, \"kv_question\": %.0f, \"activations\": %.0f, "
-      "\"vision_buffers\": %.0f, \"frames\": %.0f, \"process\": %.0f, \"peak_question\": %.0f, \"reserved\": %.0f}, "
+      "\"vision_buffers\": %.0f, \"frames\": %.0f, \"process\": %.0f, \"screen_cache\": %.0f, \"peak_question\": %.0f, \"reserved\": %.0f}, "
       "\"ms\": {\"preprocess\": %.3f, \"vision\": %.3f, \"vision_per_tile\": %.3f, \"prefill\": %.3f, \"prefill_question\": %.3f, "
       "\"decode_per_token\": %.4f, \"ttft_cold\": %.3f, \"ttft_watched\": %.3f, \"answer\": %.3f, \"watch_per_frame\": %.3f}, "
       "\"watch_cpu_share\": %.4f}",
       json_escape(m.name).c_str(), json_escape(d.name).c_str(), s.screen_w, s.screen_h, s.longest_edge, static_cast<long long>(s.max_pixels),
       s.n_ctx, dtype_name(m.main_type(false)), dtype_name(s.kv_type), p.tiles, static_cast<long long>(p.patches), p.image_tokens,
       p.prompt_tokens, p.weights, p.vision_weights, p.kv_full, p.kv_question, p.activations, p.vision_buffers, p.frames, p.process,
-      p.peak_question, p.reserved, p.preprocess_ms, p.vision_ms, p.vision_per_tile_ms, p.prefill_ms, p.prefill_question_ms,
+      p.screen_cache, p.peak_question, p.reserved, p.preprocess_ms, p.vision_ms, p.vision_per_tile_ms, p.prefill_ms, p.prefill_question_ms,
       p.decode_ms_per_token, p.ttft_cold_ms, p.ttft_watched_ms, p.answer_ms, p.watch_ms_per_frame, p.watch_cpu_share);
 }
 
@@ -101,8 +101,9 @@ void print_report(const ModelSpec& m, const Scenario& s, const DeviceProfile& d,
                                                 {"process", p.process}};
   for (const auto& [k, v] : mem) std::printf("| %s | %.1f |\n", k, mib(v));
   std::printf("| **resident after an image question** | **%.1f** |\n", mib(p.peak_question));
-  std::printf("| KV cache at -c %d (%s) | %.1f |\n| **to reserve (cache full)** | **%.1f** |\n", s.n_ctx, dtype_name(s.kv_type), mib(p.kv_full),
-              mib(p.reserved));
+  std::printf("| KV cache at -c %d (%s) | %.1f |\n", s.n_ctx, dtype_name(s.kv_type), mib(p.kv_full));
+  if (m.vision != VisionFamily::None) std::printf("| watching: the screen's encoding and its saved prompt | %.1f |\n", mib(p.screen_cache));
+  std::printf("| **to reserve (cache full%s)** | **%.1f** |\n", m.vision != VisionFamily::None ? ", a screen watched" : "", mib(p.reserved));
   std::printf("\n| time | ms |\n|---|---|\n");
   if (m.vision != VisionFamily::None)
     std::printf("| preprocess | %.1f |\n| vision encode (%d x %.1f) | %.1f |\n", p.preprocess_ms, p.tiles, p.vision_per_tile_ms, p.vision_ms);

@@ -120,15 +120,20 @@ DeviceProfile calibrate_this_machine(int threads) {
     for (const ProbeResult& r : run_probe(po))
       if (r.name.rfind("fp32_fma", 0) == 0 && r.threads == d.threads) d.fp32_peak_gflops = std::max(d.fp32_peak_gflops, r.value);
   }
-  // kernel calls: a tiny matmul's round trip through the pool
+  // a kernel call's fixed cost: one-token matmuls on matrices in cache at two sizes, extrapolated
+  // to no rows (the pool's dispatch and join)
   {
-    TestMatrix t;
-    make_matrix(t, DType::Q8_0, 64, 256, 64);
-    std::vector<float> x(256, 0.5f), y(64);
-    const double s = median_seconds(9, [&] {
-      for (int i = 0; i < 200; ++i) matmul(t.m(), x.data(), 1, 256, y.data(), 64, pool);
-    });
-    d.op_us = s / 200 * 1e6;
+    double t[2];
+    const int64_t rows[2] = {256, 2048};
+    for (int k = 0; k < 2; ++k) {
+      TestMatrix m;
+      make_matrix(m, DType::Q8_0, rows[k], 256, rows[k]);
+      std::vector<float> x(256, 0.5f), y(static_cast<size_t>(rows[k]));
+      t[k] = median_seconds(9, [&] {
+        for (int i = 0; i < 200; ++i) matmul(m.m(), x.data(), 1, 256, y.data(), rows[k], pool);
+      }) / 200;
+    }
+    d.op_us = std::max(0.0, t[0] - (t[1] - t[0]) / (rows[1] - rows[0]) * rows[0]) * 1e6;
   }
   // per weight type: one-token matmul over >= 128 MiB (from DRAM), 256-token matmul on 2048 x 2048
   const int64_t cols = 2048;
@@ -146,12 +151,15 @@ DeviceProfile calibrate_this_machine(int threads) {
       const double s = median_seconds(5, [&] { matmul(t.m(), x.data(), 1, cols, y.data(), rows, pool); });
       d.decode_gbs[type] = static_cast<double>(rb) * static_cast<double>(rows) / s / 1e9;
     }
-    {
+    // prefill: 256 tokens through a wide matrix (2048 x 2048) and a narrow one (1536 x 512, a
+    // small model's MLP)
+    for (int narrow = 0; narrow < 2; ++narrow) {
+      const int64_t r = narrow ? 1536 : 2048, k = narrow ? 512 : cols;
       TestMatrix t;
-      make_matrix(t, type, 2048, cols, 2048);
-      std::vector<float> y(static_cast<size_t>(256) * 2048);
-      const double s = median_seconds(3, [&] { matmul(t.m(), x.data(), 256, cols, y.data(), 2048, pool); });
-      d.prefill_gflops[type] = 2.0 * 256 * 2048 * static_cast<double>(cols) / s / 1e9;
+      make_matrix(t, type, r, k, r);
+      std::vector<float> y(static_cast<size_t>(256) * r);
+      const double s = median_seconds(3, [&] { matmul(t.m(), x.data(), 256, k, y.data(), r, pool); });
+      (narrow ? d.prefill_gflops_narrow : d.prefill_gflops)[type] = 2.0 * 256 * static_cast<double>(r) * k / s / 1e9;
     }
   }
   // the vision encoder's GEMM: 1024 tokens through a 1024 x 1024 fp16 matrix, as the encoders
@@ -223,6 +231,7 @@ std::string device_to_json(const DeviceProfile& d) {
   j["fp32_peak_gflops"] = d.fp32_peak_gflops;
   for (const auto& [t, v] : d.decode_gbs) j["decode_gbs"][dtype_name(t)] = v;
   for (const auto& [t, v] : d.prefill_gflops) j["prefill_gflops"][dtype_name(t)] = v;
+  for (const auto& [t, v] : d.prefill_gflops_narrow) j["prefill_gflops_narrow"][dtype_name(t)] = v;
   j["vision_gflops"] = d.vision_gflops, j["attn_gflops"] = d.attn_gflops, j["op_us"] = d.op_us;
   j["preprocess_ns_src"] = d.preprocess_ns_src, j["preprocess_ns_out"] = d.preprocess_ns_out;
   j["qwen_preprocess_ns_src"] = d.qwen_preprocess_ns_src, j["qwen_preprocess_ns_out"] = d.qwen_preprocess_ns_out;
@@ -257,11 +266,14 @@ DeviceProfile device_from_json(const std::string& text, const std::string& path)
   d.qwen_preprocess_ns_src = num(j, "qwen_preprocess_ns_src", 0, 1e9);
   d.qwen_preprocess_ns_out = num(j, "qwen_preprocess_ns_out", 0, 1e9);
   d.process_bytes = num(j, "process_bytes", 0, 1e12);
-  for (const char* key : {"decode_gbs", "prefill_gflops"}) {
+  for (const char* key : {"decode_gbs", "prefill_gflops", "prefill_gflops_narrow"}) {
     if (!j.contains(key) || !j[key].is_object()) fail("%s: '%s' must be an object", path.c_str(), key);
     for (DType t : kTypes) {
       if (!j[key].contains(dtype_name(t))) fail("%s: '%s' has no %s", path.c_str(), key, dtype_name(t));
-      (std::strcmp(key, "decode_gbs") == 0 ? d.decode_gbs : d.prefill_gflops)[t] = num(j[key], dtype_name(t), 1e-3, 1e7);
+      std::map<DType, double>& m = std::strcmp(key, "decode_gbs") == 0 ? d.decode_gbs
+                                   : std::strcmp(key, "prefill_gflops") == 0 ? d.prefill_gflops
+                                                                             : d.prefill_gflops_narrow;
+      m[t] = num(j[key], dtype_name(t), 1e-3, 1e7);
     }
   }
   return d;
@@ -309,6 +321,7 @@ DeviceProfile apple_device(const std::string& name, int memory_gb, const DeviceP
   const double bw = chip->dram_gbs / here.dram_gbs, fl = chip->cpu_fp32_gflops / here_fp32;
   for (const auto& [t, v] : here.decode_gbs) d.decode_gbs[t] = std::min(v, here.dram_gbs) * bw;  // at most the roof
   for (const auto& [t, v] : here.prefill_gflops) d.prefill_gflops[t] = v * fl;
+  for (const auto& [t, v] : here.prefill_gflops_narrow) d.prefill_gflops_narrow[t] = v * fl;
   d.vision_gflops = here.vision_gflops * fl;
   d.attn_gflops = here.attn_gflops * fl;
   d.op_us = here.op_us;

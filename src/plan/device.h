@@ -18,7 +18,8 @@ struct DeviceProfile {
   double dram_gbs = 0;      // streaming read, all threads
   double fp32_peak_gflops = 0;  // FMA peak, all threads (the probe's loop)
   std::map<DType, double> decode_gbs;     // one-token matmul: weight bytes streamed per second, by type
-  std::map<DType, double> prefill_gflops; // 256-token matmul, by weight type
+  std::map<DType, double> prefill_gflops; // 256-token matmul on a 2048 x 2048 matrix, by weight type
+  std::map<DType, double> prefill_gflops_narrow;  // the same on 1536 x 512 (a small model's rows)
   double vision_gflops = 0; // the vision encoder's GEMM (bf16 where this CPU has it, else fp32)
   double attn_gflops = 0;   // fused attention over a 1024-token encoder tile / a long prompt
   double op_us = 0;         // fixed cost of one kernel call (dispatch to the thread pool and back)

@@ -99,13 +99,23 @@ double vision_resident(const ModelSpec& m, bool bf16) {
   return b;
 }
 
+// A many-token matmul's rate for a matrix of this row length: the two calibrated shapes, between
+// them on a log scale of the row length.
+double gemm_rate(const DeviceProfile& d, const WeightTensor& t) {
+  const double wide = rate(d.prefill_gflops, t.type);
+  if (d.prefill_gflops_narrow.empty()) return wide;
+  const double narrow = rate(d.prefill_gflops_narrow, t.type);
+  const double f = std::clamp(std::log2(static_cast<double>(t.cols) / 512) / 2, 0.0, 1.0);  // 512 -> 0, 2048 -> 1
+  return narrow + f * (wide - narrow);
+}
+
 }  // namespace
 
 double prefill_ms(const ModelSpec& m, const DeviceProfile& d, int n, int depth, int n_batch) {
   if (n <= 0) return 0;
   double s = 0;
   for_each_layer_matrix(m, [&](const WeightTensor& t) {
-    s += 2.0 * n * static_cast<double>(t.rows) * static_cast<double>(t.cols) / (rate(d.prefill_gflops, t.type) * 1e9);
+    s += 2.0 * n * static_cast<double>(t.rows) * static_cast<double>(t.cols) / (gemm_rate(d, t) * 1e9);
   });
   const LlamaConfig& c = m.text;
   const double pairs = static_cast<double>(n) * depth + 0.5 * static_cast<double>(n) * (n + 1);
@@ -181,7 +191,11 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
   p.activations = rows_touched * per_row + 4.0 * c.n_vocab;
   p.process = d.process_bytes;
   p.peak_question = p.process + p.weights + p.vision_weights + p.kv_question + p.activations + p.vision_buffers + p.frames;
-  p.reserved = p.peak_question - p.kv_question + p.kv_full;
+  if (m.vision == VisionFamily::Idefics3)
+    p.screen_cache = static_cast<double>(p.image_tokens) * m.siglip.text_hidden * 4 + kvp * (p.prompt_tokens - s.question_tokens);
+  else if (m.vision == VisionFamily::Qwen3VL)
+    p.screen_cache = static_cast<double>(p.image_tokens) * qwen3vl_out_row(m.qwen) * 4 + kvp * (p.prompt_tokens - s.question_tokens);
+  p.reserved = p.peak_question - p.kv_question + p.kv_full + p.screen_cache;
   // time
   p.prefill_ms = prefill_ms(m, d, p.prompt_tokens, 0, s.n_batch);
   p.prefill_question_ms = prefill_ms(m, d, s.question_tokens, p.prompt_tokens - s.question_tokens, s.n_batch);

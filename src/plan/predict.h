@@ -37,8 +37,9 @@ struct Prediction {
   double kv_full = 0;       // the cache at n_ctx (what must be reserved)
   double kv_question = 0;   // the cache a question's prompt and answer touch
   double activations = 0, vision_buffers = 0, frames = 0, process = 0;
+  double screen_cache = 0;  // watching: one screen's encoded tiles or features, and its saved prompt prefix
   double peak_question = 0;  // resident after one image question (tessera run --image)
-  double reserved = 0;       // with the cache full: what to budget
+  double reserved = 0;       // with the cache full and a screen watched: what to budget
   // time, milliseconds
   double preprocess_ms = 0, vision_ms = 0, vision_per_tile_ms = 0;
   double prefill_ms = 0;             // the whole image prompt
