@@ -46,6 +46,7 @@ slow+=":Watch.ExactReuseIsBitwiseFullRecompute:Watch.CacheOverBudgetEvictsAndSta
 slow+=":Watch.ApproximationsAreMeasured:Attention.DecodePrefillChunkingAndThreadsGiveTheSameBits"
 slow+=":AttentionBf16.WithinBoundAndInvariantOverRowsAndThreads:Model.SavedPrefixRestoresBitwise"
 slow+=":Qwen3VL.PreprocessingIsPixelExactWithTransformers:Eval.ModelAgainstItselfAndByHand:Eval.AgreesWithLlamaPerplexity"
+slow+=":EvalLayers.ZeroAgainstItselfGrowingWhenQuantized"
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 (cd build-asan && ./tests/tessera_tests --gtest_filter="-$slow" --gtest_brief=1)
 asan_tmp="$(mktemp -d)"

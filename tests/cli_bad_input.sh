@@ -68,6 +68,7 @@ check "Qwen3-VL watch, frames over context" watch -m "$qwen/text.gguf" --mmproj 
   --frames "$root/tests/fixtures/watch/idle"
 # tessera eval --image
 check "eval: no text, no image"  eval -m "$model"
+check "eval: per layer, no reference" eval -m "$model" -f "$root/README.md" -c 64 --per-layer
 check "eval: image without mmproj" eval -m "$qwen/text.gguf" --image "$root/tests/fixtures/vision/screens/xterm_700x450.png" --reference-fp32-vision
 check "eval: image without reference" eval -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" --image "$root/tests/fixtures/vision/screens/xterm_700x450.png"
 check "eval: image and text"     eval -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" --reference-fp32-vision -f "$root/README.md" \

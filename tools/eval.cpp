@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/output_file.h"
 #include "runtime/eval.h"
+#include "runtime/eval_layers.h"
 #include "runtime/eval_vision.h"
 
 namespace tessera::cli {
@@ -29,6 +30,8 @@ void add_eval_options(CLI::App* sub, EvalArgs& e) {
   sub->add_option("--reference-cache-type", e.reference_cache_type,
                   "the reference's KV cache type (default: --cache-type's), e.g. f16 against a model evaluated with --cache-type q8")
       ->check(CLI::IsMember({"f16", "f32", "bf16", "q8"}));
+  sub->add_flag("--per-layer", e.per_layer,
+                "with --reference: after each layer, the hidden states' relative L2 distance from the reference's (mean, 99%, max)");
   sub->add_option("--json", e.json, "also write the figures as JSON to this file");
 }
 
@@ -117,6 +120,9 @@ int cmd_eval(CommonArgs& a, const EvalArgs& e, int chunk) {
     if (!e.reference_cache_type.empty()) ro.kv_type = kv_type_from_name(e.reference_cache_type);
     rs = std::make_unique<Session>(*ref, ro);
   }
+  if (e.per_layer && !rs) fail("--per-layer needs --reference");
+  std::unique_ptr<LayerDivergenceProbe> probe;
+  if (e.per_layer) probe = std::make_unique<LayerDivergenceProbe>(s, *rs, chunk);
   if (s.n_ctx() < chunk) fail("eval: chunks of %d tokens do not fit the model's context of %d (lower -c)", chunk, s.n_ctx());
   if (tokens.size() < static_cast<size_t>(chunk))
     fail("eval: the text is %zu tokens, shorter than one chunk of %d (lower -c)", tokens.size(), chunk);
@@ -135,6 +141,13 @@ int cmd_eval(CommonArgs& a, const EvalArgs& e, int chunk) {
     std::printf("Median KLD      %.6f\n99.0%% KLD       %.6f\nMaximum KLD     %.6f\n", st.kld_median, st.kld_p99, st.kld_max);
     std::printf("Same top p      %.3f %%\n", 100.0 * st.same_top);
   }
+  std::vector<LayerDivergence> layers;
+  if (probe) {
+    layers = probe->results();
+    std::printf("\n| layer | mean rel. L2 | 99%% | max |\n|---|---|---|---|\n");
+    for (size_t l = 0; l < layers.size(); ++l)
+      std::printf("| %zu | %.5f | %.5f | %.5f |\n", l, layers[l].mean, layers[l].p99, layers[l].max);
+  }
   flush_stdout();
   if (!e.json.empty()) {
     std::string j = format("{\"model\": \"%s\", \"text\": \"%s\", \"chunk\": %d, \"chunks\": %d, \"scored\": %lld, \"ppl\": %.6f, \"ppl_err\": %.6f",
@@ -145,6 +158,12 @@ int cmd_eval(CommonArgs& a, const EvalArgs& e, int chunk) {
                   "\"kld_p99\": %.8f, \"kld_max\": %.8f, \"same_top\": %.6f",
                   json_escape(e.reference).c_str(), st.ref_ppl, st.ref_ppl_err, st.kld_mean, st.kld_err, st.kld_median, st.kld_p99,
                   st.kld_max, st.same_top);
+    if (!layers.empty()) {
+      j += ", \"layers\": [";
+      for (size_t l = 0; l < layers.size(); ++l)
+        j += format("%s{\"mean\": %.6e, \"p99\": %.6e, \"max\": %.6e}", l ? ", " : "", layers[l].mean, layers[l].p99, layers[l].max);
+      j += "]";
+    }
     write_output_file(e.json, j + "}\n");
   }
   return 0;

@@ -247,6 +247,12 @@ void Session::forward(const int32_t* tokens, int n, int first_logits,
         if (deepstack_rows_[static_cast<size_t>(i)])
           add_inplace(&tmp_[static_cast<size_t>(i * E)], deepstack_rows_[static_cast<size_t>(i)] + (l + 1) * E, E);
     }
+    if (layer_hook_) {  // the residual add is fused into the next norm: the hidden state is x + tmp
+      const size_t m = static_cast<size_t>(n) * c.n_embd;
+      hook_rows_.resize(m);
+      for (size_t k = 0; k < m; ++k) hook_rows_[k] = x_[k] + tmp_[k];
+      layer_hook_(l, n_past_, n, hook_rows_.data());
+    }
   }
   n_past_ += n;
   n_filled_ = std::max(n_filled_, n_past_);

@@ -69,6 +69,11 @@ class Session {
   size_t prefix_bytes(int n) const;
   void save_prefix(int n, std::vector<uint8_t>& out) const;
   void restore_prefix(int n, const std::vector<uint8_t>& saved);
+  // Called after each layer of every batch with the batch's first position and its hidden states
+  // (n rows of n_embd; the residual stream after the layer): for per-layer divergence (eval).
+  // Empty: none (the default; no cost).
+  using LayerHook = std::function<void(int layer, int pos0, int n, const float* hidden)>;
+  void set_layer_hook(LayerHook hook) { layer_hook_ = std::move(hook); }
 
  private:
   // One batch of n tokens through the model: check_batch, embed, then per layer attention_block
@@ -120,6 +125,8 @@ class Session {
     int since, offset;
   };
   std::vector<RopeOffset> rope_offsets_;
+  LayerHook layer_hook_;
+  std::vector<float> hook_rows_;  // x + the layer's output, for the hook
   std::vector<const float*> deepstack_rows_;  // per batch token: its DeepStack rows, or null
   static constexpr int kLogitRows = 32;  // rows of logits computed at once when all are wanted
 };
