@@ -6,6 +6,8 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "profile/profiler.h"
+#include <nlohmann/json.hpp>
 #include "image/image.h"
 #include "models/footprint.h"
 #include "models/open_model.h"
@@ -200,4 +202,32 @@ TEST(Plan, DeviceProfilesRoundTripAndScale) {
   EXPECT_NEAR(m2.vision_gflops, 200.0 * (8 * 32 * 3.5) / 200, 1e-9);
   EXPECT_THROW(apple_device("m2-pro", 12, d), Error);
   EXPECT_THROW(apple_device("m7", 0, d), Error);
+}
+
+// The memory terms against what a session holds, as the profiler records it: its repacked
+// weights, its activations and its KV cache; for Qwen3-VL's tiny model too (its K-quant-free
+// weights stay unpacked where no panel layout takes them: the term is the file's bytes).
+TEST(Plan, MemoryTermsAreTheSessionsOwn) {
+  const DeviceProfile d = round_device();
+  for (const std::string path : {test::model_path(), test::source_path("tests/fixtures/qwen3vl/tiny/text.gguf")}) {
+    const ModelSpec m = open_model_spec(path);
+    Scenario s;
+    s.n_ctx = 512;
+    s.n_batch = 64;
+    const Prediction p = predict(m, s, d);
+    auto model = LlamaModel::load(path);
+    SessionOptions so;
+    so.n_ctx = 512;
+    so.n_batch = 64;
+    so.n_threads = 1;
+    Session session(*model, so);
+    prof::start(false);
+    session.eval({1, 2, 3});
+    prof::stop();
+    const auto mem = nlohmann::json::parse(prof::report_json(prof::Peaks{}))["memory"];
+    const double weights = mem.contains("repacked weights") ? mem["repacked weights"].get<double>() : mem["weights"].get<double>();
+    EXPECT_NEAR(p.weights - 380.0 * m.text.n_vocab, weights, 0.002 * weights) << path;
+    EXPECT_EQ(p.activations, mem["activations"].get<double>()) << path;
+    EXPECT_EQ(p.kv_full, mem["kv cache"].get<double>()) << path;
+  }
 }

@@ -18,6 +18,12 @@ namespace {
 // norm and the head once per batch.
 constexpr double kCallsPerLayer = 12, kCallsPerPass = 3;
 
+// The session computes logits this many rows at a time (runtime/session.h, kLogitRows).
+constexpr double kLogitRows = 32;
+// A text model's tokenizer and tables, per vocabulary entry: measured resident size after loading
+// (SmolLM2's 49152 tokens: 20 MB; Qwen3's 151936: 55 MB).
+constexpr double kTokenizerBytesPerToken = 380;
+
 const char* const kLayerMatrices[] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
 
 double rate(const std::map<DType, double>& r, DType t) {
@@ -84,19 +90,28 @@ double vision_ms(const VisionWork& w, const DeviceProfile& d) {
   return (w.gemm_flops / (d.vision_gflops * 1e9) + w.attn_flops / (attn_rate * 1e9)) * 1e3 + w.calls * d.op_us * 1e-3;
 }
 
+// A text matrix as the session holds it: the decode panels take the file's bytes, but for Q6_K,
+// whose 6-bit quants are widened to bytes (280 bytes per 256 weights where the file has 210;
+// kernels/decode_panels.h).
+double resident_text_bytes(const WeightTensor& t) {
+  const double b = static_cast<double>(t.bytes());
+  return t.type == DType::Q6_K && t.rows > 1 ? b * 280.0 / 210.0 : b;
+}
+
 // Vision weights as the engine holds them: repacked into fp32-GEMM panels in their own type;
 // where bf16 GEMMs run (this CPU's choice: bf16_gemm_fast()), also bf16 tiles — SmolVLM keeps the
 // panels beside them, Qwen3-VL frees them.
 double vision_resident(const ModelSpec& m, bool bf16) {
-  double b = 0;
+  double b = 0, largest = 0;
   for (const WeightTensor& t : m.tensors) {
     if (!t.vision) continue;
     const bool matrix = t.rows > 1 && t.name.find("position_embd") == std::string::npos;
     const double tiles = static_cast<double>((t.rows + 31) / 32 * 32) * static_cast<double>(bf16_padded_k(t.cols)) * 2;
     if (!matrix || !bf16) b += static_cast<double>(t.bytes());
     else b += tiles + (m.vision == VisionFamily::Idefics3 ? static_cast<double>(t.bytes()) : 0);
+    if (matrix && bf16 && m.vision == VisionFamily::Qwen3VL) largest = std::max(largest, static_cast<double>(t.bytes()));
   }
-  return b;
+  return b + largest;  // Qwen3-VL: a matrix's panels and tiles at once while converting (the peak)
 }
 
 // A many-token matmul's rate for a matrix of this row length: the two calibrated shapes, between
@@ -178,17 +193,19 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
   if (p.prompt_tokens + s.answer_tokens > s.n_ctx) p.prompt_tokens = std::min(p.prompt_tokens, s.n_ctx);  // flagged by the caller
   // memory
   for (const WeightTensor& t : m.tensors)
-    if (!t.vision && !(t.name == "token_embd.weight" && !c.tied_embeddings)) p.weights += static_cast<double>(t.bytes());
-  if (!c.tied_embeddings)  // the embedding's rows the prompt reads
+    if (!t.vision && !(t.name == "token_embd.weight" && !c.tied_embeddings)) p.weights += resident_text_bytes(t);
+  if (!c.tied_embeddings)  // the embedding's rows the prompt reads (pages of the file)
     p.weights += std::min<double>(static_cast<double>(m.find("token_embd.weight") ? m.find("token_embd.weight")->bytes() : 0),
                                   (p.prompt_tokens + s.answer_tokens) * 4096.0);
+  p.weights += kTokenizerBytesPerToken * c.n_vocab;
   p.vision_weights = vision_resident(m, bf16);
   const double kvp = kv_bytes_per_position(m, s.kv_type);
   p.kv_full = kvp * s.n_ctx;
   p.kv_question = kvp * std::min(s.n_ctx, p.prompt_tokens + s.answer_tokens);
-  const double rows_touched = std::min(s.n_batch, std::max(1, p.prompt_tokens));
+  // the session's buffers, all written when allocated (runtime/session.cpp): per batch row x, xn,
+  // tmp, q, att, k, v, gate, up and the rotary angles; 32 rows of logits
   const double per_row = 4.0 * (3.0 * c.n_embd + 2.0 * c.q_dim() + 2.0 * c.n_head_kv * c.head_dim + 2.0 * c.n_ff + c.head_dim);
-  p.activations = rows_touched * per_row + 4.0 * c.n_vocab;
+  p.activations = s.n_batch * per_row + 4.0 * kLogitRows * c.n_vocab;
   p.process = d.process_bytes;
   p.peak_question = p.process + p.weights + p.vision_weights + p.kv_question + p.activations + p.vision_buffers + p.frames;
   if (m.vision == VisionFamily::Idefics3)

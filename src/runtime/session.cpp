@@ -273,7 +273,7 @@ void Session::note_memory() const {
   if (packed_bytes_) prof::note_memory("repacked weights", packed_bytes_);
   prof::note_memory("kv cache", k_cache_.size() + v_cache_.size());
   size_t act = 0;
-  for (const auto* b : {&x_, &xn_, &q_, &k_, &v_, &att_, &tmp_, &gate_, &up_, &logits_}) act += b->size() * sizeof(float);
+  for (const auto* b : {&x_, &xn_, &q_, &k_, &v_, &att_, &tmp_, &gate_, &up_, &rope_cs_, &logits_}) act += b->size() * sizeof(float);
   prof::note_memory("activations", act + xq_.size() * sizeof(BlockQ8_1));
 }
 
