@@ -78,6 +78,28 @@ TEST(Plan, GgufSpecMatchesTheLoadedModel) {
   EXPECT_THROW(open_model_spec(test::source_path("README.md")), Error);
 }
 
+// A Hugging Face directory (config.json and the processor's settings) gives the shapes the GGUF
+// pair converted from it gives.
+TEST(Plan, HfDirectoryMatchesItsGgufConversion) {
+  for (const std::string dir : {"tests/fixtures/vision/tiny/", "tests/fixtures/qwen3vl/tiny/"}) {
+    const ModelSpec h = open_model_spec(test::source_path(dir + "hf"));
+    const ModelSpec g = open_model_spec(test::source_path(dir + "text.gguf"), test::source_path(dir + "mmproj.gguf"));
+    EXPECT_EQ(h.vision, g.vision) << dir;
+    EXPECT_EQ(h.text.n_embd, g.text.n_embd) << dir;
+    EXPECT_EQ(h.text.n_layer, g.text.n_layer) << dir;
+    EXPECT_EQ(h.text.n_ff, g.text.n_ff) << dir;
+    EXPECT_EQ(h.text.n_vocab, g.text.n_vocab) << dir;
+    EXPECT_EQ(h.params(false), g.params(false)) << dir;
+    if (g.vision == VisionFamily::Idefics3) {
+      EXPECT_EQ(h.siglip.layers, g.siglip.layers);
+      EXPECT_EQ(h.idefics3.longest_edge, g.idefics3.longest_edge);
+    } else {
+      EXPECT_EQ(h.qwen.depth, g.qwen.depth);
+      EXPECT_EQ(h.qwen.deepstack, g.qwen.deepstack);
+    }
+  }
+}
+
 // Converted types follow `tessera convert`: K types on rows that are not a multiple of 256 take
 // llama-quantize's fallback; norms keep their type.
 TEST(Plan, WeightTypesFollowConvert) {
