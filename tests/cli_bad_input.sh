@@ -149,6 +149,19 @@ if "$bin" run -m "$model" -p "Say hi" -n 8 -o "$tmp/answer.txt" 2>/dev/null && [
 else
   fail=$((fail + 1)); echo "FAIL output file not written"
 fi
+# tessera plan's good paths, on a saved calibration (no timing here): a file pair, a built-in
+# model on an Apple device, the options listing; each prints its tables and writes its JSON
+dev="$root/tests/fixtures/plan/device_example.json"
+if "$bin" plan -m "$tiny/text.gguf" --mmproj "$tiny/mmproj.gguf" --calibration "$dev" --json "$tmp/plan.json" >"$tmp/out" 2>"$tmp/err" &&
+   grep -q "resident after an image question" "$tmp/out" && grep -q '"peak_question"' "$tmp/plan.json" &&
+   "$bin" plan -m qwen3-vl-2b --weights q4_k --device m2-pro --memory-gb 32 --calibration "$dev" >"$tmp/out" 2>"$tmp/err" &&
+   grep -q "m2-pro 32 GB" "$tmp/out" &&
+   "$bin" plan --options --device m1 --calibration "$dev" >"$tmp/out" 2>"$tmp/err" && grep -q "options fit m1 8 GB" "$tmp/out"; then
+  pass=$((pass + 1)); echo "ok   plan: $(grep 'options fit' "$tmp/out")"
+else
+  fail=$((fail + 1)); echo "FAIL plan: $(head -c 400 "$tmp/out") $(cat "$tmp/err")"
+fi
+rm -f "$tmp/plan.json"
 # chat keeps the KV cache: the second turn evaluates only its own tokens
 second=$(printf 'What is the capital of France?\nAnd of Italy?\n' | "$bin" chat -m "$model" -n 24 2>&1 >/dev/null | grep -o 'prompt: [0-9]* tokens' | sed -n 2p | grep -o '[0-9]*')
 if [ -n "$second" ] && [ "$second" -lt 20 ]; then

@@ -27,6 +27,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 TESSERA = os.path.join(ROOT, "build", "tessera")
 IMAGE = os.path.join(ROOT, "tests", "fixtures", "watch", "typing", "frame_000.png")  # 1920x1080 xterm
 QUESTION = "What is the user typing?"
+QUESTION_TOKENS = 14  # the question in either family's chat template (its prompt's text tokens)
 ANSWER = 8
 
 
@@ -92,7 +93,7 @@ def main():
     for name, text, mm, prec, run_knob, plan_knob, res in cases(a.cases.split(","), os.path.join(a.out, "models"), a.quick):
         tag = re.sub(r"[^A-Za-z0-9]+", "_", f"{name}_{prec}_{res}")
         pj, mj = os.path.join(a.out, f"plan_{tag}.json"), os.path.join(a.out, f"profile_{tag}.json")
-        run([TESSERA, "plan", "-m", text, "--mmproj", mm, "--screen", "1920x1080", "--calibration", calib, "--answer-tokens", str(ANSWER),
+        run([TESSERA, "plan", "-m", text, "--mmproj", mm, "--screen", "1920x1080", "--calibration", calib, "--answer-tokens", str(ANSWER), "--question-tokens", str(QUESTION_TOKENS),
              "--json", pj] + t + plan_knob)
         t0 = time.time()
         r = run([TESSERA, "profile", "-m", text, "--mmproj", mm, "--image", IMAGE, "-p", QUESTION, "-n", str(ANSWER), "--json", mj] + t + run_knob)
