@@ -98,9 +98,9 @@ double resident_text_bytes(const WeightTensor& t) {
   return t.type == DType::Q6_K && t.rows > 1 ? b * 280.0 / 210.0 : b;
 }
 
-// Vision weights as the engine holds them: repacked into fp32-GEMM panels in their own type;
-// where bf16 GEMMs run (this CPU's choice: bf16_gemm_fast()), also bf16 tiles — SmolVLM keeps the
-// panels beside them, Qwen3-VL frees them.
+// Vision weights as the engine holds them: repacked into fp32-GEMM panels in their own type, or,
+// where bf16 GEMMs run (this CPU's choice: bf16_gemm_fast()), into bf16 tiles, each matrix's
+// panels freed once its tiles exist.
 double vision_resident(const ModelSpec& m, bool bf16) {
   double b = 0, largest = 0;
   for (const WeightTensor& t : m.tensors) {
@@ -108,10 +108,9 @@ double vision_resident(const ModelSpec& m, bool bf16) {
     const bool matrix = t.rows > 1 && t.name.find("position_embd") == std::string::npos;
     const double tiles = static_cast<double>((t.rows + 31) / 32 * 32) * static_cast<double>(bf16_padded_k(t.cols)) * 2;
     if (!matrix || !bf16) b += static_cast<double>(t.bytes());
-    else b += tiles + (m.vision == VisionFamily::Idefics3 ? static_cast<double>(t.bytes()) : 0);
-    if (matrix && bf16 && m.vision == VisionFamily::Qwen3VL) largest = std::max(largest, static_cast<double>(t.bytes()));
+    else b += tiles, largest = std::max(largest, static_cast<double>(t.bytes()));
   }
-  return b + largest;  // Qwen3-VL: a matrix's panels and tiles at once while converting (the peak)
+  return b + largest;  // while converting, one matrix's panels beside its tiles (the peak)
 }
 
 // A many-token matmul's rate for a matrix of this row length: the two calibrated shapes, between
@@ -190,7 +189,6 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
   } else {
     p.prompt_tokens = s.question_tokens;
   }
-  if (p.prompt_tokens + s.answer_tokens > s.n_ctx) p.prompt_tokens = std::min(p.prompt_tokens, s.n_ctx);  // flagged by the caller
   // memory
   for (const WeightTensor& t : m.tensors)
     if (!t.vision && !(t.name == "token_embd.weight" && !c.tied_embeddings)) p.weights += resident_text_bytes(t);

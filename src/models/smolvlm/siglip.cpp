@@ -537,6 +537,16 @@ int Idefics3Vision::use_bf16_gemm() {
   if (!bf16_gemm_available()) fail("bf16 vision GEMM needs AVX512_BF16 or AMX bf16: this CPU or OS gives neither, or --isa/TESSERA_ISA caps below avx512vnni");
   bf16_attention_ = true;
   int n = 0;
+  // The fp32-GEMM panels a matrix's tiles were made from are read no more: each is freed as soon
+  // as its tiles exist (as Qwen3-VL's tower does), which halves an fp16 tower's resident weights
+  // and keeps the conversion's peak to one matrix more.
+  const auto drop_panels = [this](WeightMatrix& w) {
+    const uint8_t* gp = w.gemm_panels;
+    w.gemm_panels = nullptr;
+    if (!gp) return;
+    for (PackedWeights& p : packed_)
+      if (p.data && p.matrix.gemm_panels == gp && !p.matrix.bf16_tiles) packed_bytes_ -= p.bytes, p.data.reset(), p.bytes = 0;
+  };
   // q, k and v read the same normed rows: one stacked matrix makes them one GEMM (same bits,
   // faster than three calls: docs/measurements.md), and the three keep views into it for the
   // gated re-encoding
@@ -548,6 +558,8 @@ int Idefics3Vision::use_bf16_gemm() {
            w->cols == L.q.w.cols && w->rows % 32 == 0;
     if (!ok) continue;
     StackedBf16Tiles st = stack_bf16_tiles(parts);
+    for (Linear* l : {&L.q, &L.k, &L.v}) drop_panels(l->w);
+    for (WeightMatrix& v : st.views) v.gemm_panels = nullptr;
     L.q.w = st.views[0], L.k.w = st.views[1], L.v.w = st.views[2];
     L.qkv.w = st.all.matrix;
     L.qkv.b.clear();
@@ -564,7 +576,9 @@ int Idefics3Vision::use_bf16_gemm() {
     if (w->bf16_tiles || w->panels || !supports_bf16_tiles(w->type)) continue;
     packed_.push_back(pack_bf16_tiles(*w));
     packed_bytes_ += packed_.back().bytes;
+    drop_panels(*w);
     *w = packed_.back().matrix;
+    w->gemm_panels = nullptr;
     ++n;
   }
   return n;
