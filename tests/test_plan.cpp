@@ -31,7 +31,7 @@ DeviceProfile round_device() {
   d.fp32_peak_gflops = 200;
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q6_K, DType::Q5_K, DType::Q5_1, DType::Q5_0, DType::Q4_K,
                   DType::Q4_1, DType::Q4_0}) {
-    d.decode_gbs[t] = 10;
+    d.decode_gbs[t] = d.decode_gbs_small[t] = 10;
     d.prefill_gflops[t] = d.prefill_gflops_narrow[t] = 100;
   }
   d.vision_gflops = 200, d.attn_gflops = 50, d.op_us = 0;

@@ -62,26 +62,36 @@ struct TestMatrix {
   const WeightMatrix& m() const { return packed.data ? packed.matrix : w; }
 };
 
-void make_matrix(TestMatrix& t, DType type, int64_t rows, int64_t cols, int64_t distinct) {
+std::vector<uint8_t> quantized_rows(DType type, int64_t rows, int64_t cols, int64_t distinct) {
   std::mt19937 rng(7);
   std::normal_distribution<float> nd(0.0f, 0.02f);
   const size_t rb = row_bytes(type, static_cast<uint64_t>(cols));
-  t.bytes.assign(rb * static_cast<size_t>(rows), 0);
+  std::vector<uint8_t> bytes(rb * static_cast<size_t>(rows), 0);
   std::vector<float> row(static_cast<size_t>(cols));
   for (int64_t r = 0; r < distinct; ++r) {
     for (float& x : row) x = nd(rng);
-    quantize_row(type, row.data(), cols, t.bytes.data() + static_cast<size_t>(r) * rb);
+    quantize_row(type, row.data(), cols, bytes.data() + static_cast<size_t>(r) * rb);
   }
   for (int64_t r = distinct; r < rows; ++r)
-    std::memcpy(t.bytes.data() + static_cast<size_t>(r) * rb, t.bytes.data() + static_cast<size_t>(r % distinct) * rb, rb);
+    std::memcpy(bytes.data() + static_cast<size_t>(r) * rb, bytes.data() + static_cast<size_t>(r % distinct) * rb, rb);
+  return bytes;
+}
+
+// The matrix in the layout a Session gives it (runtime/session.cpp): decode panels where the
+// level reads them, else the rows as they are.
+void set_matrix(TestMatrix& t, DType type, int64_t rows, int64_t cols, std::vector<uint8_t> bytes) {
+  t.bytes = std::move(bytes);
   t.w = WeightMatrix{};
-  t.w.type = type, t.w.rows = rows, t.w.cols = cols, t.w.data = t.bytes.data(), t.w.row_stride = rb;
-  // the layout a Session gives it (runtime/session.cpp): decode panels where the level reads them
+  t.w.type = type, t.w.rows = rows, t.w.cols = cols, t.w.data = t.bytes.data(), t.w.row_stride = row_bytes(type, static_cast<uint64_t>(cols));
   if (kernels().decode_panels && fits_decode_panels(t.w) && kernels().decode_panels(type)) {
     t.packed = pack_decode_panels(t.w);
     t.bytes.clear();
     t.bytes.shrink_to_fit();
   }
+}
+
+void make_matrix(TestMatrix& t, DType type, int64_t rows, int64_t cols, int64_t distinct) {
+  set_matrix(t, type, rows, cols, quantized_rows(type, rows, cols, distinct));
 }
 
 }  // namespace
@@ -142,14 +152,21 @@ DeviceProfile calibrate_this_machine(int threads) {
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (float& v : x) v = nd(rng);
   for (DType type : kTypes) {
-    const size_t rb = row_bytes(type, static_cast<uint64_t>(cols));
-    const int64_t rows = std::max<int64_t>(1024, static_cast<int64_t>((size_t{128} << 20) / rb) / 1024 * 1024);
-    {
-      TestMatrix t;
-      make_matrix(t, type, rows, cols, 256);
-      std::vector<float> y(static_cast<size_t>(rows));
-      const double s = median_seconds(5, [&] { matmul(t.m(), x.data(), 1, cols, y.data(), rows, pool); });
-      d.decode_gbs[type] = static_cast<double>(rb) * static_cast<double>(rows) / s / 1e9;
+    // decode: one-token matmuls on copies of a matrix cycled through >= 128 MiB, so each call
+    // reads from DRAM as a model's layers do, per call (the call's fixed cost is in the rate): a
+    // large model's matrix (4096 x 2048) and a small one's (1536 x 512)
+    for (int small = 0; small < 2; ++small) {
+      const int64_t r = small ? 1536 : 4096, k = small ? 512 : 2048;
+      const size_t mb = row_bytes(type, static_cast<uint64_t>(k)) * static_cast<size_t>(r);
+      const size_t copies = std::max<size_t>(2, (size_t{128} << 20) / mb + 1);
+      const std::vector<uint8_t> base = quantized_rows(type, r, k, 256);
+      std::vector<TestMatrix> m(copies);
+      for (TestMatrix& t : m) set_matrix(t, type, r, k, base);
+      std::vector<float> y(static_cast<size_t>(r));
+      const double s = median_seconds(5, [&] {
+        for (const TestMatrix& t : m) matmul(t.m(), x.data(), 1, k, y.data(), r, pool);
+      });
+      (small ? d.decode_gbs_small : d.decode_gbs)[type] = static_cast<double>(mb) * static_cast<double>(copies) / s / 1e9;
     }
     // prefill: 256 tokens through a wide matrix (2048 x 2048) and a narrow one (1536 x 512, a
     // small model's MLP)
@@ -204,7 +221,7 @@ DeviceProfile calibrate_this_machine(int threads) {
     double out[2], t[2];
     for (int k = 0; k < 2; ++k) {
       Idefics3PreprocessConfig pc;
-      pc.longest_edge = k ? 2048 : 1024;
+      pc.longest_edge = k ? 2048 : 512;  // the knob's range: from one tile to 4 x 4
       const Idefics3Grid g = idefics3_grid(pc, im.width, im.height);
       out[k] = static_cast<double>(g.stretched_w) * g.stretched_h;
       t[k] = median_seconds(3, [&] { (void)preprocess_idefics3(im, pc, &pool); }) * 1e9;
@@ -212,7 +229,7 @@ DeviceProfile calibrate_this_machine(int threads) {
     d.preprocess_ns_out = std::max(0.0, (t[1] - t[0]) / (out[1] - out[0]));
     d.preprocess_ns_src = std::max(0.0, (t[0] - d.preprocess_ns_out * out[0]) / src);
     for (int k = 0; k < 2; ++k) {
-      const Qwen3VLPreprocessConfig pc = Qwen3VLPreprocessConfig{}.with_max_pixels(k ? 1048576 : 262144);
+      const Qwen3VLPreprocessConfig pc = Qwen3VLPreprocessConfig{}.with_max_pixels(k ? 1048576 : 65536);
       int rh = 0, rw = 0;
       qwen3vl_smart_resize(im.height, im.width, pc.factor(), pc.min_pixels, pc.max_pixels, rh, rw);
       out[k] = static_cast<double>(rh) * rw;
@@ -230,6 +247,7 @@ std::string device_to_json(const DeviceProfile& d) {
   j["mem_bytes"] = d.mem_bytes, j["cores"] = d.cores, j["threads"] = d.threads, j["dram_gbs"] = d.dram_gbs;
   j["fp32_peak_gflops"] = d.fp32_peak_gflops;
   for (const auto& [t, v] : d.decode_gbs) j["decode_gbs"][dtype_name(t)] = v;
+  for (const auto& [t, v] : d.decode_gbs_small) j["decode_gbs_small"][dtype_name(t)] = v;
   for (const auto& [t, v] : d.prefill_gflops) j["prefill_gflops"][dtype_name(t)] = v;
   for (const auto& [t, v] : d.prefill_gflops_narrow) j["prefill_gflops_narrow"][dtype_name(t)] = v;
   j["vision_gflops"] = d.vision_gflops, j["attn_gflops"] = d.attn_gflops, j["op_us"] = d.op_us;
@@ -266,13 +284,14 @@ DeviceProfile device_from_json(const std::string& text, const std::string& path)
   d.qwen_preprocess_ns_src = num(j, "qwen_preprocess_ns_src", 0, 1e9);
   d.qwen_preprocess_ns_out = num(j, "qwen_preprocess_ns_out", 0, 1e9);
   d.process_bytes = num(j, "process_bytes", 0, 1e12);
-  for (const char* key : {"decode_gbs", "prefill_gflops", "prefill_gflops_narrow"}) {
+  for (const char* key : {"decode_gbs", "decode_gbs_small", "prefill_gflops", "prefill_gflops_narrow"}) {
     if (!j.contains(key) || !j[key].is_object()) fail("%s: '%s' must be an object", path.c_str(), key);
     for (DType t : kTypes) {
       if (!j[key].contains(dtype_name(t))) fail("%s: '%s' has no %s", path.c_str(), key, dtype_name(t));
-      std::map<DType, double>& m = std::strcmp(key, "decode_gbs") == 0 ? d.decode_gbs
-                                   : std::strcmp(key, "prefill_gflops") == 0 ? d.prefill_gflops
-                                                                             : d.prefill_gflops_narrow;
+      std::map<DType, double>& m = std::strcmp(key, "decode_gbs") == 0         ? d.decode_gbs
+                                   : std::strcmp(key, "decode_gbs_small") == 0 ? d.decode_gbs_small
+                                   : std::strcmp(key, "prefill_gflops") == 0   ? d.prefill_gflops
+                                                                               : d.prefill_gflops_narrow;
       m[t] = num(j[key], dtype_name(t), 1e-3, 1e7);
     }
   }
@@ -320,6 +339,7 @@ DeviceProfile apple_device(const std::string& name, int memory_gb, const DeviceP
   const double here_fp32 = here.fp32_peak_gflops;
   const double bw = chip->dram_gbs / here.dram_gbs, fl = chip->cpu_fp32_gflops / here_fp32;
   for (const auto& [t, v] : here.decode_gbs) d.decode_gbs[t] = std::min(v, here.dram_gbs) * bw;  // at most the roof
+  for (const auto& [t, v] : here.decode_gbs_small) d.decode_gbs_small[t] = std::min(v, here.dram_gbs) * bw;
   for (const auto& [t, v] : here.prefill_gflops) d.prefill_gflops[t] = v * fl;
   for (const auto& [t, v] : here.prefill_gflops_narrow) d.prefill_gflops_narrow[t] = v * fl;
   d.vision_gflops = here.vision_gflops * fl;

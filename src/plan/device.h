@@ -17,7 +17,9 @@ struct DeviceProfile {
   int threads = 0;          // threads the rates were measured with
   double dram_gbs = 0;      // streaming read, all threads
   double fp32_peak_gflops = 0;  // FMA peak, all threads (the probe's loop)
-  std::map<DType, double> decode_gbs;     // one-token matmul: weight bytes streamed per second, by type
+  // one-token matmuls from DRAM, weight bytes per second by type, per call: on 4096 x 2048
+  // matrices and on 1536 x 512 ones (a small model's, where the call's fixed cost weighs more)
+  std::map<DType, double> decode_gbs, decode_gbs_small;
   std::map<DType, double> prefill_gflops; // 256-token matmul on a 2048 x 2048 matrix, by weight type
   std::map<DType, double> prefill_gflops_narrow;  // the same on 1536 x 512 (a small model's rows)
   double vision_gflops = 0; // the vision encoder's GEMM (bf16 where this CPU has it, else fp32)

@@ -13,10 +13,10 @@ namespace tessera::plan {
 
 namespace {
 
-// Kernel calls per layer and token batch: seven matmuls, attention, RoPE with the cache store,
-// two norms and SwiGLU (the profiler counts 12.1 per layer for SmolLM2); the embedding, the last
-// norm and the head once per batch.
-constexpr double kCallsPerLayer = 12, kCallsPerPass = 3;
+// Kernel calls per layer and token batch besides the seven matmuls (whose rates are measured per
+// call, fixed cost included): attention, RoPE with the cache store, two norms and SwiGLU (the
+// profiler counts 12.1 calls per layer for SmolLM2); the embedding and the last norm per batch.
+constexpr double kCallsPerLayer = 5, kCallsPerPass = 2;
 
 // The session computes logits this many rows at a time (runtime/session.h, kLogitRows).
 constexpr double kLogitRows = 32;
@@ -113,6 +113,18 @@ double vision_resident(const ModelSpec& m, bool bf16) {
   return b + largest;  // while converting, one matrix's panels beside its tiles (the peak)
 }
 
+// A one-token matmul's rate for a matrix of this many bytes: the two calibrated sizes, between
+// them on a log scale of the bytes.
+double decode_rate(const DeviceProfile& d, const WeightTensor& t) {
+  const double large = rate(d.decode_gbs, t.type);
+  if (d.decode_gbs_small.empty()) return large;
+  const double small = rate(d.decode_gbs_small, t.type);
+  const double b = static_cast<double>(t.bytes());
+  const double b0 = static_cast<double>(row_bytes(t.type, 512)) * 1536, b1 = static_cast<double>(row_bytes(t.type, 2048)) * 4096;
+  const double f = std::clamp(std::log2(b / b0) / std::log2(b1 / b0), 0.0, 1.0);
+  return small + f * (large - small);
+}
+
 // A many-token matmul's rate for a matrix of this row length: the two calibrated shapes, between
 // them on a log scale of the row length.
 double gemm_rate(const DeviceProfile& d, const WeightTensor& t) {
@@ -136,16 +148,16 @@ double prefill_ms(const ModelSpec& m, const DeviceProfile& d, int n, int depth, 
   s += c.n_layer * 4.0 * pairs * c.q_dim() / (d.attn_gflops * 1e9);
   const int passes = (n + n_batch - 1) / n_batch;
   const WeightTensor& h = head(m);
-  s += passes * static_cast<double>(h.bytes()) / (rate(d.decode_gbs, h.type) * 1e9);  // the last row's logits
+  s += passes * static_cast<double>(h.bytes()) / (decode_rate(d, h) * 1e9);  // the last row's logits
   s += passes * (kCallsPerLayer * c.n_layer + kCallsPerPass) * d.op_us * 1e-6;
   return s * 1e3;
 }
 
 double decode_ms(const ModelSpec& m, const DeviceProfile& d, int pos, DType kv_type) {
   double s = 0;
-  for_each_layer_matrix(m, [&](const WeightTensor& t) { s += static_cast<double>(t.bytes()) / (rate(d.decode_gbs, t.type) * 1e9); });
+  for_each_layer_matrix(m, [&](const WeightTensor& t) { s += static_cast<double>(t.bytes()) / (decode_rate(d, t) * 1e9); });
   const WeightTensor& h = head(m);
-  s += static_cast<double>(h.bytes()) / (rate(d.decode_gbs, h.type) * 1e9);
+  s += static_cast<double>(h.bytes()) / (decode_rate(d, h) * 1e9);
   s += kv_bytes_per_position(m, kv_type) * pos / (d.dram_gbs * 1e9);
   s += (kCallsPerLayer * m.text.n_layer + kCallsPerPass) * d.op_us * 1e-6;
   return s * 1e3;
