@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -177,6 +179,18 @@ std::string json_escape(const std::string& s) {
     }
   }
   return o;
+}
+
+std::string read_text_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) fail("cannot read the text '%s' (not a regular file)", path.c_str());
+  if (std::filesystem::file_size(path, ec) > (size_t{256} << 20)) fail("the text '%s' is over 256 MiB", path.c_str());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read the text '%s'", path.c_str());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (ss.str().empty()) fail("the text '%s' is empty", path.c_str());
+  return ss.str();
 }
 
 }  // namespace tessera::cli

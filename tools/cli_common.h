@@ -54,6 +54,8 @@ void note_context_full(const GenerateStats& st);
 double median(std::vector<double> v);
 // The text as the inside of a JSON string (quotes, backslashes and control characters escaped).
 std::string json_escape(const std::string& s);
+// A text to score (eval, quantize's calibration): a regular file, not empty, at most 256 MiB.
+std::string read_text_file(const std::string& path);
 double now_seconds();  // steady clock
 double cpu_seconds();  // user + system time of this process
 

@@ -37,6 +37,7 @@
 #include "bench.h"
 #include "sustained.h"
 #include "eval.h"
+#include "quantize.h"
 #include "watch.h"
 #include "serve.h"
 
@@ -213,18 +214,16 @@ int cmd_chat(CommonArgs& a, int n_predict, const std::string& system, const Samp
 int cmd_convert(const std::string& in, const std::string& out, const std::string& type, const std::vector<std::string>& tensor_types) {
   if (in.empty()) fail("pass the input model with -m");
   check_output_path(out);
-  static const std::map<std::string, DType> kTypes = {{"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16},
-                                                      {"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1},
-                                                      {"q4_k", DType::Q4_K}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1},
-                                                      {"q5_k", DType::Q5_K}, {"q6_k", DType::Q6_K}};
-  const DType to = kTypes.at(type);
+  const DType to = convert_type_from_name(type);
   std::vector<TensorTypeOverride> overrides;
   for (const std::string& tt : tensor_types) {  // PATTERN=TYPE
     const size_t eq = tt.rfind('=');
     if (eq == std::string::npos || eq == 0) fail("--tensor-type '%s': use PATTERN=TYPE (e.g. ffn_down=q6_k)", tt.c_str());
-    const auto it = kTypes.find(tt.substr(eq + 1));
-    if (it == kTypes.end()) fail("--tensor-type '%s': unknown type '%s'", tt.c_str(), tt.substr(eq + 1).c_str());
-    overrides.push_back({tt.substr(0, eq), it->second});
+    try {
+      overrides.push_back({tt.substr(0, eq), convert_type_from_name(tt.substr(eq + 1))});
+    } catch (const Error&) {
+      fail("--tensor-type '%s': unknown type '%s'", tt.c_str(), tt.substr(eq + 1).c_str());
+    }
   }
   auto f = GgufFile::open(in);
   convert_gguf(*f, to, out, overrides);
@@ -307,6 +306,12 @@ int main(int argc, char** argv) {
   EvalArgs eargs;
   add_eval_options(eval, eargs);
 
+  auto* quantize = app.add_subcommand("quantize", "mixed precision: per-tensor types searched for a KL-divergence or size budget, "
+                                                   "from sensitivities measured on a calibration text");
+  add_common(quantize, common);
+  QuantizeArgs qargs;
+  add_quantize_options(quantize, qargs);
+
   auto* tokenize = app.add_subcommand("tokenize", "print the token ids of a text");
   add_common(tokenize, common);
   tokenize->add_option("-p,--prompt", text, "text")->required();
@@ -369,6 +374,7 @@ int main(int argc, char** argv) {
     if (*serve) return cmd_serve(common, serve_args);
     if (*tokenize) return cmd_tokenize(common, text, special);
     if (*eval) return cmd_eval(common, eargs, eval->count("-c") ? common.ctx : 512);
+    if (*quantize) return cmd_quantize(common, qargs, quantize->count("-c") ? common.ctx : 512);
     if (*convert) return cmd_convert(conv_in, out_path, conv_type, tensor_types);
     if (*probe) {
       const std::string path = probe_out.empty() ? std::string(TESSERA_SOURCE_DIR) + "/models/probe.json" : probe_out;

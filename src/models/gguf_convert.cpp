@@ -1,6 +1,7 @@
 #include "models/gguf_convert.h"
 
 #include <algorithm>
+#include <map>
 #include <regex>
 #include <thread>
 #include <vector>
@@ -33,7 +34,37 @@ uint32_t llama_file_type(DType t) {
   }
 }
 
+const std::map<std::string, DType>& convert_types() {
+  static const std::map<std::string, DType> kTypes = {{"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16},
+                                                      {"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1},
+                                                      {"q4_k", DType::Q4_K}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1},
+                                                      {"q5_k", DType::Q5_K}, {"q6_k", DType::Q6_K}};
+  return kTypes;
+}
+
 }  // namespace
+
+DType convert_type_from_name(const std::string& name) {
+  const auto it = convert_types().find(name);
+  if (it == convert_types().end()) fail("unknown type '%s' (one of %s)", name.c_str(), kConvertTypeNames);
+  return it->second;
+}
+
+std::string convert_type_name(DType t) {
+  for (const auto& [name, type] : convert_types())
+    if (type == t) return name;
+  fail("%s is not a conversion target", dtype_name(t));
+}
+
+DType converted_type(const GgufTensor& t, DType want) {
+  const uint64_t n = t.dims[0];
+  const bool blocks = info(want).block_elems > 1;
+  DType tt = want;
+  if (n % 256 != 0) tt = want == DType::Q4_K ? DType::Q5_0 : want == DType::Q5_K ? DType::Q5_1 : want == DType::Q6_K ? DType::Q8_0 : want;
+  if (blocks && (t.dims.size() < 2 || n % info(tt).block_elems != 0)) tt = t.type;  // keep norms, odd rows
+  if (blocks && t.name.find("position_embd") != std::string::npos) tt = t.type;
+  return tt;
+}
 
 void convert_gguf(const GgufFile& f, DType to, const std::string& out_path, const std::vector<TensorTypeOverride>& overrides) {
   const uint32_t file_type = llama_file_type(to);
@@ -60,12 +91,7 @@ void convert_gguf(const GgufFile& f, DType to, const std::string& out_path, cons
         want = overrides[i].type;
         break;
       }
-    const bool blocks = info(want).block_elems > 1;
-    DType tt = want;
-    // rows that are not a whole number of 256-element super-blocks take llama-quantize's fallback
-    if (n % 256 != 0) tt = want == DType::Q4_K ? DType::Q5_0 : want == DType::Q5_K ? DType::Q5_1 : want == DType::Q6_K ? DType::Q8_0 : want;
-    if (blocks && (t.dims.size() < 2 || n % info(tt).block_elems != 0)) tt = t.type;  // keep norms, odd rows
-    if (blocks && t.name.find("position_embd") != std::string::npos) tt = t.type;
+    const DType tt = converted_type(t, want);
     std::vector<uint8_t> data(row_bytes(tt, n) * rows);
     if (tt == t.type) {  // already the target: the same bytes
       std::copy(t.data, t.data + data.size(), data.begin());
