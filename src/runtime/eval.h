@@ -48,7 +48,8 @@ struct ReferenceLogprobs {
   std::vector<double> nll;    // each row's negative log-likelihood of the next token
 };
 ReferenceLogprobs reference_logprobs(Session& reference, const std::vector<int32_t>& tokens, const EvalOptions& opt);
-// evaluate(model, reference, ...) with the reference's side taken from `ref` (its chunks and n_ctx).
+// evaluate(model, reference, ...) with the reference's side taken from `ref` (its chunks and n_ctx);
+// `tokens` must be the text `ref` was computed on.
 EvalStats evaluate(Session& model, const ReferenceLogprobs& ref, const std::vector<int32_t>& tokens);
 
 }  // namespace tessera
