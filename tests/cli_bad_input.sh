@@ -55,6 +55,23 @@ check "eval: text under one chunk" eval -m "$model" -f "$root/README.md" -c 1000
 check "eval: unwritable json" eval -m "$model" -f "$root/README.md" --json "$tmp/no/such/dir/e.json"
 # Qwen3-VL: an image whose tokens cannot fit the context is refused before it is encoded
 qwen="$root/tests/fixtures/qwen3vl/tiny"
+# quantize: bad budgets, types, files; nothing written (the leftover check below covers q.gguf)
+qz=(quantize -m "$qwen/text.gguf" -o "$tmp/q.gguf" -c 64 --layer-bands 1)
+check "quantize: no budget"        "${qz[@]}"
+check "quantize: two budgets"      "${qz[@]}" --max-kld 0.1 --max-bpw 5
+check "quantize: bad size"         "${qz[@]}" --max-size 12X
+check "quantize: bad type"         "${qz[@]}" --max-kld 0.1 --types q4_k,q9
+check "quantize: float type"       "${qz[@]}" --max-kld 0.1 --types f16
+check "quantize: missing model"    quantize -m "$tmp/nope.gguf" -o "$tmp/q.gguf" --max-kld 0.1
+check "quantize: model is a dir"   quantize -m "$tmp" -o "$tmp/q.gguf" --max-kld 0.1
+check "quantize: over the reference" quantize -m "$qwen/text.gguf" -o "$qwen/text.gguf" --max-kld 0.1
+check "quantize: unwritable output" quantize -m "$qwen/text.gguf" -o "$tmp/no/such/dir/q.gguf" --max-kld 0.1
+check "quantize: missing text"     "${qz[@]}" --max-kld 0.1 -f "$tmp/nope.txt"
+check "quantize: text under a chunk" quantize -m "$qwen/text.gguf" -o "$tmp/q.gguf" --max-kld 0.1 -f "$root/README.md" -c 100000
+check "quantize: missing sensitivity" "${qz[@]}" --max-kld 0.1 --sensitivity "$tmp/nope.json"
+check "quantize: not a sensitivity" "${qz[@]}" --max-kld 0.1 --sensitivity "$qwen/manifest.json"
+check "quantize: reuse and save"   "${qz[@]}" --max-kld 0.1 --sensitivity "$qwen/manifest.json" --save-sensitivity "$tmp/s.json"
+check "quantize: impossible budget" "${qz[@]}" --types q4_0 --max-bpw 1
 check "Qwen3-VL image over context" run -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" -c 512 -p hi \
   --image "$root/tests/fixtures/vision/screens/desktop_1920x1080.png"
 check "Qwen3-VL pixels too few" run -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" -p hi --vision-max-pixels 10 \

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -25,14 +27,6 @@ std::string default_model_path() {
   const std::string rel = "models/SmolLM2-135M-Instruct.Q4_1.gguf";
   if (std::filesystem::exists(rel)) return rel;
   return std::string(TESSERA_SOURCE_DIR) + "/" + rel;
-}
-
-const std::map<std::string, DType>& weight_type_names() {
-  static const std::map<std::string, DType> types = {{"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16},
-                                                     {"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1},
-                                                     {"q4_k", DType::Q4_K}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1},
-                                                     {"q5_k", DType::Q5_K}, {"q6_k", DType::Q6_K}};
-  return types;
 }
 
 void add_common(CLI::App* app, CommonArgs& a) {
@@ -185,6 +179,18 @@ std::string json_escape(const std::string& s) {
     }
   }
   return o;
+}
+
+std::string read_text_file(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) fail("cannot read the text '%s' (not a regular file)", path.c_str());
+  if (std::filesystem::file_size(path, ec) > (size_t{256} << 20)) fail("the text '%s' is over 256 MiB", path.c_str());
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail("cannot read the text '%s'", path.c_str());
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (ss.str().empty()) fail("the text '%s' is empty", path.c_str());
+  return ss.str();
 }
 
 }  // namespace tessera::cli

@@ -32,8 +32,6 @@ struct CommonArgs {
 };
 
 void add_common(CLI::App* app, CommonArgs& a);
-// The weight types `convert --type` and `plan --weights` take, by their lower-case names.
-const std::map<std::string, DType>& weight_type_names();
 // --isa: caps the kernels' instruction set for the whole process (called once, after parsing).
 void apply_isa_cap(const CommonArgs& a);
 // -m FILE.gguf, or -m DIR for a Hugging Face directory (which may hold a vision tower too), with
@@ -57,6 +55,8 @@ void note_context_full(const GenerateStats& st);
 double median(std::vector<double> v);
 // The text as the inside of a JSON string (quotes, backslashes and control characters escaped).
 std::string json_escape(const std::string& s);
+// A text to score (eval, quantize's calibration): a regular file, not empty, at most 256 MiB.
+std::string read_text_file(const std::string& path);
 double now_seconds();  // steady clock
 double cpu_seconds();  // user + system time of this process
 

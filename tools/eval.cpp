@@ -1,9 +1,6 @@
 #include "eval.h"
 
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "core/error.h"
 #include "core/output_file.h"
@@ -93,15 +90,7 @@ int cmd_eval(CommonArgs& a, const EvalArgs& e, int chunk) {
   if (!e.mmproj.empty() || !e.reference_mmproj.empty() || e.reference_fp32_vision || e.max_pixels)
     fail("--mmproj, --reference-mmproj, --reference-fp32-vision and --vision-max-pixels go with --image");
   if (!e.reference_cache_type.empty() && e.reference.empty()) fail("--reference-cache-type needs --reference");
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(e.file, ec)) fail("cannot read the text '%s' (not a regular file)", e.file.c_str());
-  if (std::filesystem::file_size(e.file, ec) > (size_t{256} << 20)) fail("the text '%s' is over 256 MiB", e.file.c_str());
-  std::ifstream in(e.file, std::ios::binary);
-  if (!in) fail("cannot read the text '%s'", e.file.c_str());
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
-  if (text.empty()) fail("the text '%s' is empty", e.file.c_str());
+  const std::string text = read_text_file(e.file);
   a.ctx = chunk;
   auto model = load(a);
   std::unique_ptr<LlamaModel> ref;

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "core/output_file.h"
+#include "models/gguf_convert.h"
 #include "plan/predict.h"
 
 namespace tessera::cli {
@@ -56,10 +57,11 @@ std::pair<int, int> parse_screen(const std::string& s) {
 
 DType weight_type(const std::string& name, const char* flag) {
   if (name == "as-is") return kKeepType;
-  const auto& types = weight_type_names();
-  const auto it = types.find(name);
-  if (it == types.end()) fail("%s '%s': use as-is, f32, f16, bf16, q8_0, q6_k, q5_k, q5_1, q5_0, q4_k, q4_1 or q4_0", flag, name.c_str());
-  return it->second;
+  try {
+    return convert_type_from_name(name);
+  } catch (const Error&) {
+    fail("%s '%s': use as-is or one of %s", flag, name.c_str(), kConvertTypeNames);
+  }
 }
 
 double mib(double b) { return b / (1 << 20); }

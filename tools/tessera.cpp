@@ -38,6 +38,7 @@
 #include "sustained.h"
 #include "eval.h"
 #include "plan.h"
+#include "quantize.h"
 #include "watch.h"
 #include "serve.h"
 
@@ -219,15 +220,16 @@ int cmd_chat(CommonArgs& a, int n_predict, const std::string& system, const Samp
 int cmd_convert(const std::string& in, const std::string& out, const std::string& type, const std::vector<std::string>& tensor_types) {
   if (in.empty()) fail("pass the input model with -m");
   check_output_path(out);
-  const std::map<std::string, DType>& kTypes = weight_type_names();
-  const DType to = kTypes.at(type);
+  const DType to = convert_type_from_name(type);
   std::vector<TensorTypeOverride> overrides;
   for (const std::string& tt : tensor_types) {  // PATTERN=TYPE
     const size_t eq = tt.rfind('=');
     if (eq == std::string::npos || eq == 0) fail("--tensor-type '%s': use PATTERN=TYPE (e.g. ffn_down=q6_k)", tt.c_str());
-    const auto it = kTypes.find(tt.substr(eq + 1));
-    if (it == kTypes.end()) fail("--tensor-type '%s': unknown type '%s'", tt.c_str(), tt.substr(eq + 1).c_str());
-    overrides.push_back({tt.substr(0, eq), it->second});
+    try {
+      overrides.push_back({tt.substr(0, eq), convert_type_from_name(tt.substr(eq + 1))});
+    } catch (const Error&) {
+      fail("--tensor-type '%s': unknown type '%s'", tt.c_str(), tt.substr(eq + 1).c_str());
+    }
   }
   auto f = GgufFile::open(in);
   convert_gguf(*f, to, out, overrides);
@@ -318,6 +320,12 @@ int main(int argc, char** argv) {
   PlanArgs pargs;
   add_plan_options(plan, pargs);
 
+  auto* quantize = app.add_subcommand("quantize", "mixed precision: per-tensor types searched for a KL-divergence or size budget, "
+                                                   "from sensitivities measured on a calibration text");
+  add_common(quantize, common);
+  QuantizeArgs qargs;
+  add_quantize_options(quantize, qargs);
+
   auto* tokenize = app.add_subcommand("tokenize", "print the token ids of a text");
   add_common(tokenize, common);
   tokenize->add_option("-p,--prompt", text, "text")->required();
@@ -381,6 +389,7 @@ int main(int argc, char** argv) {
     if (*tokenize) return cmd_tokenize(common, text, special);
     if (*eval) return cmd_eval(common, eargs, eval->count("-c") ? common.ctx : 512);
     if (*plan) return cmd_plan(common, pargs);
+    if (*quantize) return cmd_quantize(common, qargs, quantize->count("-c") ? common.ctx : 512);
     if (*convert) return cmd_convert(conv_in, out_path, conv_type, tensor_types);
     if (*probe) {
       const std::string path = probe_out.empty() ? std::string(TESSERA_SOURCE_DIR) + "/models/probe.json" : probe_out;

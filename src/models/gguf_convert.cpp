@@ -1,6 +1,7 @@
 #include "models/gguf_convert.h"
 
 #include <algorithm>
+#include <map>
 #include <regex>
 #include <thread>
 #include <vector>
@@ -33,7 +34,29 @@ uint32_t llama_file_type(DType t) {
   }
 }
 
+const std::map<std::string, DType>& convert_types() {
+  static const std::map<std::string, DType> kTypes = {{"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16},
+                                                      {"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1},
+                                                      {"q4_k", DType::Q4_K}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1},
+                                                      {"q5_k", DType::Q5_K}, {"q6_k", DType::Q6_K}};
+  return kTypes;
+}
+
 }  // namespace
+
+DType convert_type_from_name(const std::string& name) {
+  const auto it = convert_types().find(name);
+  if (it == convert_types().end()) fail("unknown type '%s' (one of %s)", name.c_str(), kConvertTypeNames);
+  return it->second;
+}
+
+std::string convert_type_name(DType t) {
+  for (const auto& [name, type] : convert_types())
+    if (type == t) return name;
+  fail("%s is not a conversion target", dtype_name(t));
+}
+
+DType converted_type(const GgufTensor& t, DType want) { return convert_target_type(t.name, t.dims, t.type, want); }
 
 DType convert_target_type(const std::string& name, const std::vector<uint64_t>& dims, DType current, DType want) {
   const bool blocks = info(want).block_elems > 1;
@@ -71,7 +94,7 @@ void convert_gguf(const GgufFile& f, DType to, const std::string& out_path, cons
         want = overrides[i].type;
         break;
       }
-    const DType tt = convert_target_type(t.name, t.dims, t.type, want);
+    const DType tt = converted_type(t, want);
     std::vector<uint8_t> data(row_bytes(tt, n) * rows);
     if (tt == t.type) {  // already the target: the same bytes
       std::copy(t.data, t.data + data.size(), data.begin());

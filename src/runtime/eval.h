@@ -37,4 +37,19 @@ struct EvalStats {
 EvalStats evaluate(Session& model, Session* reference, const std::vector<int32_t>& tokens, const EvalOptions& opt,
                    const std::function<void(const EvalStats&)>& progress = {});
 
+// The reference's log-probabilities over every scored position, computed once and kept (as
+// float) so that many variants of a model can be scored against them without running the
+// reference again (runtime/mixed_precision.h). chunks * (n_ctx/2 - 1) rows of n_vocab.
+struct ReferenceLogprobs {
+  int n_ctx = 0, chunks = 0;
+  size_t n_vocab = 0;
+  std::vector<float> lp;
+  std::vector<uint32_t> top;  // each row's most likely token
+  std::vector<double> nll;    // each row's negative log-likelihood of the next token
+};
+ReferenceLogprobs reference_logprobs(Session& reference, const std::vector<int32_t>& tokens, const EvalOptions& opt);
+// evaluate(model, reference, ...) with the reference's side taken from `ref` (its chunks and n_ctx);
+// `tokens` must be the text `ref` was computed on.
+EvalStats evaluate(Session& model, const ReferenceLogprobs& ref, const std::vector<int32_t>& tokens);
+
 }  // namespace tessera

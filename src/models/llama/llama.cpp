@@ -132,6 +132,32 @@ void LlamaModel::embed(int32_t token, float* out) const {
   dequantize_row(tok_embd_.type, tok_embd_.data + static_cast<size_t>(token) * tok_embd_.row_stride, out, cfg_.n_embd);
 }
 
+WeightMatrix LlamaModel::replace_matrix(const std::string& name, const WeightMatrix& w) {
+  WeightMatrix* m = nullptr;
+  if (name == "token_embd.weight") m = &tok_embd_;
+  else if (name == "output.weight" && !cfg_.tied_embeddings) m = &output_;
+  else if (name.rfind("blk.", 0) == 0) {
+    const size_t dot = name.find('.', 4);
+    const std::string idx = dot == std::string::npos ? "" : name.substr(4, dot - 4);
+    const int l = !idx.empty() && idx.size() < 5 && idx.find_first_not_of("0123456789") == std::string::npos ? std::stoi(idx) : -1;
+    if (l >= 0 && l < cfg_.n_layer) {
+      LlamaLayer& L = layers_[static_cast<size_t>(l)];
+      const std::string kind = name.substr(dot + 1);
+      for (auto [k, p] : {std::pair{"attn_q.weight", &L.wq}, {"attn_k.weight", &L.wk}, {"attn_v.weight", &L.wv}, {"attn_output.weight", &L.wo},
+                          {"ffn_gate.weight", &L.w_gate}, {"ffn_up.weight", &L.w_up}, {"ffn_down.weight", &L.w_down}})
+        if (kind == k) m = p;
+    }
+  }
+  if (!m) fail("'%s' is not a matrix of this model", name.c_str());
+  if (w.rows != m->rows || w.cols != m->cols) fail("'%s': a %lldx%lld matrix cannot replace a %lldx%lld one", name.c_str(),
+                                                   static_cast<long long>(w.rows), static_cast<long long>(w.cols),
+                                                   static_cast<long long>(m->rows), static_cast<long long>(m->cols));
+  const WeightMatrix old = *m;
+  *m = w;
+  if (m == &tok_embd_ && cfg_.tied_embeddings) output_ = w;
+  return old;
+}
+
 size_t LlamaModel::weight_bytes() const {
   size_t n = 0;
   for (const auto& t : file_->tensors()) n += t.n_bytes;

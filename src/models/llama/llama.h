@@ -75,6 +75,12 @@ class LlamaModel {
   const std::vector<float>& output_norm() const { return output_norm_; }
   const std::string& chat_template() const { return chat_template_; }
   size_t weight_bytes() const;
+  // Puts `w` in place of the matrix a GGUF tensor name loads into (token_embd.weight, which a
+  // tied head shares, output.weight, blk.N.attn_q.weight ...) and returns the one it replaces;
+  // fails for another name. How one tensor's sensitivity to quantization is measured without
+  // writing a file (runtime/mixed_precision.h). `w`'s bytes must outlive its use. A Session made
+  // before reads it unpacked (its repacked copies are found by the old data pointer).
+  WeightMatrix replace_matrix(const std::string& gguf_name, const WeightMatrix& w);
 
   void embed(int32_t token, float* out) const;  // checks the id range
   // A hint that [p, p + n) of the weights has been copied elsewhere (repacked): a file-backed
