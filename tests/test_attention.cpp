@@ -10,6 +10,7 @@
 #include <random>
 #include <vector>
 
+#include "core/error.h"
 #include "kernels/attention.h"
 #include "kernels/kernels.h"
 
@@ -109,8 +110,10 @@ std::vector<Isa> levels() {
 // cached (already rounded) K/V values.
 TEST(Attention, MatchesFloat64AndEveryIsaBitwise) {
   int checked = 0;
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8}) {
-    for (int hd : {64, 72, 80, 128, 8}) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::Q4_0}) {
+    // Q4_0 needs head_dim a multiple of 32 (its blocks): 32 and 96 stand in for the odd sizes
+    const std::vector<int> dims = t == DType::Q4_0 ? std::vector<int>{64, 32, 96, 128} : std::vector<int>{64, 72, 80, 128, 8};
+    for (int hd : dims) {
       for (int group : {1, 3}) {
         for (bool causal : {false, true}) {
           for (int64_t n_kv : {1, 17, 300, 1100})
@@ -170,13 +173,13 @@ TEST(Attention, MatchesFloat64AndEveryIsaBitwise) {
       }
     }
   }
-  EXPECT_EQ(checked, 4 * 5 * 2 * 2 * 4 * 2);
+  EXPECT_EQ(checked, (4 * 5 + 4) * 2 * 2 * 4 * 2);
 }
 
 // One query at a time (decode, split over the KV length) equals the same rows in one prefill
 // call and in uneven chunks, with 1, 2 or 3 threads, bit for bit.
 TEST(Attention, DecodePrefillChunkingAndThreadsGiveTheSameBits) {
-  for (DType t : {DType::F16, DType::I8})
+  for (DType t : {DType::F16, DType::I8, DType::Q4_0})
   for (bool tiles : {false, true}) {
     const int n_head_kv = 3, n_head = 9, hd = 64;
     const int64_t n = 1200;  // three segments
@@ -227,7 +230,7 @@ TEST(Attention, KvRowFormats) {
   kv_store_row(DType::I8, x.data(), 70, row.data());
   kv_load_row(DType::I8, row.data(), 70, y.data());
   for (int i = 0; i < 70; ++i) EXPECT_NEAR(y[static_cast<size_t>(i)], x[static_cast<size_t>(i)], 4.0 / 127 / 2 + 1e-6);
-  EXPECT_FALSE(kv_type_supported(DType::Q4_0));
+  EXPECT_FALSE(kv_type_supported(DType::Q4_1));
   // a tile slot holds the row's values: the same rounding, the same I8 scale
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8}) {
     std::vector<uint8_t> tile(kv_tile_bytes(t, 70), 0xAB), r(kv_row_bytes(t, 70));
@@ -240,4 +243,128 @@ TEST(Attention, KvRowFormats) {
   }
   EXPECT_EQ(kv_tile_bytes(DType::I8, 70), 70u * 16 + 64);
   EXPECT_EQ(kv_tile_bytes(DType::F16, 64), 64u * 16 * 2);
+}
+
+namespace {
+
+// llama.cpp's quantize_row_q4_0_ref (ggml-quants.c), written out again here from its source, with
+// its fp16 conversion (round to nearest even): the bytes tessera's q4 KV rows must equal.
+std::vector<uint8_t> ggml_q4_0(const float* x, int n) {
+  std::vector<uint8_t> out(static_cast<size_t>(n / 32 * 18));
+  for (int i = 0; i < n / 32; ++i) {
+    float amax = 0.0f, max = 0.0f;
+    for (int j = 0; j < 32; ++j) {
+      const float v = x[i * 32 + j];
+      if (amax < std::fabs(v)) {
+        amax = std::fabs(v);
+        max = v;
+      }
+    }
+    const float d = max / -8, id = d ? 1.0f / d : 0.0f;
+    const _Float16 h = static_cast<_Float16>(d);
+    std::memcpy(&out[static_cast<size_t>(i * 18)], &h, 2);
+    for (int j = 0; j < 16; ++j) {
+      const float x0 = x[i * 32 + j] * id, x1 = x[i * 32 + 16 + j] * id;
+      const uint8_t xi0 = static_cast<uint8_t>(std::min<int8_t>(15, static_cast<int8_t>(x0 + 8.5f)));
+      const uint8_t xi1 = static_cast<uint8_t>(std::min<int8_t>(15, static_cast<int8_t>(x1 + 8.5f)));
+      out[static_cast<size_t>(i * 18 + 2 + j)] = static_cast<uint8_t>(xi0 | (xi1 << 4));
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// The 4-bit cache ("q4"): rows are llama.cpp's q4_0 blocks byte for byte; a tile slot holds the
+// same values; round trip within |d| / 2 of each value (|d| = amax / 8 of its 32-element block),
+// |d| at the clamped top level, plus the fp16 rounding of d; head_dim must be a multiple of 32.
+TEST(Attention, Q4KvRowsAreLlamaCppQ4_0) {
+  EXPECT_TRUE(kv_type_supported(DType::Q4_0));
+  EXPECT_EQ(kv_row_bytes(DType::Q4_0, 64), 36u);
+  EXPECT_EQ(kv_row_bytes(DType::Q4_0, 128), 72u);
+  EXPECT_EQ(kv_tile_bytes(DType::Q4_0, 128), 72u * 16);  // a tile is the bytes of 16 rows
+  EXPECT_THROW(kv_row_bytes(DType::Q4_0, 72), Error);
+  EXPECT_THROW(kv_row_bytes(DType::Q4_0, 16), Error);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int hd : {32, 64, 128, 256}) {
+    for (int trial = 0; trial < 50; ++trial) {
+      std::vector<float> x(static_cast<size_t>(hd)), y(x.size()), z(x.size());
+      for (auto& e : x) e = nd(rng) * (trial % 5 == 0 ? 1e-3f : trial % 7 == 0 ? 300.0f : 2.0f);
+      if (trial == 1) std::fill(x.begin(), x.begin() + 32, 0.0f);  // an all-zero block
+      if (trial == 2) x[5] = -x[5] * 100;                            // one large negative extreme
+      std::vector<uint8_t> row(kv_row_bytes(DType::Q4_0, hd));
+      kv_store_row(DType::Q4_0, x.data(), hd, row.data());
+      ASSERT_EQ(row, ggml_q4_0(x.data(), hd)) << "hd " << hd << " trial " << trial;
+      kv_load_row(DType::Q4_0, row.data(), hd, y.data());
+      for (int b = 0; b < hd / 32; ++b) {
+        double mx = 0;  // the larger-magnitude extreme: d = mx / -8
+        for (int j = 0; j < 32; ++j)
+          if (std::fabs(x[static_cast<size_t>(b * 32 + j)]) > std::fabs(mx)) mx = x[static_cast<size_t>(b * 32 + j)];
+        const double d = mx / -8, step = std::fabs(d), fp16 = std::fabs(mx) * std::ldexp(1.0, -11);  // d's fp16 rounding
+        for (int j = 0; j < 32; ++j) {
+          const size_t i = static_cast<size_t>(b * 32 + j);
+          const bool top = d != 0 && x[i] / d > 7.5;  // clamped to q = 15: value 7d
+          const double bound = (top ? step : step / 2) * (1 + 1e-6) + fp16;
+          ASSERT_LE(std::fabs(static_cast<double>(y[i]) - x[i]), bound) << "hd " << hd << " element " << i;
+        }
+      }
+      std::vector<uint8_t> tile(kv_tile_bytes(DType::Q4_0, hd), 0xAB);
+      for (int slot : {0, 5, 15}) {
+        kv_store_tile_slot(DType::Q4_0, x.data(), hd, tile.data(), slot);
+        kv_load_tile_slot(DType::Q4_0, tile.data(), hd, slot, z.data());
+        ASSERT_EQ(std::memcmp(z.data(), y.data(), z.size() * 4), 0) << "hd " << hd << " slot " << slot;
+      }
+    }
+  }
+  // attention over a q4 cache refuses a head_dim that is not whole blocks
+  const Cache c = make_cache(DType::F16, 1, 72, 4, 1);
+  Cache bad = c;
+  bad.type = DType::Q4_0;
+  AttentionShape s;
+  s.n_head = s.n_head_kv = 1;
+  s.head_dim = 72;
+  s.n_kv = 4;
+  s.q_pos0 = 3;
+  const std::vector<float> q = random_q(1, 72, 2);
+  std::vector<float> out(72);
+  ThreadPool pool(1);
+  EXPECT_THROW(flash_attention(s, q.data(), 1, 72, bad.view(false), out.data(), 72, pool), Error);
+}
+
+// llama.cpp's rotation for quantized caches: the orthonormal Sylvester Walsh-Hadamard matrix
+// (ggml_gen_hadamard in llama-kv-cache.cpp, built here the same way), applied per block; H·H = I.
+TEST(Attention, HadamardRotationIsLlamaCppsMatrix) {
+  EXPECT_EQ(kv_rotation_k(64), 64);
+  EXPECT_EQ(kv_rotation_k(128), 128);
+  EXPECT_EQ(kv_rotation_k(192), 64);
+  EXPECT_EQ(kv_rotation_k(256), 256);
+  EXPECT_EQ(kv_rotation_k(96), 0);  // llama.cpp: head_dim % 64 != 0, no rotation
+  EXPECT_EQ(kv_rotation_k(72), 0);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (int n : {64, 128}) {
+    std::vector<double> H(static_cast<size_t>(n * n));
+    H[0] = 1.0 / std::sqrt(static_cast<double>(n));
+    for (int s = 1; s < n; s *= 2)
+      for (int i = 0; i < s; ++i)
+        for (int j = 0; j < s; ++j) {
+          const double v = H[static_cast<size_t>(i * n + j)];
+          H[static_cast<size_t>((i + s) * n + j)] = v;
+          H[static_cast<size_t>(i * n + j + s)] = v;
+          H[static_cast<size_t>((i + s) * n + j + s)] = -v;
+        }
+    std::vector<float> x(static_cast<size_t>(3 * n));  // three blocks
+    for (auto& e : x) e = nd(rng);
+    std::vector<float> y = x;
+    hadamard_rotate(y.data(), n, static_cast<int64_t>(y.size()));
+    for (int b = 0; b < 3; ++b)
+      for (int i = 0; i < n; ++i) {
+        double want = 0;
+        for (int j = 0; j < n; ++j) want += H[static_cast<size_t>(i * n + j)] * x[static_cast<size_t>(b * n + j)];
+        ASSERT_NEAR(y[static_cast<size_t>(b * n + i)], want, 1e-5) << "n " << n << " block " << b << " row " << i;
+      }
+    hadamard_rotate(y.data(), n, static_cast<int64_t>(y.size()));  // back: H^2 = I
+    for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], x[i], 1e-5);
+  }
 }

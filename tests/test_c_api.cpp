@@ -57,6 +57,12 @@ TEST(CApi, SessionParams) {
       << tessera_last_error();
   EXPECT_FALSE(out.empty());
   tessera_session_free(s);
+  for (const char* q4 : {"q4", "q4_0"}) {  // the 4-bit cache, by either name
+    sp.cache_type = q4;
+    s = tessera_session_new_with(m, &sp);
+    ASSERT_NE(s, nullptr) << q4 << ": " << tessera_last_error();
+    tessera_session_free(s);
+  }
   sp.cache_type = "int4";
   EXPECT_EQ(tessera_session_new_with(m, &sp), nullptr);
   EXPECT_NE(std::string(tessera_last_error()).find("cache_type 'int4'"), std::string::npos);

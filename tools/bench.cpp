@@ -81,7 +81,7 @@ std::string fingerprint_json(int threads) {
 void add_bench_options(CLI::App* sub, BenchArgs& b) {
   sub->add_option("-p,--n-prompt", b.n_prompt, "prompt tokens (pp test; 0: skip)")->check(CLI::Range(0, 1 << 16));
   sub->add_option("-n,--n-gen", b.n_gen, "generated tokens (tg test; 0: skip)")->check(CLI::Range(0, 1 << 16));
-  sub->add_option("-d,--depth", b.depth, "context already filled for the pp@depth test (0: skip)")->check(CLI::Range(0, 1 << 16));
+  sub->add_option("-d,--depth", b.depth, "context already filled for the pp@depth and tg@depth tests (0: skip)")->check(CLI::Range(0, 1 << 16));
   sub->add_option("-r,--repetitions", b.reps, "repetitions")->check(CLI::Range(1, 1000));
   sub->add_option("--mmproj", b.mmproj, "vision model: adds the 512-tile and screenshot-question tests");
   sub->add_option("--image", b.image, "screenshot for the question test (default: a 1920x1080 fixture)");
@@ -100,7 +100,7 @@ int cmd_bench(CommonArgs& a, const BenchArgs& b) {
   if (!b.mmproj.empty()) image = load_image(image_path, ImageLimits{});
   auto model = load(a);
   SessionOptions so = session_options(a);
-  so.n_ctx = std::max({so.n_ctx, b.n_prompt + b.n_gen + 1, b.depth + b.n_prompt + 1});
+  so.n_ctx = std::max({so.n_ctx, b.n_prompt + b.n_gen + 1, b.depth + std::max(b.n_prompt, b.n_gen) + 1});
   so.n_batch = std::max(so.n_batch, std::max(b.n_prompt, b.depth));
   Session session(*model, so);
   const int nv = model->config().n_vocab;
@@ -112,7 +112,7 @@ int cmd_bench(CommonArgs& a, const BenchArgs& b) {
   };
   std::vector<Row> rows;
   // pp: one batch of n_prompt random tokens in a fresh context; tg: single-token decodes from an
-  // empty context; pp@d: the same batch after `depth` tokens already in the cache.
+  // empty context; pp@d, tg@d: the same after `depth` tokens already in the cache.
   if (b.n_prompt > 0) {
     Row r{"pp" + std::to_string(b.n_prompt), "t/s", {}};
     for (int rep = -1; rep < b.reps; ++rep) {  // rep -1 warms up
@@ -124,10 +124,12 @@ int cmd_bench(CommonArgs& a, const BenchArgs& b) {
     }
     rows.push_back(r);
   }
-  if (b.n_gen > 0) {
-    Row r{"tg" + std::to_string(b.n_gen), "t/s", {}};
+  // tg: n_gen greedy single-token decodes after `depth` cached tokens (0: from an empty context)
+  auto decode_row = [&](int depth) {
+    Row r{"tg" + std::to_string(b.n_gen) + (depth > 0 ? " @ d" + std::to_string(depth) : ""), "t/s", {}};
     for (int rep = -1; rep < b.reps; ++rep) {
       session.truncate(0);
+      if (depth > 0) session.eval(random_tokens(depth));
       int32_t tok = random_tokens(1)[0];
       const double t0 = clock_s();
       for (int i = 0; i < b.n_gen; ++i) {
@@ -137,7 +139,8 @@ int cmd_bench(CommonArgs& a, const BenchArgs& b) {
       if (rep >= 0) r.v.push_back(b.n_gen / (clock_s() - t0));
     }
     rows.push_back(r);
-  }
+  };
+  if (b.n_gen > 0) decode_row(0);
   if (b.n_prompt > 0 && b.depth > 0) {
     Row r{"pp" + std::to_string(b.n_prompt) + " @ d" + std::to_string(b.depth), "t/s", {}};
     for (int rep = -1; rep < b.reps; ++rep) {
@@ -150,6 +153,7 @@ int cmd_bench(CommonArgs& a, const BenchArgs& b) {
     }
     rows.push_back(r);
   }
+  if (b.n_gen > 0 && b.depth > 0) decode_row(b.depth);  // llama-bench's tg@d
   if (!b.mmproj.empty()) {
     auto vision = vision_options(a, Idefics3Vision::load_mmproj(b.mmproj));
     const SiglipConfig& vc = vision->config();

@@ -34,8 +34,11 @@ void add_common(CLI::App* app, CommonArgs& a) {
   app->add_option("-t,--threads", a.threads, "threads (default: all cores)")->check(CLI::Range(1, 1024));
   app->add_option("-c,--ctx-size", a.ctx, "context size in tokens")->check(CLI::Range(1, 1 << 24));
   app->add_option("-b,--batch-size", a.batch, "tokens per forward pass")->check(CLI::Range(1, 8192));
-  app->add_option("--cache-type", a.cache_type, "KV cache element type: f16 (default), f32, bf16 or q8 (int8 + a scale per row)")
-      ->check(CLI::IsMember({"f16", "f32", "bf16", "q8"}));
+  app->add_option("--cache-type", a.cache_type, "KV cache element type: f16 (default), f32, bf16, q8 (int8 + a scale per row) or q4 (alias q4_0: "
+                  "llama.cpp's q4_0 blocks, 4 bits + an fp16 scale per 32, after its Walsh-Hadamard rotation; head dim a multiple of 32)")
+      ->check(CLI::IsMember(kv_type_choices()));
+  app->add_flag("--no-kv-rotation", a.no_kv_rotation,
+                "q4 KV cache without llama.cpp's Walsh-Hadamard rotation of q/k/v (as LLAMA_ATTN_ROT_DISABLE=1)");
   app->add_flag("--q8-activations", a.q8_act, "quantize matmul inputs to 8 bits per 32 like llama.cpp's CPU backend (W4A8): text model, and a quantized mmproj's layers");
   auto* bf16 = app->add_flag("--bf16-vision", a.bf16_vision,
                              "vision encoder matmuls and attention in bf16 (inputs rounded to bf16, fp32 sums; needs AMX bf16 or "
@@ -77,6 +80,7 @@ SessionOptions session_options(const CommonArgs& a) {
   o.n_threads = cap_threads(a.threads);
   o.kv_type = kv_type_from_name(a.cache_type);
   o.q8_activations = a.q8_act;
+  o.kv_rotation = !a.no_kv_rotation;
   return o;
 }
 

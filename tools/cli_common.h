@@ -27,6 +27,7 @@ struct CommonArgs {
   std::string isa;
   std::string cache_type = "f16";
   bool q8_act = false;
+  bool no_kv_rotation = false;
   bool bf16_vision = false;   // --bf16-vision: the bf16 vision path, failing where there is none
   bool fp32_vision = false;   // --fp32-vision: the fp32 vision path even where bf16 is the default
 };

@@ -26,7 +26,7 @@ void add_eval_options(CLI::App* sub, EvalArgs& e) {
   sub->add_option("--chunks", e.chunks, "score at most this many chunks")->check(CLI::Range(1, 1 << 20));
   sub->add_option("--reference-cache-type", e.reference_cache_type,
                   "the reference's KV cache type (default: --cache-type's), e.g. f16 against a model evaluated with --cache-type q8")
-      ->check(CLI::IsMember({"f16", "f32", "bf16", "q8"}));
+      ->check(CLI::IsMember(kv_type_choices()));
   sub->add_flag("--per-layer", e.per_layer,
                 "with --reference: after each layer, the hidden states' relative L2 distance from the reference's (mean, 99%, max)");
   sub->add_option("--json", e.json, "also write the figures as JSON to this file");

@@ -14,13 +14,14 @@ def main():
     print(f"reference {ref}: {ref_bytes / 2**20:.1f} MiB, PPL {base['ppl']:.4f}; text {base['text']}, {base['chunks']} chunks of {base['chunk']}")
     print("| format | file MiB | size / reference | mean KLD | median KLD | 99% KLD | same top | PPL |")
     print("|---|---|---|---|---|---|---|---|")
-    for t in types + ["kv_q8"]:
+    kv_names = {"kv_q8": "8-bit KV cache (reference weights)", "kv_q4": "4-bit KV cache (reference weights)"}
+    for t in types + list(kv_names):
         p = out / f"{t}.json"
         if not p.exists():
             continue
         j = json.loads(p.read_text())
         size = int((out / f"{t}.bytes").read_text()) if (out / f"{t}.bytes").exists() else ref_bytes
-        name = "8-bit KV cache (reference weights)" if t == "kv_q8" else t.upper()
+        name = kv_names.get(t, t.upper())
         print(f"| {name} | {size / 2**20:.1f} | {size / ref_bytes:.3f} | {j['kld_mean']:.6f} ± {j['kld_err']:.6f} | {j['kld_median']:.6f} | "
               f"{j['kld_p99']:.6f} | {100 * j['same_top']:.2f}% | {j['ppl']:.4f} |")
 

@@ -6,7 +6,7 @@
 // --decode N: instead, one decode step of SmolLM2 (9 heads over 3 kv heads x 64, causal) over N
 // cached positions, K in rows (rows-in-lanes kernel) vs K in tiles of 16 positions (keys in
 // lanes), alternating; microseconds per call and the median ratio rows / tiles.
-//   build-bench/bench/micro/bench_attention [-t THREADS] [--rounds N] [--kv f32|f16|bf16|i8] [--decode N]
+//   build-bench/bench/micro/bench_attention [-t THREADS] [--rounds N] [--kv f32|f16|bf16|i8|q4] [--decode N]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -96,9 +96,9 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--decode") && i + 1 < argc) decode = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--kv") && i + 1 < argc) {
       const std::string k = argv[++i];
-      kv_type = k == "f16" ? DType::F16 : k == "bf16" ? DType::BF16 : k == "i8" ? DType::I8 : DType::F32;
+      kv_type = k == "f16" ? DType::F16 : k == "bf16" ? DType::BF16 : k == "i8" ? DType::I8 : k == "q4" ? DType::Q4_0 : DType::F32;
     } else {
-      fail("bench_attention: unknown argument '%s' (use -t N, --rounds N, --kv f32|f16|bf16|i8, --decode N)", argv[i]);
+      fail("bench_attention: unknown argument '%s' (use -t N, --rounds N, --kv f32|f16|bf16|i8|q4, --decode N)", argv[i]);
     }
   }
   if (threads < 1 || rounds < 1 || decode < 0) fail("bench_attention: -t, --rounds and --decode must be positive");

@@ -42,7 +42,7 @@ typedef struct tessera_session_params {
   int n_ctx;               /* context size in tokens (4096) */
   int n_threads;           /* 0: all cores */
   int n_batch;             /* tokens per forward pass (512) */
-  const char* cache_type;  /* KV cache: "f16" (default), "f32", "bf16" or "q8" */
+  const char* cache_type;  /* KV cache: "f16" (default), "f32", "bf16", "q8" or "q4" (alias "q4_0") */
   int q8_activations;      /* nonzero: 8-bit activations, llama.cpp's W4A8 numerics (the fast path) */
 } tessera_session_params;
 tessera_session_params tessera_default_session_params(void);

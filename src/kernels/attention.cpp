@@ -12,11 +12,12 @@
 #include "kernels/exp_poly.h"
 #include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
+#include "kernels/quantize.h"
 
 namespace tessera {
 
 bool kv_type_supported(DType t) {
-  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::I8;
+  return t == DType::F32 || t == DType::F16 || t == DType::BF16 || t == DType::I8 || t == DType::Q4_0;
 }
 
 size_t kv_row_bytes(DType t, int head_dim) {
@@ -25,7 +26,11 @@ size_t kv_row_bytes(DType t, int head_dim) {
     case DType::F16:
     case DType::BF16: return static_cast<size_t>(head_dim) * 2;
     case DType::I8: return static_cast<size_t>((head_dim + 3) / 4 * 4 + 4);
-    default: fail("KV cache type %s is not supported (f32, f16, bf16, q8)", dtype_name(t));
+    case DType::Q4_0:
+      if (head_dim <= 0 || head_dim % 32 != 0)
+        fail("KV cache type q4 needs a head dimension that is a multiple of 32 (got %d); use q8 or f16", head_dim);
+      return static_cast<size_t>(head_dim / 32) * 18;
+    default: fail("KV cache type %s is not supported (f32, f16, bf16, q8, q4)", dtype_name(t));
   }
 }
 
@@ -68,9 +73,28 @@ void load_values(DType t, const uint8_t* src, int head_dim, size_t step, float s
 
 size_t i8_scale_at(int head_dim) { return static_cast<size_t>((head_dim + 3) / 4 * 4); }  // in a row
 
+// Q4_0 rows are ggml's blocks: per 32 elements an fp16 scale d, then 16 bytes, byte j holding
+// element j (low nibble) and element j + 16 (high nibble); value = d * (q - 8).
+float q4_value(const uint8_t* row, int d) {
+  const uint8_t* b = row + 18 * (d / 32);
+  uint16_t h;
+  std::memcpy(&h, b, 2);
+  const int j = d % 32, q = (b[2 + j % 16] >> (j < 16 ? 0 : 4)) & 15;
+  return fp16_to_float(h) * static_cast<float>(q - 8);
+}
+
+// Q4_0 tiles: element d of slot s is a nibble of byte (d / 2) * 16 + s (d even: low, odd: high);
+// then per 32-element block b the 16 slots' fp16 scales at head_dim * 8 + b * 32 + 2 * s.
+size_t q4_tile_scales(int head_dim) { return static_cast<size_t>(head_dim) * 8; }
+
 }  // namespace
 
 void kv_store_row(DType t, const float* src, int head_dim, uint8_t* dst) {
+  if (t == DType::Q4_0) {
+    kv_row_bytes(t, head_dim);  // checks head_dim
+    quantize_row(t, src, head_dim, dst);
+    return;
+  }
   const float scale = store_values(t, src, head_dim, dst, 1);
   if (t != DType::I8) return;
   std::memset(dst + head_dim, 0, i8_scale_at(head_dim) - static_cast<size_t>(head_dim));
@@ -78,27 +102,74 @@ void kv_store_row(DType t, const float* src, int head_dim, uint8_t* dst) {
 }
 
 void kv_load_row(DType t, const uint8_t* src, int head_dim, float* dst) {
+  if (t == DType::Q4_0) {
+    for (int d = 0; d < head_dim; ++d) dst[d] = q4_value(src, d);
+    return;
+  }
   float scale = 1.0f;
   if (t == DType::I8) std::memcpy(&scale, src + i8_scale_at(head_dim), 4);
   load_values(t, src, head_dim, 1, scale, dst);
 }
 
 size_t kv_tile_bytes(DType t, int head_dim) {
+  if (t == DType::Q4_0) return kv_row_bytes(t, head_dim) * kKvTile;  // the same bytes as 16 rows
   if (t == DType::I8) return static_cast<size_t>(head_dim) * kKvTile + 4 * kKvTile;
   return static_cast<size_t>(head_dim) * kKvTile * kv_row_bytes(t, 1);
 }
 
 void kv_store_tile_slot(DType t, const float* src, int head_dim, uint8_t* tile, int slot) {
+  if (t == DType::Q4_0) {  // the row's blocks, scattered
+    uint8_t row[8 * 18];
+    kv_store_row(t, src, head_dim, row);
+    for (int b = 0; b < head_dim / 32; ++b) std::memcpy(tile + q4_tile_scales(head_dim) + 32 * b + 2 * slot, row + 18 * b, 2);
+    for (int d = 0; d < head_dim; ++d) {
+      const int j = d % 32, q = (row[18 * (d / 32) + 2 + j % 16] >> (j < 16 ? 0 : 4)) & 15;
+      uint8_t& byte = tile[(d / 2) * kKvTile + slot];
+      byte = static_cast<uint8_t>(d % 2 ? (byte & 0x0f) | (q << 4) : (byte & 0xf0) | q);
+    }
+    return;
+  }
   const size_t e = t == DType::I8 ? 1 : kv_row_bytes(t, 1);
   const float scale = store_values(t, src, head_dim, tile + e * slot, kKvTile);
   if (t == DType::I8) std::memcpy(tile + static_cast<size_t>(head_dim) * kKvTile + 4 * slot, &scale, 4);
 }
 
 void kv_load_tile_slot(DType t, const uint8_t* tile, int head_dim, int slot, float* dst) {
+  if (t == DType::Q4_0) {
+    for (int d = 0; d < head_dim; ++d) {
+      uint16_t h;
+      std::memcpy(&h, tile + q4_tile_scales(head_dim) + 32 * (d / 32) + 2 * slot, 2);
+      const int q = (tile[(d / 2) * kKvTile + slot] >> (d % 2 ? 4 : 0)) & 15;
+      dst[d] = fp16_to_float(h) * static_cast<float>(q - 8);
+    }
+    return;
+  }
   const size_t e = t == DType::I8 ? 1 : kv_row_bytes(t, 1);
   float scale = 1.0f;
   if (t == DType::I8) std::memcpy(&scale, tile + static_cast<size_t>(head_dim) * kKvTile + 4 * slot, 4);
   load_values(t, tile + e * slot, head_dim, kKvTile, scale, dst);
+}
+
+int kv_rotation_k(int head_dim) {
+  if (head_dim <= 0 || head_dim % 64 != 0) return 0;
+  int n = 64;
+  while (head_dim % (2 * n) == 0) n *= 2;
+  return n;
+}
+
+void hadamard_rotate(float* x, int n, int64_t len) {
+  const float norm = 1.0f / std::sqrt(static_cast<float>(n));
+  for (int64_t b = 0; b + n <= len; b += n) {
+    float* v = x + b;
+    for (int h = 1; h < n; h *= 2)  // the butterflies of H_2n = [[H_n, H_n], [H_n, -H_n]]
+      for (int i = 0; i < n; i += 2 * h)
+        for (int j = i; j < i + h; ++j) {
+          const float a = v[j], c = v[j + h];
+          v[j] = a + c;
+          v[j + h] = a - c;
+        }
+    for (int i = 0; i < n; ++i) v[i] = v[i] * norm;
+  }
 }
 
 const char* attention_kernel_name() { return kernels().attention_name; }
@@ -109,6 +180,7 @@ void flash_attention(const AttentionShape& s, const float* q, int64_t n_q, int64
   if (hd <= 0 || hd > 256 || s.n_head_kv <= 0 || s.n_head % s.n_head_kv != 0)
     fail("attention: unsupported shape (head_dim %d, %d heads, %d kv heads)", hd, s.n_head, s.n_head_kv);
   if (!kv_type_supported(kv.type)) fail("attention: KV type %s is not supported", dtype_name(kv.type));
+  if (kv.type == DType::Q4_0) kv_row_bytes(kv.type, hd);  // head_dim a multiple of 32
   if (n_q <= 0) return;
   const int group = s.n_head / s.n_head_kv;
   const int64_t visible = s.causal ? std::min(s.n_kv, s.q_pos0 + n_q) : s.n_kv;

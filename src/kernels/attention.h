@@ -21,16 +21,34 @@ namespace tessera {
 
 constexpr int64_t kAttnSegment = 512;
 
-// K/V storage: F32, F16, BF16, or I8 (8-bit: head_dim int8 values, padded to 4 bytes, then
-// an fp32 scale; value = scale * q with scale = amax / 127 per row of one head).
+// K/V storage: F32, F16, BF16, I8 (8-bit: head_dim int8 values, padded to 4 bytes, then
+// an fp32 scale; value = scale * q with scale = amax / 127 per row of one head), or Q4_0 (4-bit,
+// "q4": ggml's q4_0 blocks per 32 elements of a head row, as llama.cpp's -ctk/-ctv q4_0 store
+// them: fp16 d = (the larger-magnitude extreme) / -8, 16 bytes of nibbles q, value = d * (q - 8);
+// head_dim must be a multiple of 32, kv_row_bytes fails otherwise). A Q4_0 value is an exact
+// product (11-bit d times a 4-bit integer), so every loader gives the same bits however it forms it.
 bool kv_type_supported(DType t);
 size_t kv_row_bytes(DType t, int head_dim);  // bytes of one head's K (or V) row
 void kv_store_row(DType t, const float* src, int head_dim, uint8_t* dst);
 void kv_load_row(DType t, const uint8_t* src, int head_dim, float* dst);
 
+// llama.cpp's rotation for a quantized KV cache (llama-kv-cache.cpp, attn_rot_k / attn_rot_v):
+// q and k of each head multiplied by the orthonormal Walsh-Hadamard matrix H (Sylvester order,
+// H / sqrt(n), H^2 = I) in blocks of kv_rotation_k(head_dim) elements, v in blocks of 64 and the
+// attention output rotated back by the same H, so q·k and the output are unchanged in exact
+// arithmetic while outliers are spread over the block before quantization. llama.cpp applies it
+// when the cache type is quantized and head_dim is a multiple of 64; tessera to its q4 cache.
+// hadamard_rotate: each block of n (a power of two) of x[0, len) in place, one scalar code (the
+// same bits at every ISA level).
+int kv_rotation_k(int head_dim);  // the largest power of two >= 64 dividing head_dim, else 0
+constexpr int kKvRotationV = 64;
+void hadamard_rotate(float* x, int n, int64_t len);
+
 // K may instead be kept in tiles of 16 positions of one kv head, transposed: element d of the
 // position in slot s (= position % 16) at d * 16 + s (I8: the int8 values, then 16 fp32 scales,
-// one per slot, with the same values as kv_store_row). Decode reads a tile as head_dim vectors
+// one per slot, with the same values as kv_store_row; Q4_0: element d of slot s is a nibble of
+// byte (d / 2) * 16 + s, the low one for even d, then per 32-element block the 16 slots' fp16
+// scales, so a tile is the bytes of 16 rows and a tile row is one 16-byte nibble load). Decode reads a tile as head_dim vectors
 // of 16 keys, so its scores are one FMA chain over d per key with keys in lanes — the same
 // chain, so the same bits, as the row layout gives.
 constexpr int kKvTile = 16;

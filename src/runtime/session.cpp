@@ -22,7 +22,13 @@ DType kv_type_from_name(const std::string& name) {
   if (name == "f32") return DType::F32;
   if (name == "bf16") return DType::BF16;
   if (name == "q8") return DType::I8;
+  if (name == "q4" || name == "q4_0") return DType::Q4_0;
   fail("KV cache type '%s' is not one of %s", name.c_str(), kKvTypeNames);
+}
+
+const std::vector<std::string>& kv_type_choices() {
+  static const std::vector<std::string> names = {"f16", "f32", "bf16", "q8", "q4", "q4_0"};
+  return names;
 }
 
 Session::Session(const LlamaModel& model, const SessionOptions& opt)
@@ -35,7 +41,11 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
       k_tile_(kv_type_supported(opt.kv_type) ? kv_tile_bytes(opt.kv_type, model.config().head_dim) : 0),
       q8_act_(opt.q8_activations) {
   const LlamaConfig& c = model.config();
-  if (!kv_type_supported(kv_type_)) fail("KV cache type must be f32, f16, bf16 or q8 (got %s)", dtype_name(kv_type_));
+  if (!kv_type_supported(kv_type_)) fail("KV cache type must be f32, f16, bf16, q8 or q4 (got %s)", dtype_name(kv_type_));
+  if (kv_type_ == DType::Q4_0 && opt.kv_rotation && kv_rotation_k(c.head_dim) > 0) {
+    k_rot_ = kv_rotation_k(c.head_dim);
+    v_rot_ = kKvRotationV;
+  }
   if (opt.n_ctx < 1) fail("context size must be at least 1 (got %d)", opt.n_ctx);
   if (n_batch_ < 1 || n_batch_ > 8192) fail("batch size must be in [1, 8192] (got %d)", n_batch_);
   const size_t kv = static_cast<size_t>(c.n_head_kv) * c.head_dim;
@@ -324,6 +334,11 @@ void Session::attention_block(int l, int n) {
         }
         rope(&q_[i * QD], c.n_head, hd, cs);
         rope(&k_[i * KV], c.n_head_kv, hd, cs);
+        if (k_rot_ > 0) {  // llama.cpp's rotation for a quantized cache (kernels/attention.h)
+          hadamard_rotate(&q_[i * QD], k_rot_, QD);
+          hadamard_rotate(&k_[i * KV], k_rot_, KV);
+          hadamard_rotate(&v_[i * KV], v_rot_, KV);
+        }
         for (int g = 0; g < c.n_head_kv; ++g) {
           const size_t p = static_cast<size_t>(p0 + i);
           kv_store_tile_slot(kv_type_, &k_[i * KV + g * hd], hd, kc + p / kKvTile * tile_bytes + g * k_tile_,
@@ -353,6 +368,12 @@ void Session::attention_block(int l, int n) {
     prof::OpScope op("attention", detail,
                      attention_cost(pairs, static_cast<int64_t>(hd) * c.n_head, n, p0 + n, static_cast<double>(pos_bytes)));
     flash_attention(shape, q_.data(), n, QD, view, att_.data(), QD, pool_);
+  }
+  if (v_rot_ > 0) {  // the output back from V's rotation (H^2 = I)
+    prof::OpScope op("hadamard", "", OpCost{static_cast<double>(n) * QD * (std::log2(v_rot_) + 1), 8.0 * n * QD});
+    pool_.parallel_for(n, 4, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) hadamard_rotate(&att_[i * QD], v_rot_, QD);
+    });
   }
   linear(L.wo, att_.data(), n, QD, tmp_.data(), E, false, "o");
 }

@@ -19,15 +19,21 @@ struct SessionOptions {
   int n_ctx = 4096;    // KV cache capacity in tokens (clamped to the model's training context)
   int n_batch = 512;   // tokens per forward pass; longer prompts are split
   int n_threads = 0;   // 0: all cores
-  DType kv_type = DType::F16;  // KV cache element type: F16 (default, as llama.cpp), F32, BF16 or I8 (q8)
+  DType kv_type = DType::F16;  // KV cache element type: F16 (default, as llama.cpp), F32, BF16, I8 (q8) or Q4_0 (q4)
   // Quantize matmul inputs to 8 bits per block of 32, as ggml's CPU backend does (W4A8/W8A8):
   // llama.cpp's numerics. Off by default: fp32 activations track the float64 reference closer.
   bool q8_activations = false;
+  // With the q4 cache and head_dim a multiple of 64: rotate q, k and v by a Walsh-Hadamard matrix
+  // before caching and the output back, as llama.cpp does for a quantized cache
+  // (kernels/attention.h, kv_rotation_k). Off: plain q4_0 of the raw K/V (LLAMA_ATTN_ROT_DISABLE=1).
+  bool kv_rotation = true;
 };
 
-// The KV cache type a user names ("f16", "f32", "bf16", "q8"), for the CLI and the C API alike.
-constexpr const char* kKvTypeNames = "f16, f32, bf16, q8";
+// The KV cache type a user names ("f16", "f32", "bf16", "q8", "q4" — or "q4_0", llama.cpp's
+// name), for the CLI and the C API alike; kv_type_choices() lists every accepted name.
+constexpr const char* kKvTypeNames = "f16, f32, bf16, q8, q4";
 DType kv_type_from_name(const std::string& name);
+const std::vector<std::string>& kv_type_choices();
 
 class Session {
  public:
@@ -104,6 +110,7 @@ class Session {
   DType kv_type_;
   size_t kv_row_;                           // bytes of one kv head's V row (kernels/attention.h)
   size_t k_tile_;                           // bytes of one kv head's tile of 16 K rows
+  int k_rot_ = 0, v_rot_ = 0;               // Hadamard block sizes for q/k and v/output (0: none)
   size_t k_tiles() const { return (static_cast<size_t>(n_ctx_) + kKvTile - 1) / kKvTile; }
   // f(K offset, K bytes, V offset, V bytes) for each layer's run of positions [0, n)
   template <class F>

@@ -18,6 +18,12 @@ float kv_at(DType t, const uint8_t* row, int head_dim, int d) {
     case DType::F32: { float v; std::memcpy(&v, row + 4 * d, 4); return v; }
     case DType::F16: { uint16_t h; std::memcpy(&h, row + 2 * d, 2); return fp16_to_float(h); }
     case DType::BF16: { uint16_t h; std::memcpy(&h, row + 2 * d, 2); return bf16_to_float(h); }
+    case DType::Q4_0: {  // ggml q4_0 blocks: fp16 d, nibbles (element j low, j + 16 high)
+      const uint8_t* b = row + 18 * (d / 32);
+      uint16_t h; std::memcpy(&h, b, 2);
+      const int j = d % 32, q = (b[2 + j % 16] >> (j < 16 ? 0 : 4)) & 15;
+      return fp16_to_float(h) * static_cast<float>(q - 8);
+    }
     default: {  // I8
       float s; std::memcpy(&s, row + (head_dim + 3) / 4 * 4, 4);
       return s * static_cast<float>(static_cast<int8_t>(row[d]));
@@ -36,6 +42,12 @@ float k_at(const KvSpan& kv, int head_dim, int64_t j, int d) {
   if (!kv.k_tiles) return kv_at(kv.type, kv.k + j * kv.k_stride, head_dim, d);
   const uint8_t* tile = kv.k + j / kKvTile * kv.k_stride;
   const int slot = static_cast<int>(j % kKvTile);
+  if (kv.type == DType::Q4_0) {  // nibble of byte (d / 2) * 16 + slot; fp16 scales per block and slot
+    uint16_t h;
+    std::memcpy(&h, tile + static_cast<size_t>(head_dim) * 8 + 32 * (d / 32) + 2 * slot, 2);
+    const int q = (tile[(d / 2) * kKvTile + slot] >> (d % 2 ? 4 : 0)) & 15;
+    return fp16_to_float(h) * static_cast<float>(q - 8);
+  }
   if (kv.type != DType::I8) return kv_at(kv.type, tile, head_dim, d * kKvTile + slot);
   float s;
   std::memcpy(&s, tile + static_cast<size_t>(head_dim) * kKvTile + 4 * slot, 4);
