@@ -34,7 +34,7 @@ DeviceProfile round_device() {
     d.decode_gbs[t] = d.decode_gbs_small[t] = 10;
     d.prefill_gflops[t] = d.prefill_gflops_narrow[t] = 100;
   }
-  d.vision_gflops = 200, d.attn_gflops = 50, d.op_us = 0;
+  d.vision_gflops = 200, d.attn_gflops = 50, d.attn_decode_gbs = 20, d.op_us = 0;
   return d;
 }
 

@@ -53,6 +53,15 @@ double median_seconds(int reps, F&& f) {
   return t[t.size() / 2];
 }
 
+// One call's seconds, the first: what a new screen's question pays (its buffers freshly mapped;
+// later calls reuse the heap's).
+template <class F>
+double first_call_seconds(F&& f) {
+  const auto t0 = std::chrono::steady_clock::now();
+  f();
+  return seconds_since(t0);
+}
+
 // A rows x cols matrix of type t from seeded Gaussian rows; the first `distinct` rows are
 // quantized and repeated (a streaming benchmark needs bytes, not distinct values).
 struct TestMatrix {
@@ -210,8 +219,27 @@ DeviceProfile calibrate_this_machine(int threads) {
     const double s = median_seconds(3, [&] { flash_attention(sh, q.data(), 1024, W, kv, o.data(), W, pool); });
     d.attn_gflops = 4.0 * 1024 * 1024 * static_cast<double>(W) / s / 1e9;
   }
+  // decode attention: one query per head (8 heads on 4 kv heads) over 4096 cached positions, fp16,
+  // as the rate at which it gets through the cache's bytes (conversion and dot products included)
+  {
+    AttentionShape sh;
+    sh.n_head = 8, sh.n_head_kv = 4, sh.head_dim = 64, sh.scale = 0.125f, sh.causal = true, sh.n_kv = 4096, sh.q_pos0 = 4095;
+    const size_t row = kv_row_bytes(DType::F16, 64);
+    std::vector<uint8_t> k(4096 * 4 * row), v(4096 * 4 * row);
+    for (int64_t p = 0; p < 4096 * 4; ++p) {
+      kv_store_row(DType::F16, x.data() + (p % 256) * 64, 64, k.data() + static_cast<size_t>(p) * row);
+      kv_store_row(DType::F16, x.data() + ((p + 7) % 256) * 64, 64, v.data() + static_cast<size_t>(p) * row);
+    }
+    std::vector<float> q(8 * 64), o(8 * 64);
+    for (size_t i = 0; i < q.size(); ++i) q[i] = x[i];
+    KvView kv{k.data(), v.data(), DType::F16, static_cast<int64_t>(4 * row), static_cast<int64_t>(row)};
+    const double s = median_seconds(5, [&] {
+      for (int i = 0; i < 20; ++i) flash_attention(sh, q.data(), 1, 8 * 64, kv, o.data(), 8 * 64, pool);
+    }) / 20;
+    d.attn_decode_gbs = static_cast<double>(k.size() + v.size()) / s / 1e9;
+  }
   // image resampling, a 1920 x 1080 screen at two sizes of each processor: a cost per source pixel
-  // (reading it through the filter) and one per output pixel
+  // (reading it through the filter) and one per output pixel, from each size's first call
   {
     ImageRGB im;
     im.width = 1920, im.height = 1080;
@@ -224,7 +252,7 @@ DeviceProfile calibrate_this_machine(int threads) {
       pc.longest_edge = k ? 2048 : 512;  // the knob's range: from one tile to 4 x 4
       const Idefics3Grid g = idefics3_grid(pc, im.width, im.height);
       out[k] = static_cast<double>(g.stretched_w) * g.stretched_h;
-      t[k] = median_seconds(3, [&] { (void)preprocess_idefics3(im, pc, &pool); }) * 1e9;
+      t[k] = first_call_seconds([&] { (void)preprocess_idefics3(im, pc, &pool); }) * 1e9;
     }
     d.preprocess_ns_out = std::max(0.0, (t[1] - t[0]) / (out[1] - out[0]));
     d.preprocess_ns_src = std::max(0.0, (t[0] - d.preprocess_ns_out * out[0]) / src);
@@ -233,7 +261,7 @@ DeviceProfile calibrate_this_machine(int threads) {
       int rh = 0, rw = 0;
       qwen3vl_smart_resize(im.height, im.width, pc.factor(), pc.min_pixels, pc.max_pixels, rh, rw);
       out[k] = static_cast<double>(rh) * rw;
-      t[k] = median_seconds(3, [&] { (void)preprocess_qwen3vl(im, pc, &pool); }) * 1e9;
+      t[k] = first_call_seconds([&] { (void)preprocess_qwen3vl(im, pc, &pool); }) * 1e9;
     }
     d.qwen_preprocess_ns_out = std::max(0.0, (t[1] - t[0]) / (out[1] - out[0]));
     d.qwen_preprocess_ns_src = std::max(0.0, (t[0] - d.qwen_preprocess_ns_out * out[0]) / src);
@@ -251,6 +279,7 @@ std::string device_to_json(const DeviceProfile& d) {
   for (const auto& [t, v] : d.prefill_gflops) j["prefill_gflops"][dtype_name(t)] = v;
   for (const auto& [t, v] : d.prefill_gflops_narrow) j["prefill_gflops_narrow"][dtype_name(t)] = v;
   j["vision_gflops"] = d.vision_gflops, j["attn_gflops"] = d.attn_gflops, j["op_us"] = d.op_us;
+  j["attn_decode_gbs"] = d.attn_decode_gbs;
   j["preprocess_ns_src"] = d.preprocess_ns_src, j["preprocess_ns_out"] = d.preprocess_ns_out;
   j["qwen_preprocess_ns_src"] = d.qwen_preprocess_ns_src, j["qwen_preprocess_ns_out"] = d.qwen_preprocess_ns_out;
   j["process_bytes"] = d.process_bytes;
@@ -278,6 +307,7 @@ DeviceProfile device_from_json(const std::string& text, const std::string& path)
   d.fp32_peak_gflops = num(j, "fp32_peak_gflops", 1e-3, 1e7);
   d.vision_gflops = num(j, "vision_gflops", 1e-3, 1e7);
   d.attn_gflops = num(j, "attn_gflops", 1e-3, 1e7);
+  d.attn_decode_gbs = num(j, "attn_decode_gbs", 1e-3, 1e5);
   d.op_us = num(j, "op_us", 0, 1e6);
   d.preprocess_ns_src = num(j, "preprocess_ns_src", 0, 1e9);
   d.preprocess_ns_out = num(j, "preprocess_ns_out", 0, 1e9);
@@ -344,6 +374,7 @@ DeviceProfile apple_device(const std::string& name, int memory_gb, const DeviceP
   for (const auto& [t, v] : here.prefill_gflops_narrow) d.prefill_gflops_narrow[t] = v * fl;
   d.vision_gflops = here.vision_gflops * fl;
   d.attn_gflops = here.attn_gflops * fl;
+  d.attn_decode_gbs = here.attn_decode_gbs * fl;  // compute-bound at these lengths, like the encoder's
   d.op_us = here.op_us;
   d.process_bytes = here.process_bytes;
   const double px = here_fp32 / chip->cpu_fp32_gflops;

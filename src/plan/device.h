@@ -24,6 +24,7 @@ struct DeviceProfile {
   std::map<DType, double> prefill_gflops_narrow;  // the same on 1536 x 512 (a small model's rows)
   double vision_gflops = 0; // the vision encoder's GEMM (bf16 where this CPU has it, else fp32)
   double attn_gflops = 0;   // fused attention over a 1024-token encoder tile / a long prompt
+  double attn_decode_gbs = 0;  // one token's attention: cache bytes per second (fp16, 4096 positions)
   double op_us = 0;         // fixed cost of one kernel call (dispatch to the thread pool and back)
   // image resampling (SmolVLM's, Qwen3-VL's): ns per source pixel and per output pixel
   double preprocess_ns_src = 0, preprocess_ns_out = 0, qwen_preprocess_ns_src = 0, qwen_preprocess_ns_out = 0;

@@ -113,16 +113,18 @@ double vision_resident(const ModelSpec& m, bool bf16) {
   return b + largest;  // while converting, one matrix's panels beside its tiles (the peak)
 }
 
-// A one-token matmul's rate for a matrix of this many bytes: the two calibrated sizes, between
-// them on a log scale of the bytes.
+// A one-token matmul's rate for a matrix of this many bytes: the two calibrated sizes, on a log
+// scale of the bytes.
 double decode_rate(const DeviceProfile& d, const WeightTensor& t) {
   const double large = rate(d.decode_gbs, t.type);
   if (d.decode_gbs_small.empty()) return large;
   const double small = rate(d.decode_gbs_small, t.type);
   const double b = static_cast<double>(t.bytes());
   const double b0 = static_cast<double>(row_bytes(t.type, 512)) * 1536, b1 = static_cast<double>(row_bytes(t.type, 2048)) * 4096;
-  const double f = std::clamp(std::log2(b / b0) / std::log2(b1 / b0), 0.0, 1.0);
-  return small + f * (large - small);
+  // above the large size, the large rate; below the small one, the line carried on (smaller calls
+  // weigh their fixed cost more), down to half the small rate
+  const double f = std::min(std::log2(b / b0) / std::log2(b1 / b0), 1.0);
+  return std::max(0.5 * small, small + f * (large - small));
 }
 
 // A many-token matmul's rate for a matrix of this row length: the two calibrated shapes, between
@@ -158,7 +160,9 @@ double decode_ms(const ModelSpec& m, const DeviceProfile& d, int pos, DType kv_t
   for_each_layer_matrix(m, [&](const WeightTensor& t) { s += static_cast<double>(t.bytes()) / (decode_rate(d, t) * 1e9); });
   const WeightTensor& h = head(m);
   s += static_cast<double>(h.bytes()) / (decode_rate(d, h) * 1e9);
-  s += kv_bytes_per_position(m, kv_type) * pos / (d.dram_gbs * 1e9);
+  // the cache: at the calibrated decode-attention rate (converting and multiplying the cache's
+  // values costs more than reading them at these lengths), counted in the cache's bytes
+  s += kv_bytes_per_position(m, kv_type) * pos / ((d.attn_decode_gbs > 0 ? d.attn_decode_gbs : d.dram_gbs) * 1e9);
   s += (kCallsPerLayer * m.text.n_layer + kCallsPerPass) * d.op_us * 1e-6;
   return s * 1e3;
 }
