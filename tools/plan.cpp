@@ -250,6 +250,8 @@ int cmd_plan(CommonArgs& a, const PlanArgs& pa_in) {
   s.question_tokens = p.question_tokens, s.answer_tokens = p.answer_tokens;
   s.cadence_s = p.cadence, s.frames_changing = p.frames_changing, s.tiles_changing = p.tiles_changing;
   const ModelSpec m = with_weight_types(models.front(), text_type, vision_type);
+  // a session caps a sliding-window model's context at the window (runtime/session.h)
+  if (m.text.swa_window > 0) s.n_ctx = std::min(s.n_ctx, m.text.swa_window);
   const Prediction pr = predict(m, s, d);
   if (pr.prompt_tokens + s.answer_tokens > s.n_ctx && !p.options)
     std::fprintf(stderr, "plan: note: the image prompt (%d tokens) and answer do not fit -c %d\n", pr.prompt_tokens, s.n_ctx);

@@ -164,7 +164,10 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
     msgs.push_back({"user", prompt});
     text = apply_chat_template(*model, msgs, true);
   }
-  const std::vector<int32_t> ids = model->tokenizer().encode(text, /*parse_special=*/!raw);
+  std::vector<int32_t> ids = model->tokenizer().encode(text, /*parse_special=*/!raw);
+  // a raw prompt gets the BOS the tokenizer adds (Gemma), as llama.cpp does; the chat template has its own
+  if (raw && !ids.empty() && model->config().add_bos && model->tokenizer().bos() >= 0 && ids[0] != model->tokenizer().bos())
+    ids.insert(ids.begin(), model->tokenizer().bos());
   if (ids.empty()) fail("the prompt is empty after tokenization");
   if (static_cast<int>(ids.size()) >= session.n_ctx())
     fail("the prompt is %zu tokens, longer than the context of %d tokens (raise -c)", ids.size(), session.n_ctx());

@@ -2,6 +2,7 @@
 # Regenerate the llama.cpp golden fixtures from scratch:
 #   tests/fixtures/tokenizer_corpus.json       (bench/peers/gen_tokenizer_fixture.py)
 #   tests/fixtures/teacher_forced_llamacpp.json (llamacpp_logits on tests/fixtures/english_text.txt)
+#   tests/fixtures/teacher_forced_llamacpp_gemma3_270m.json (when models/gemma-3-270m-q4_k_m.gguf is there)
 # Builds the peer llama.cpp first (bench/peers/build_llamacpp.sh, idempotent).
 # Env: MODEL (default models/SmolLM2-135M-Instruct.Q4_1.gguf), THREADS (default 2).
 set -euo pipefail
@@ -35,6 +36,15 @@ logits "$MODEL" tests/fixtures/teacher_forced_llamacpp_kvf32_nofa.json --kv-f32 
 F32="$ROOT/.peers/$(basename "${MODEL%.gguf}").F32.gguf"
 build/tessera convert -m "$MODEL" -o "$F32" --type f32
 logits "$F32" tests/fixtures/teacher_forced_llamacpp_f32weights.json
+
+# 4. Gemma 3 270M (bash scripts/fetch_gemma3.sh), when present: BOS + 500 tokens, within its
+#    512-token sliding window (tests/test_gemma3.cpp)
+GEMMA="$ROOT/models/gemma-3-270m-q4_k_m.gguf"
+if [[ -f "$GEMMA" ]]; then
+  "$BIN/llamacpp_logits" -m "$GEMMA" -f tests/fixtures/english_text_2390.txt \
+      -o tests/fixtures/teacher_forced_llamacpp_gemma3_270m.json -t "$THREADS" --add-special \
+      --model-sha256 "$(basename "$GEMMA"):sha256=$(sha256sum "$GEMMA" | cut -d' ' -f1)" --llama-commit "$LLAMA_COMMIT"
+fi
 
 python3 - <<'PY'
 import json, os

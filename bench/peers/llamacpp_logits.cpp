@@ -5,13 +5,14 @@
 //
 // Usage:
 //   llamacpp_logits -m MODEL.gguf -f TEXT.txt [-o OUT.json] [-t THREADS]
-//                   [--model-sha256 HEX] [--llama-commit STR] [--top K]
+//                   [--model-sha256 HEX] [--llama-commit STR] [--top K] [--add-special]
 //   llamacpp_logits -m MODEL.gguf -f TEXT.txt --tokenize-only [--parse-special]
 //
 // Logits mode: the file's bytes (verbatim, no trimming) are tokenized with
 // add_special=false, parse_special=false, then evaluated teacher-forced in a
 // single llama_decode call (n_batch = n_ctx >= n_tokens) with logits requested
-// for every position. Position i holds the distribution predicting token i+1
+// for every position. --add-special tokenizes with add_special=true (the model's
+// BOS, for models such as Gemma that need it). Position i holds the distribution predicting token i+1
 // (the last position predicts the token after the text).
 //
 // Output JSON (one position per line):
@@ -84,19 +85,20 @@ std::string fmt_float(double v) {
 [[noreturn]] void usage(const char * argv0) {
     std::fprintf(stderr,
                  "usage: %s -m MODEL.gguf -f TEXT.txt [-o OUT.json] [-t THREADS] [--top K]\n"
-                 "          [--model-sha256 HEX] [--llama-commit STR]\n"
+                 "          [--model-sha256 HEX] [--llama-commit STR] [--add-special]\n"
                  "       %s -m MODEL.gguf -f TEXT.txt --tokenize-only [--parse-special]\n",
                  argv0, argv0);
     std::exit(2);
 }
 
-std::vector<llama_token> tokenize(const llama_vocab * vocab, const std::string & text, bool parse_special) {
-    int32_t n = -llama_tokenize(vocab, text.data(), (int32_t) text.size(), nullptr, 0, false, parse_special);
+std::vector<llama_token> tokenize(const llama_vocab * vocab, const std::string & text, bool parse_special,
+                                  bool add_special = false) {
+    int32_t n = -llama_tokenize(vocab, text.data(), (int32_t) text.size(), nullptr, 0, add_special, parse_special);
     if (n < 0) n = 0;  // positive return on an empty buffer means 0 tokens
     std::vector<llama_token> toks(n);
     if (n > 0) {
         const int32_t got =
-            llama_tokenize(vocab, text.data(), (int32_t) text.size(), toks.data(), n, false, parse_special);
+            llama_tokenize(vocab, text.data(), (int32_t) text.size(), toks.data(), n, add_special, parse_special);
         if (got != n) {
             std::fprintf(stderr, "tokenize failed (%d vs %d)\n", got, n);
             std::exit(1);
@@ -113,6 +115,7 @@ int main(int argc, char ** argv) {
     int top_k = 10;
     bool tokenize_only = false;
     bool parse_special = false;
+    bool add_special = false;  // --add-special: the model's BOS/EOS as its tokenizer adds them
     bool kv_f32 = false;      // --kv-f32: f32 K/V cache instead of the f16 default
     std::string fa = "auto";  // --fa on|off|auto
 
@@ -131,6 +134,7 @@ int main(int argc, char ** argv) {
         else if (a == "--llama-commit") llama_commit = next();
         else if (a == "--tokenize-only") tokenize_only = true;
         else if (a == "--parse-special") parse_special = true;
+        else if (a == "--add-special") add_special = true;
         else if (a == "--kv-f32") kv_f32 = true;
         else if (a == "--fa") fa = next();
         else usage(argv[0]);
@@ -162,7 +166,7 @@ int main(int argc, char ** argv) {
     }
     const llama_vocab * vocab = llama_model_get_vocab(model);
 
-    const std::vector<llama_token> toks = tokenize(vocab, text, tokenize_only ? parse_special : false);
+    const std::vector<llama_token> toks = tokenize(vocab, text, tokenize_only ? parse_special : false, add_special);
 
     if (tokenize_only) {
         std::printf("[");
@@ -260,10 +264,11 @@ int main(int argc, char ** argv) {
     std::fprintf(out,
                  "\"llama_cpp_settings\": {\"llama_cpp_commit\": \"%s\", \"n_ctx\": %u, \"n_batch\": %u, "
                  "\"n_ubatch\": %u, \"n_threads\": %d, \"type_k\": \"%s\", \"type_v\": \"%s\", "
-                 "\"flash_attn_type\": \"%s\", \"backend\": \"CPU\", \"add_special\": false, "
+                 "\"flash_attn_type\": \"%s\", \"backend\": \"CPU\", \"add_special\": %s, "
                  "\"parse_special\": false, \"single_decode_call\": true, \"log\": \"%s\"},\n",
                  json_escape(llama_commit).c_str(), n_ctx_real, llama_n_batch(ctx), llama_n_ubatch(ctx), n_threads,
-                 kv_f32 ? "f32" : "f16", kv_f32 ? "f32" : "f16", llama_flash_attn_type_name(cparams.flash_attn_type), json_escape(fa_log).c_str());
+                 kv_f32 ? "f32" : "f16", kv_f32 ? "f32" : "f16", llama_flash_attn_type_name(cparams.flash_attn_type), add_special ? "true" : "false",
+                 json_escape(fa_log).c_str());
     std::fprintf(out, "\"text_file\": \"%s\",\n",
                  json_escape(text_path.substr(text_path.find_last_of('/') + 1)).c_str());
     std::fprintf(out, "\"n_vocab\": %d,\n", n_vocab);

@@ -86,6 +86,7 @@ void synthesize_text(ModelSpec& m, DType t) {
     add(m, p + "attn_norm.weight", 1, E, DType::F32, false);
     add(m, p + "ffn_norm.weight", 1, E, DType::F32, false);
     if (c.qk_norm) add(m, p + "attn_q_norm.weight", 1, c.head_dim, DType::F32, false), add(m, p + "attn_k_norm.weight", 1, c.head_dim, DType::F32, false);
+    if (c.post_norms) add(m, p + "post_attention_norm.weight", 1, E, DType::F32, false), add(m, p + "post_ffw_norm.weight", 1, E, DType::F32, false);
   }
 }
 

@@ -14,9 +14,32 @@ double now() {
 }
 }  // namespace
 
+// Gemma's turns, as its template renders them: BOS (the tokenizer's add_bos_token), a system
+// message folded into the first user turn, the assistant called "model", contents trimmed.
+static std::string gemma_chat(const LlamaModel& model, const std::vector<ChatMessage>& messages, bool add_generation_prompt) {
+  const auto trim = [](const std::string& t) {
+    const size_t a = t.find_first_not_of(" \t\n\r"), b = t.find_last_not_of(" \t\n\r");
+    return a == std::string::npos ? std::string() : t.substr(a, b - a + 1);
+  };
+  const Tokenizer& tok = model.tokenizer();
+  std::string out = model.config().add_bos && tok.bos() >= 0 ? tok.text(tok.bos()) : std::string();
+  std::string prefix;
+  size_t i = 0;
+  if (!messages.empty() && messages[0].role == "system") prefix = trim(messages[i++].content) + "\n\n";
+  for (bool first = true; i < messages.size(); ++i, first = false) {
+    const ChatMessage& m = messages[i];
+    out += "<start_of_turn>" + (m.role == "assistant" ? std::string("model") : m.role) + "\n" + (first ? prefix : "") +
+           trim(m.content) + "<end_of_turn>\n";
+  }
+  if (add_generation_prompt) out += "<start_of_turn>model\n";
+  return out;
+}
+
 std::string apply_chat_template(const LlamaModel& model, const std::vector<ChatMessage>& messages,
                                 bool add_generation_prompt) {
   const std::string tmpl = model.chat_template();
+  if (tmpl.find("<start_of_turn>") != std::string::npos || (tmpl.empty() && model.tokenizer().find("<start_of_turn>") >= 0))
+    return gemma_chat(model, messages, add_generation_prompt);
   if (!tmpl.empty() && tmpl.find("<|im_start|>") == std::string::npos)
     fail("the model's chat template is not ChatML; use --raw to pass a prompt as is");
   // Default system prompt, when the template inserts one for conversations without it.

@@ -14,7 +14,8 @@ struct ChatMessage {
 };
 
 // Renders messages with the model's ChatML template (as Hugging Face's apply_chat_template
-// does for SmolLM2, including its default system prompt when the template has one).
+// does for SmolLM2, including its default system prompt when the template has one), or Gemma's
+// <start_of_turn> turns when its template or vocabulary has them.
 std::string apply_chat_template(const LlamaModel& model, const std::vector<ChatMessage>& messages,
                                 bool add_generation_prompt);
 

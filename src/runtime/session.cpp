@@ -34,7 +34,8 @@ const std::vector<std::string>& kv_type_choices() {
 Session::Session(const LlamaModel& model, const SessionOptions& opt)
     : model_(model),
       pool_(opt.n_threads > 0 ? opt.n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
-      n_ctx_(std::min(opt.n_ctx, model.config().n_ctx_train)),
+      n_ctx_(std::min({opt.n_ctx, model.config().n_ctx_train,
+                       model.config().swa_window > 0 ? model.config().swa_window : opt.n_ctx})),
       n_batch_(opt.n_batch),
       kv_type_(opt.kv_type),
       kv_row_(kv_type_supported(opt.kv_type) ? kv_row_bytes(opt.kv_type, model.config().head_dim) : 0),
@@ -61,6 +62,7 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
   k_.resize(B * kv);
   v_.resize(B * kv);
   rope_cs_.resize(B * static_cast<size_t>(c.head_dim));
+  if (c.swa_window > 0) rope_cs_swa_.resize(B * static_cast<size_t>(c.head_dim));
   deepstack_rows_.assign(B, nullptr);
   rope_offsets_.reserve(16);
   gate_.resize(B * c.n_ff);
@@ -245,6 +247,7 @@ void Session::forward(const int32_t* tokens, int n, int first_logits,
     float* cs = &rope_cs_[static_cast<size_t>(i * c.head_dim)];
     if (positions) rope_angles_mrope(positions[i].t, positions[i].h, positions[i].w, c.mrope, c.head_dim, c.rope_base, cs);
     else rope_angles(rope_position(n_past_ + i), c.head_dim, c.rope_base, cs);
+    if (c.swa_window > 0) rope_angles(rope_position(n_past_ + i), c.head_dim, c.rope_base_swa, &rope_cs_swa_[static_cast<size_t>(i * c.head_dim)]);
   }
   for (int l = 0; l < c.n_layer; ++l) {
     preemption_point();  // background work yields here (n_past_ is unchanged until the end)
@@ -271,8 +274,12 @@ void Session::forward(const int32_t* tokens, int n, int first_logits,
 
 void Session::check_batch(const int32_t* tokens, int n, const float* embeddings) const {
   const LlamaConfig& c = model_.config();
-  if (n_past_ + n > n_ctx_)
+  if (n_past_ + n > n_ctx_) {
+    if (c.swa_window > 0 && n_ctx_ == c.swa_window)
+      fail("context is full: %d cached + %d new tokens exceed %d, the model's sliding attention window "
+           "(tessera's attention has no window mask, so contexts are capped at it)", n_past_, n, n_ctx_);
     fail("context is full: %d cached + %d new tokens exceed the context size of %d", n_past_, n, n_ctx_);
+  }
   for (int i = 0; i < n; ++i)
     if ((tokens[i] < 0 || tokens[i] >= c.n_vocab) && !(embeddings && tokens[i] == kEmbeddingSlot))
       fail("token id %d is out of range [0, %d)", tokens[i], c.n_vocab);
@@ -299,6 +306,8 @@ void Session::embed(const int32_t* tokens, int n, const float* embeddings) {
       embeddings += Ein;
     } else {
       model_.embed(tokens[i], &x_[static_cast<size_t>(i * E)]);
+      if (model_.config().embd_scale != 1.0f)  // Gemma: token rows (not given embeddings) times sqrt(n_embd)
+        for (int64_t k = 0; k < E; ++k) x_[static_cast<size_t>(i * E + k)] *= model_.config().embd_scale;
     }
   }
 }
@@ -327,8 +336,8 @@ void Session::attention_block(int l, int n) {
     const auto rope = c.rope_neox ? rope_neox : rope_pairs;
     const auto rope_store = [&](int64_t i0, int64_t i1) {  // tokens are independent
       for (int64_t i = i0; i < i1; ++i) {
-        const float* cs = &rope_cs_[static_cast<size_t>(i * hd)];
-        if (c.qk_norm) {  // Qwen3: each head of q and k RMS-normed on its own, then rotated
+        const float* cs = &(c.is_swa(l) ? rope_cs_swa_ : rope_cs_)[static_cast<size_t>(i * hd)];
+        if (c.qk_norm) {  // Qwen3, Gemma 3: each head of q and k RMS-normed on its own, then rotated
           for (int h = 0; h < c.n_head; ++h) rms_norm(&q_[i * QD + h * hd], L.q_norm.data(), &q_[i * QD + h * hd], hd, c.rms_eps);
           for (int h = 0; h < c.n_head_kv; ++h) rms_norm(&k_[i * KV + h * hd], L.k_norm.data(), &k_[i * KV + h * hd], hd, c.rms_eps);
         }
@@ -354,7 +363,7 @@ void Session::attention_block(int l, int n) {
     shape.n_head = c.n_head;
     shape.n_head_kv = c.n_head_kv;
     shape.head_dim = hd;
-    shape.scale = 1.0f / std::sqrt(static_cast<float>(hd));
+    shape.scale = c.attn_scale > 0 ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(hd));
     shape.causal = true;
     shape.q_pos0 = p0;
     shape.n_kv = p0 + n;
@@ -376,6 +385,15 @@ void Session::attention_block(int l, int n) {
     });
   }
   linear(L.wo, att_.data(), n, QD, tmp_.data(), E, false, "o");
+  if (c.post_norms) post_norm(L.post_attn_norm, n);
+}
+
+// Gemma: a sublayer's output (tmp_) RMS-normed before the next norm adds it to the residual.
+void Session::post_norm(const std::vector<float>& w, int n) {
+  const LlamaConfig& c = model_.config();
+  const int64_t E = c.n_embd;
+  prof::OpScope op("rms_norm", "post", rms_norm_cost(n, E, false));
+  for (int i = 0; i < n; ++i) rms_norm(&tmp_[i * E], w.data(), &tmp_[i * E], E, c.rms_eps);
 }
 
 void Session::ffn_block(int l, int n) {
@@ -389,12 +407,17 @@ void Session::ffn_block(int l, int n) {
   linear(L.w_gate, xn_.data(), n, E, gate_.data(), FF, false, "gate");
   linear(L.w_up, xn_.data(), n, E, up_.data(), FF, L.w_up.type == L.w_gate.type, "up");
   {
-    prof::OpScope op("swiglu", "", swiglu_cost(static_cast<int64_t>(n) * FF));
+    prof::OpScope op(c.gelu_ffn ? "geglu" : "swiglu", "", swiglu_cost(static_cast<int64_t>(n) * FF));
     float* g = gate_.data();
     const float* u = up_.data();
-    pool_.parallel_for(static_cast<int64_t>(n) * FF, 256, [&](int64_t i0, int64_t i1) { swiglu(g + i0, u + i0, i1 - i0); });
+    pool_.parallel_for(static_cast<int64_t>(n) * FF, 256, [&](int64_t i0, int64_t i1) {
+      if (!c.gelu_ffn) return swiglu(g + i0, u + i0, i1 - i0);
+      gelu_tanh(g + i0, i1 - i0);  // Gemma: gelu_tanh(gate) * up
+      for (int64_t k = i0; k < i1; ++k) g[k] *= u[k];
+    });
   }
   linear(L.w_down, gate_.data(), n, FF, tmp_.data(), E, false, "down");  // added in the next norm
+  if (c.post_norms) post_norm(L.post_ffn_norm, n);
 }
 
 // The last layer's residual, the output norm and the head, for the last token or (all_logits)

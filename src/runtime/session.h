@@ -16,7 +16,9 @@
 namespace tessera {
 
 struct SessionOptions {
-  int n_ctx = 4096;    // KV cache capacity in tokens (clamped to the model's training context)
+  // KV cache capacity in tokens (clamped to the model's training context, and for a model with
+  // sliding-window layers to the window: LlamaConfig::swa_window)
+  int n_ctx = 4096;
   int n_batch = 512;   // tokens per forward pass; longer prompts are split
   int n_threads = 0;   // 0: all cores
   DType kv_type = DType::F16;  // KV cache element type: F16 (default, as llama.cpp), F32, BF16, I8 (q8) or Q4_0 (q4)
@@ -97,6 +99,7 @@ class Session {
   // the residual add of the layer's output is left to the next norm (tmp_).
   void attention_block(int l, int n);
   void ffn_block(int l, int n);
+  void post_norm(const std::vector<float>& w, int n);
   void output_logits(int n, int first, const std::function<void(size_t, const float*)>* on_logits, size_t base);
   // y = W x for n rows of x (row length W.cols, stride xs): fp32 or 8-bit activations.
   void linear(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, int64_t ys, bool reuse_quantized,
@@ -126,6 +129,7 @@ class Session {
   size_t packed_bytes_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_, logits_;
   std::vector<float> rope_cs_;  // RoPE cos/sin of the batch's positions (head_dim per token)
+  std::vector<float> rope_cs_swa_;  // the same with the sliding-window layers' base (swa_window)
   // Where multimodal positions ran ahead of (or behind) the cache slots: from slot `since` on, a
   // token's rotary position is its slot + offset (transformers' rope_deltas); the latest last.
   struct RopeOffset {

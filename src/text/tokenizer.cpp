@@ -1,6 +1,7 @@
 #include "text/tokenizer.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <queue>
 
 #include "core/error.h"
@@ -34,13 +35,68 @@ struct WordCutter {
     prev = end;
   }
 };
+// A text cut into its UTF-8 characters, as a linked list of byte ranges that merges shorten.
+struct Sym {
+  int prev, next;
+  size_t start, len;
+};
+std::vector<Sym> utf8_symbols(const std::string& enc) {
+  std::vector<Sym> syms;
+  for (size_t i = 0; i < enc.size();) {
+    const unsigned char c = static_cast<unsigned char>(enc[i]);
+    const size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
+    const int idx = static_cast<int>(syms.size());
+    syms.push_back({idx - 1, idx + 1, i, std::min(len, enc.size() - i)});
+    i += syms.back().len;
+  }
+  if (!syms.empty()) syms.back().next = -1;
+  return syms;
+}
+// Merges adjacent symbols while any pair may merge, the highest priority first (leftmost on
+// ties): pair(a, b, priority) says whether a and b may merge and with what priority.
+template <class Pair>
+void merge_best_first(std::vector<Sym>& syms, Pair pair) {
+  struct Bigram {
+    double priority;
+    int left;
+    size_t size;
+    bool operator<(const Bigram& o) const { return priority < o.priority || (priority == o.priority && left > o.left); }
+  };
+  std::priority_queue<Bigram> queue;
+  auto try_add = [&](int l) {
+    if (l < 0) return;
+    const int r = syms[static_cast<size_t>(l)].next;
+    if (r < 0) return;
+    const Sym& a = syms[static_cast<size_t>(l)];
+    const Sym& b = syms[static_cast<size_t>(r)];
+    double priority = 0;
+    if (pair(a, b, priority)) queue.push({priority, l, a.len + b.len});
+  };
+  for (int i = 0; i + 1 < static_cast<int>(syms.size()); ++i) try_add(i);
+  while (!queue.empty()) {
+    const Bigram bg = queue.top();
+    queue.pop();
+    Sym& a = syms[static_cast<size_t>(bg.left)];
+    if (a.len == 0 || a.next < 0) continue;
+    Sym& b = syms[static_cast<size_t>(a.next)];
+    if (b.len == 0 || a.len + b.len != bg.size) continue;  // stale entry
+    a.len += b.len;
+    b.len = 0;
+    a.next = b.next;
+    if (b.next >= 0) syms[static_cast<size_t>(b.next)].prev = bg.left;
+    try_add(a.prev);
+    try_add(bg.left);
+  }
+}
 }  // namespace
 
 Tokenizer::Tokenizer(const GgufFile& f) {
   TokenizerSpec sp;
   sp.source = f.name();
   const std::string model = f.get_string("tokenizer.ggml.model");
-  if (model != "gpt2") fail("%s: tokenizer model '%s' is not supported (only byte-level BPE 'gpt2')", f.name().c_str(), model.c_str());
+  if (model != "gpt2" && model != "llama")
+    fail("%s: tokenizer model '%s' is not supported (byte-level BPE 'gpt2', SentencePiece 'llama')", f.name().c_str(), model.c_str());
+  sp.spm = model == "llama";
   sp.pre = f.get_string("tokenizer.ggml.pre", "default");
   const GgufValue& toks = f.get("tokenizer.ggml.tokens");
   if (toks.type != GgufType::ARRAY || toks.elem != GgufType::STRING)
@@ -58,10 +114,20 @@ Tokenizer::Tokenizer(const GgufFile& f) {
       sp.types[i] = static_cast<TokenType>(t);
     }
   }
-  const GgufValue& merges = f.get("tokenizer.ggml.merges");
-  if (merges.type != GgufType::ARRAY || merges.elem != GgufType::STRING)
-    fail("%s: tokenizer.ggml.merges must be an array of strings", f.name().c_str());
-  sp.merges = merges.strs;
+  if (sp.spm) {
+    const GgufValue& sc = f.get("tokenizer.ggml.scores");
+    if (sc.type != GgufType::ARRAY || sc.elem != GgufType::FLOAT32 || sc.count != sp.tokens.size())
+      fail("%s: tokenizer.ggml.scores must be %zu floats", f.name().c_str(), sp.tokens.size());
+    sp.scores.resize(sp.tokens.size());
+    for (size_t i = 0; i < sp.tokens.size(); ++i) sp.scores[i] = static_cast<float>(sc.double_at(i));
+    if (f.get_bool("tokenizer.ggml.add_space_prefix", true))
+      fail("%s: SentencePiece with a space prefix is not supported", f.name().c_str());
+  } else {
+    const GgufValue& merges = f.get("tokenizer.ggml.merges");
+    if (merges.type != GgufType::ARRAY || merges.elem != GgufType::STRING)
+      fail("%s: tokenizer.ggml.merges must be an array of strings", f.name().c_str());
+    sp.merges = merges.strs;
+  }
   const int64_t nv = static_cast<int64_t>(sp.tokens.size());
   const std::string vocab_key = f.get_string("general.architecture", "llama") + ".vocab_size";
   if (const GgufValue* vs = f.find(vocab_key); vs && vs->is_integer() && vs->as_int() != nv)
@@ -90,7 +156,9 @@ void Tokenizer::init(TokenizerSpec sp) {
   // The llama-3 pattern and Qwen2's (the same with single digits), as llama.cpp names them.
   if (pre_ == "llama3" || pre_ == "llama-v3" || pre_ == "llama-bpe") max_digits_ = 3;
   if (pre_ == "qwen2" || pre_ == "stablelm2") max_digits_ = 1;
-  if (!split_digits_ && max_digits_ == 0 && pre_ != "default" && pre_ != "gpt-2" && pre_ != "gpt2")
+  spm_ = sp.spm;
+  if (spm_ && sp.scores.size() != sp.tokens.size()) fail("%s: token scores do not match the vocabulary", src);
+  if (!spm_ && !split_digits_ && max_digits_ == 0 && pre_ != "default" && pre_ != "gpt-2" && pre_ != "gpt2")
     fail("%s: pre-tokenizer '%s' is not supported", src, pre_.c_str());
   tokens_ = std::move(sp.tokens);
   types_ = std::move(sp.types);
@@ -104,12 +172,18 @@ void Tokenizer::init(TokenizerSpec sp) {
       fail("%s: merge %zu ('%s') is not of the form 'left right'", src, i, m.substr(0, 64).c_str());
     merge_ranks_.emplace(m, static_cast<int32_t>(i));
   }
+  scores_ = std::move(sp.scores);
+  for (int b = 0; b < 256; ++b) {
+    char name[8];
+    std::snprintf(name, sizeof name, "<0x%02X>", b);
+    byte_ids_[b] = spm_ ? find(name) : -1;
+  }
   bos_ = sp.bos;
   eos_ = sp.eos;
   if (eos_ >= 0) eog_.push_back(eos_);
   if (sp.eot >= 0 && sp.eot != eos_) eog_.push_back(sp.eot);
   // Like llama.cpp, treat well-known end-of-generation control tokens as stops too.
-  for (const char* t : {"<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<end_of_utterance>", "<|end|>"}) {
+  for (const char* t : {"<|endoftext|>", "<|im_end|>", "<|eot_id|>", "<end_of_utterance>", "<|end|>", "<end_of_turn>"}) {
     const int32_t id = find(t);
     if (id >= 0 && (types_[static_cast<size_t>(id)] == TokenType::Control || types_[static_cast<size_t>(id)] == TokenType::UserDefined) &&
         std::find(eog_.begin(), eog_.end(), id) == eog_.end())
@@ -354,55 +428,19 @@ void Tokenizer::bpe(const std::string& word, std::vector<int32_t>& out) const {
   enc.reserve(word.size() * 2);
   for (unsigned char b : word) unicode::append_utf8(enc, unicode::byte_to_codepoint(b));
 
-  struct Sym {
-    int prev, next;
-    size_t start, len;
-  };
-  std::vector<Sym> syms;
-  for (size_t i = 0; i < enc.size();) {
-    const unsigned char c = static_cast<unsigned char>(enc[i]);
-    const size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : 4;
-    const int idx = static_cast<int>(syms.size());
-    syms.push_back({idx - 1, idx + 1, i, std::min(len, enc.size() - i)});
-    i += len;
-  }
+  std::vector<Sym> syms = utf8_symbols(enc);
   if (syms.empty()) return;
-  syms.back().next = -1;
-
-  struct Bigram {
-    int rank, left;
-    size_t size;
-    bool operator<(const Bigram& o) const { return rank > o.rank || (rank == o.rank && left > o.left); }
-  };
-  std::priority_queue<Bigram> queue;
   std::string key;
-  auto try_add = [&](int l) {
-    if (l < 0) return;
-    const int r = syms[static_cast<size_t>(l)].next;
-    if (r < 0) return;
-    const Sym& a = syms[static_cast<size_t>(l)];
-    const Sym& b = syms[static_cast<size_t>(r)];
+  // the lowest merge rank first
+  merge_best_first(syms, [&](const Sym& a, const Sym& b, double& priority) {
     key.assign(enc, a.start, a.len);
     key.push_back(' ');
     key.append(enc, b.start, b.len);
-    auto it = merge_ranks_.find(key);
-    if (it != merge_ranks_.end()) queue.push({it->second, l, a.len + b.len});
-  };
-  for (int i = 0; i + 1 < static_cast<int>(syms.size()); ++i) try_add(i);
-  while (!queue.empty()) {
-    const Bigram bg = queue.top();
-    queue.pop();
-    Sym& a = syms[static_cast<size_t>(bg.left)];
-    if (a.len == 0 || a.next < 0) continue;
-    Sym& b = syms[static_cast<size_t>(a.next)];
-    if (a.len + b.len != bg.size) continue;  // stale entry
-    a.len += b.len;
-    b.len = 0;
-    a.next = b.next;
-    if (b.next >= 0) syms[static_cast<size_t>(b.next)].prev = bg.left;
-    try_add(a.prev);
-    try_add(bg.left);
-  }
+    const auto it = merge_ranks_.find(key);
+    if (it == merge_ranks_.end()) return false;
+    priority = -static_cast<double>(it->second);
+    return true;
+  });
   for (int i = 0; i >= 0; i = syms[static_cast<size_t>(i)].next) {
     const Sym& s = syms[static_cast<size_t>(i)];
     const std::string piece = enc.substr(s.start, s.len);
@@ -413,6 +451,38 @@ void Tokenizer::bpe(const std::string& word, std::vector<int32_t>& out) const {
     }
     for (char ch : piece) {  // unknown merge result: fall back to single bytes of the text
       const int32_t bid = find(std::string(1, ch));
+      if (bid >= 0) out.push_back(bid);
+    }
+  }
+}
+
+// llama.cpp's llm_tokenizer_spm: spaces as U+2581, one symbol per UTF-8 character, then the
+// adjacent pair whose concatenation is the best-scored token merges first (leftmost on ties);
+// a symbol that is no token becomes its bytes' <0xXX> tokens.
+void Tokenizer::spm(std::string_view text, std::vector<int32_t>& out) const {
+  std::string enc;
+  enc.reserve(text.size() + 16);
+  for (char ch : text) {
+    if (ch == ' ') enc += "\xE2\x96\x81";
+    else enc.push_back(ch);
+  }
+  std::vector<Sym> syms = utf8_symbols(enc);
+  if (syms.empty()) return;
+  merge_best_first(syms, [&](const Sym& a, const Sym& b, double& priority) {  // the best score first
+    const int32_t id = find(enc.substr(a.start, a.len + b.len));
+    if (id < 0) return false;
+    priority = scores_[static_cast<size_t>(id)];
+    return true;
+  });
+  for (int i = 0; i >= 0; i = syms[static_cast<size_t>(i)].next) {
+    const Sym& s = syms[static_cast<size_t>(i)];
+    const int32_t id = find(enc.substr(s.start, s.len));
+    if (id >= 0) {
+      out.push_back(id);
+      continue;
+    }
+    for (size_t k = s.start; k < s.start + s.len; ++k) {
+      const int32_t bid = byte_ids_[static_cast<unsigned char>(enc[k])];
       if (bid >= 0) out.push_back(bid);
     }
   }
@@ -454,7 +524,8 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, bool parse_special
       out.push_back(fr.id);
       continue;
     }
-    for (const std::string& w : pretokenize(text.substr(fr.begin, fr.end - fr.begin))) bpe(w, out);
+    if (spm_) spm(text.substr(fr.begin, fr.end - fr.begin), out);
+    else for (const std::string& w : pretokenize(text.substr(fr.begin, fr.end - fr.begin))) bpe(w, out);
   }
   return out;
 }
@@ -468,8 +539,19 @@ std::string Tokenizer::token_to_piece(int32_t id, bool special) const {
       return special ? t : std::string();
     case TokenType::UserDefined:
       return t;
+    case TokenType::Byte:
+      if (spm_ && t.size() == 6 && t.compare(0, 3, "<0x") == 0)  // <0xXX>
+        return std::string(1, static_cast<char>(std::stoi(t.substr(3, 2), nullptr, 16)));
+      [[fallthrough]];
     default: {
       std::string out;
+      if (spm_) {  // U+2581 back to spaces
+        for (size_t k = 0; k < t.size();) {
+          if (t.compare(k, 3, "\xE2\x96\x81") == 0) out.push_back(' '), k += 3;
+          else out.push_back(t[k++]);
+        }
+        return out;
+      }
       for (uint32_t cp : unicode::decode_utf8(t)) {
         const int b = unicode::codepoint_to_byte(cp);
         if (b >= 0) out.push_back(static_cast<char>(b));

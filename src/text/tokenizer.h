@@ -1,5 +1,7 @@
 // Byte-level BPE tokenizer read from GGUF metadata (tokenizer.ggml.*), matching llama.cpp's
-// token ids: special-token partitioning, the model's pre-tokenizer split, then BPE merges.
+// token ids: special-token partitioning, the model's pre-tokenizer split, then BPE merges. GGUF
+// model "llama" is SentencePiece BPE instead (Gemma): spaces become U+2581, the highest-scored
+// adjacent pair that is a token merges first, bytes without a token fall back to <0xXX>.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -18,6 +20,8 @@ struct TokenizerSpec {
   std::vector<std::string> tokens;
   std::vector<TokenType> types;     // same length as tokens
   std::vector<std::string> merges;  // "left right", by rank
+  std::vector<float> scores;        // SentencePiece (spm): a score per token; merges unused
+  bool spm = false;
   std::string pre = "default";      // pre-tokenizer name as llama.cpp spells it
   int32_t bos = -1, eos = -1, eot = -1;
   std::string source;               // file name, for messages
@@ -52,6 +56,7 @@ class Tokenizer {
   // ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+) with D = max_digits_.
   void pretokenize_llama3(const std::vector<uint32_t>& cps, std::vector<std::string>& words) const;
   void bpe(const std::string& word, std::vector<int32_t>& out) const;
+  void spm(std::string_view text, std::vector<int32_t>& out) const;
 
   std::vector<std::string> tokens_;
   std::vector<TokenType> types_;
@@ -64,6 +69,9 @@ class Tokenizer {
   bool split_digits_ = true;
   int max_digits_ = 0;  // > 0: the llama-3 family's pattern, numbers in runs of at most this many digits
   int32_t bos_ = -1, eos_ = -1;
+  bool spm_ = false;
+  std::vector<float> scores_;
+  int32_t byte_ids_[256] = {};  // spm: the <0xXX> tokens (-1 when absent)
 };
 
 }  // namespace tessera

@@ -1,5 +1,7 @@
 #include "models/llama/llama.h"
 
+#include <cmath>
+
 #include "core/error.h"
 #include "models/gguf_source.h"
 
@@ -14,6 +16,9 @@ void LlamaModel::check_config() const {
   if (c.head_dim < 2 || c.head_dim > 1024 || c.head_dim % 2 != 0) fail("text model: head dimension %d is odd or out of range", c.head_dim);
   if (!(c.rope_base >= 1.0f && c.rope_base < 1e12f) || !(c.rms_eps > 0 && c.rms_eps < 1)) fail("text model: rope base or norm epsilon out of range");
   if (c.n_ctx_train < 1 || c.n_ctx_train > (1 << 24)) fail("text model: context length out of range");
+  if (c.swa_window < 0 || c.swa_window > (1 << 24) || c.swa_pattern < 0 || c.swa_pattern > 1024 || !(c.rope_base_swa >= 1.0f && c.rope_base_swa < 1e12f))
+    fail("text model: sliding-window settings out of range");
+  if (!(c.embd_scale > 0 && c.embd_scale < 1e6f) || !(c.attn_scale >= 0 && c.attn_scale < 1e3f)) fail("text model: embedding or attention scale out of range");
 }
 
 void LlamaModel::load_weights(const TensorSource& s, bool g, const std::string& p) {
@@ -40,6 +45,10 @@ void LlamaModel::load_weights(const TensorSource& s, bool g, const std::string& 
       L.q_norm = s.floats(n("attn_q_norm.weight", "self_attn.q_norm.weight"), {u(c.head_dim)});
       L.k_norm = s.floats(n("attn_k_norm.weight", "self_attn.k_norm.weight"), {u(c.head_dim)});
     }
+    if (c.post_norms) {  // GGUF only (read_llama_config); llama.cpp's converter already added Gemma's + 1
+      L.post_attn_norm = s.floats(n("post_attention_norm.weight", "post_attention_layernorm.weight"), {u(E)});
+      L.post_ffn_norm = s.floats(n("post_ffw_norm.weight", "post_feedforward_layernorm.weight"), {u(E)});
+    }
     L.wq = s.matrix(n("attn_q.weight", "self_attn.q_proj.weight"), QD, E);
     L.wk = s.matrix(n("attn_k.weight", "self_attn.k_proj.weight"), KV, E);
     L.wv = s.matrix(n("attn_v.weight", "self_attn.v_proj.weight"), KV, E);
@@ -55,8 +64,9 @@ LlamaConfig read_llama_config(const GgufFile& f, const std::string& path) {
   // Qwen3-VL's text model ("qwen3vl") is Qwen3 with multimodal rotary positions; for text
   // positions (t = h = w) those are the ordinary NeoX rotation.
   const bool qwen3 = arch == "qwen3" || arch == "qwen3vl";
-  if (arch != "llama" && !qwen3)
-    fail("%s: architecture '%s' is not supported (llama, qwen3, qwen3vl)", path.c_str(), arch.c_str());
+  const bool gemma3 = arch == "gemma3";
+  if (arch != "llama" && !qwen3 && !gemma3)
+    fail("%s: architecture '%s' is not supported (llama, qwen3, qwen3vl, gemma3)", path.c_str(), arch.c_str());
   const std::string a = arch + ".";
   LlamaConfig c;
   c.n_embd = static_cast<int>(f.get_int(a + "embedding_length", 1, 65536));
@@ -68,7 +78,7 @@ LlamaConfig read_llama_config(const GgufFile& f, const std::string& path) {
   c.rope_base = static_cast<float>(f.get_float(a + "rope.freq_base", 1.0, 1e12, 10000.0));
   c.rms_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-12, 1.0, 1e-5));
   if (c.n_head % c.n_head_kv != 0) fail("%s: %d heads are not a multiple of %d KV heads", path.c_str(), c.n_head, c.n_head_kv);
-  if (!qwen3 && c.n_embd % c.n_head != 0) fail("%s: embedding length %d is not a multiple of %d heads", path.c_str(), c.n_embd, c.n_head);
+  if (!qwen3 && !gemma3 && c.n_embd % c.n_head != 0) fail("%s: embedding length %d is not a multiple of %d heads", path.c_str(), c.n_embd, c.n_head);
   c.head_dim = static_cast<int>(f.get_int(a + "attention.key_length", 2, 1024, c.n_embd / c.n_head));
   if (f.get_int(a + "attention.value_length", 2, 1024, c.head_dim) != c.head_dim)
     fail("%s: value heads of another size than key heads are not supported", path.c_str());
@@ -90,6 +100,24 @@ LlamaConfig read_llama_config(const GgufFile& f, const std::string& path) {
         total += v;
       }
       if (total > c.head_dim / 2) fail("%s: rope sections cover %lld pairs of %d", path.c_str(), static_cast<long long>(total), c.head_dim / 2);
+    }
+  }
+  if (gemma3) {  // as llama.cpp's gemma3 graph (src/models/gemma3.cpp)
+    c.rope_neox = true;
+    c.qk_norm = true;
+    c.post_norms = true;
+    c.gelu_ffn = true;
+    c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
+    // Gemma 3 27B scales queries by 1/sqrt(n_embd / n_head), the others by 1/sqrt(head_dim)
+    if (c.n_layer == 62) c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.n_embd / c.n_head));
+    if (f.get_float(a + "final_logit_softcapping", 0.0, 1e6, 0.0) != 0.0)
+      fail("%s: final logit soft-capping is not supported", path.c_str());
+    c.swa_window = static_cast<int>(f.get_int(a + "attention.sliding_window", 0, 1 << 24, 0));
+    if (c.swa_window > 0) {
+      if (const GgufValue* pat = f.find(a + "attention.sliding_window_pattern"); pat && !pat->is_integer())
+        fail("%s: a per-layer sliding-window pattern is not supported", path.c_str());
+      c.swa_pattern = static_cast<int>(f.get_int(a + "attention.sliding_window_pattern", 1, 1024, 6));
+      c.rope_base_swa = static_cast<float>(f.get_float(a + "rope.freq_base_swa", 1.0, 1e12, 10000.0));
     }
   }
   return c;

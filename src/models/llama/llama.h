@@ -1,7 +1,8 @@
 // Llama-family decoder read from a GGUF file: RMSNorm, RoPE, grouped-query attention, SwiGLU,
 // optionally tied embeddings. SmolLM2 (GGUF arch "llama") and Qwen3 / Qwen3-VL's text model
 // ("qwen3", "qwen3vl": RMSNorm of each head's q and k before RoPE, head size set on its own,
-// halves rotated). Weights stay in the mmap.
+// halves rotated), and Gemma 3's text model ("gemma3": scaled embeddings, post-norms, GeGLU,
+// sliding-window layers; contexts no longer than the window). Weights stay in the mmap.
 #pragma once
 #include <memory>
 #include <string>
@@ -44,18 +45,32 @@ struct LlamaConfig {
   // Qwen3-VL: rotary pairs given to the time, row and column positions (interleaved layout,
   // rope_angles_mrope); all zero for one-dimensional positions
   int mrope[3] = {0, 0, 0};
+  // Gemma 3: token embeddings times embd_scale (sqrt(n_embd)); each sublayer's output RMS-normed
+  // (post_attention_norm, post_ffw_norm) before its residual add; a GELU-tanh gated FFN (GeGLU);
+  // queries scaled by attn_scale (0: 1/sqrt(head_dim)). Layer l attends over a sliding window of
+  // swa_window keys, rotated with rope_base_swa, unless l % swa_pattern == swa_pattern - 1 (global,
+  // rope_base). The attention kernel has no window, so a session's context is capped at swa_window,
+  // where a windowed layer attends exactly like a causal one.
+  float embd_scale = 1.0f;
+  bool post_norms = false;
+  bool gelu_ffn = false;
+  float attn_scale = 0.0f;
+  int swa_window = 0, swa_pattern = 0;  // 0: no sliding-window layers
+  float rope_base_swa = 10000.0f;
+  bool is_swa(int l) const { return swa_window > 0 && swa_pattern > 0 && l % swa_pattern < swa_pattern - 1; }
   int q_dim() const { return n_head * head_dim; }
   // floats per embedding row handed to Session::eval: the token's, then one per DeepStack layer
   int n_embd_inp() const { return n_embd * (1 + deepstack_layers); }
 };
 
-// The configuration a text GGUF's metadata gives (architectures llama, qwen3, qwen3vl), every number
+// The configuration a text GGUF's metadata gives (architectures llama, qwen3, qwen3vl, gemma3), every number
 // range-checked; n_vocab is left 0 (the tokenizer's). Throws Error.
 LlamaConfig read_llama_config(const GgufFile& f, const std::string& path);
 
 struct LlamaLayer {
   std::vector<float> attn_norm, ffn_norm;
   std::vector<float> q_norm, k_norm;  // head_dim each, when qk_norm
+  std::vector<float> post_attn_norm, post_ffn_norm;  // n_embd each, when post_norms
   WeightMatrix wq, wk, wv, wo, w_gate, w_up, w_down;
 };
 
