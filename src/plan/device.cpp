@@ -2,6 +2,8 @@
 
 #include <unistd.h>
 
+#include <fcntl.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,6 +14,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "core/mapped_file.h"
 #include "core/thread_pool.h"
 #include "formats/json_input.h"
 #include "image/image.h"
@@ -53,15 +56,6 @@ double median_seconds(int reps, F&& f) {
   return t[t.size() / 2];
 }
 
-// One call's seconds, the first: what a new screen's question pays (its buffers freshly mapped;
-// later calls reuse the heap's).
-template <class F>
-double first_call_seconds(F&& f) {
-  const auto t0 = std::chrono::steady_clock::now();
-  f();
-  return seconds_since(t0);
-}
-
 // A rows x cols matrix of type t from seeded Gaussian rows; the first `distinct` rows are
 // quantized and repeated (a streaming benchmark needs bytes, not distinct values).
 struct TestMatrix {
@@ -101,6 +95,27 @@ void set_matrix(TestMatrix& t, DType type, int64_t rows, int64_t cols, std::vect
 
 void make_matrix(TestMatrix& t, DType type, int64_t rows, int64_t cols, int64_t distinct) {
   set_matrix(t, type, rows, cols, quantized_rows(type, rows, cols, distinct));
+}
+
+// `copies` copies of `bytes` in a temporary file, mapped read-only (the file is unlinked at once).
+std::unique_ptr<MappedFile> map_copies(const std::vector<uint8_t>& bytes, size_t copies) {
+  const char* dir = std::getenv("TMPDIR");
+  std::string path = std::string(dir && *dir ? dir : "/tmp") + "/tessera-plan-XXXXXX";
+  const int fd = ::mkstemp(path.data());
+  if (fd < 0) fail("plan --calibrate: cannot create a temporary file in %s", dir && *dir ? dir : "/tmp");
+  bool ok = true;
+  for (size_t i = 0; i < copies && ok; ++i)
+    for (size_t done = 0; done < bytes.size() && ok;) {
+      const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+      ok = n > 0;
+      done += n > 0 ? static_cast<size_t>(n) : 0;
+    }
+  ::close(fd);
+  std::unique_ptr<MappedFile> m;
+  if (ok) m = std::make_unique<MappedFile>(path);
+  ::unlink(path.c_str());
+  if (!ok) fail("plan --calibrate: cannot write a temporary file in %s", dir && *dir ? dir : "/tmp");
+  return m;
 }
 
 }  // namespace
@@ -160,32 +175,67 @@ DeviceProfile calibrate_this_machine(int threads) {
   std::mt19937 rng(3);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   for (float& v : x) v = nd(rng);
-  for (DType type : kTypes) {
-    // decode: one-token matmuls on copies of a matrix cycled through >= 128 MiB, so each call
-    // reads from DRAM as a model's layers do, per call (the call's fixed cost is in the rate): a
-    // large model's matrix (4096 x 2048) and a small one's (1536 x 512)
-    for (int small = 0; small < 2; ++small) {
-      const int64_t r = small ? 1536 : 4096, k = small ? 512 : 2048;
-      const size_t mb = row_bytes(type, static_cast<uint64_t>(k)) * static_cast<size_t>(r);
-      const size_t copies = std::max<size_t>(2, (size_t{128} << 20) / mb + 1);
+  // Per weight type, in interleaved rounds (a round times every type once; each rate is the median
+  // over rounds), so a neighbour's burst on this shared machine slows one round of every type,
+  // not every round of one.
+  // decode: one-token matmuls on copies of a matrix cycled through >= 128 MiB, so each call reads
+  // from DRAM as a model's layers do, per call (the call's fixed cost is in the rate): a large
+  // model's matrix (4096 x 2048) and a small one's (1536 x 512)
+  for (int small = 0; small < 2; ++small) {
+    const int64_t r = small ? 1536 : 4096, k = small ? 512 : 2048;
+    struct Set {
+      DType type;
+      size_t mb = 0;
+      std::vector<TestMatrix> m;
+      std::unique_ptr<MappedFile> mapped;
+      std::vector<double> t;
+    };
+    std::vector<Set> sets;
+    for (DType type : kTypes) {
+      Set st;
+      st.type = type;
+      st.mb = row_bytes(type, static_cast<uint64_t>(k)) * static_cast<size_t>(r);
+      const size_t copies = std::max<size_t>(2, (size_t{128} << 20) / st.mb + 1);
       const std::vector<uint8_t> base = quantized_rows(type, r, k, 256);
-      std::vector<TestMatrix> m(copies);
-      for (TestMatrix& t : m) set_matrix(t, type, r, k, base);
-      std::vector<float> y(static_cast<size_t>(r));
-      const double s = median_seconds(5, [&] {
-        for (const TestMatrix& t : m) matmul(t.m(), x.data(), 1, k, y.data(), r, pool);
-      });
-      (small ? d.decode_gbs_small : d.decode_gbs)[type] = static_cast<double>(mb) * static_cast<double>(copies) / s / 1e9;
+      st.m.resize(copies);
+      for (TestMatrix& t : st.m) set_matrix(t, type, r, k, base);
+      // A type no panel layout takes is read where the model file is mapped (page-cache pages,
+      // not the heap's huge pages): time it there too.
+      if (!st.m.front().packed.data) {
+        st.mapped = map_copies(base, copies);
+        for (size_t i = 0; i < copies; ++i) st.m[i].bytes = {}, st.m[i].w.data = st.mapped->data() + i * st.mb;
+      }
+      sets.push_back(std::move(st));
     }
-    // prefill: 256 tokens through a wide matrix (2048 x 2048) and a narrow one (1536 x 512, a
-    // small model's MLP)
-    for (int narrow = 0; narrow < 2; ++narrow) {
-      const int64_t r = narrow ? 1536 : 2048, k = narrow ? 512 : cols;
-      TestMatrix t;
-      make_matrix(t, type, r, k, r);
-      std::vector<float> y(static_cast<size_t>(256) * r);
-      const double s = median_seconds(3, [&] { matmul(t.m(), x.data(), 256, k, y.data(), r, pool); });
-      (narrow ? d.prefill_gflops_narrow : d.prefill_gflops)[type] = 2.0 * 256 * static_cast<double>(r) * k / s / 1e9;
+    std::vector<float> y(static_cast<size_t>(r));
+    for (int round = 0; round < 6; ++round)
+      for (Set& st : sets) {
+        const auto t0 = std::chrono::steady_clock::now();
+        for (const TestMatrix& t : st.m) matmul(t.m(), x.data(), 1, k, y.data(), r, pool);
+        if (round > 0) st.t.push_back(seconds_since(t0));  // round 0 warms up
+      }
+    for (Set& st : sets) {
+      std::sort(st.t.begin(), st.t.end());
+      (small ? d.decode_gbs_small : d.decode_gbs)[st.type] = static_cast<double>(st.mb) * static_cast<double>(st.m.size()) / st.t[st.t.size() / 2] / 1e9;
+    }
+  }
+  // prefill: 256 tokens through a wide matrix (2048 x 2048) and a narrow one (1536 x 512, a small
+  // model's MLP)
+  for (int narrow = 0; narrow < 2; ++narrow) {
+    const int64_t r = narrow ? 1536 : 2048, k = narrow ? 512 : cols;
+    std::vector<TestMatrix> m(std::size(kTypes));
+    for (size_t i = 0; i < m.size(); ++i) make_matrix(m[i], kTypes[i], r, k, r);
+    std::vector<std::vector<double>> t(m.size());
+    std::vector<float> y(static_cast<size_t>(256) * r);
+    for (int round = 0; round < 4; ++round)
+      for (size_t i = 0; i < m.size(); ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        matmul(m[i].m(), x.data(), 256, k, y.data(), r, pool);
+        if (round > 0) t[i].push_back(seconds_since(t0));
+      }
+    for (size_t i = 0; i < m.size(); ++i) {
+      std::sort(t[i].begin(), t[i].end());
+      (narrow ? d.prefill_gflops_narrow : d.prefill_gflops)[kTypes[i]] = 2.0 * 256 * static_cast<double>(r) * k / t[i][t[i].size() / 2] / 1e9;
     }
   }
   // the vision encoder's GEMM: 1024 tokens through a 1024 x 1024 fp16 matrix, as the encoders
@@ -239,7 +289,7 @@ DeviceProfile calibrate_this_machine(int threads) {
     d.attn_decode_gbs = static_cast<double>(k.size() + v.size()) / s / 1e9;
   }
   // image resampling, a 1920 x 1080 screen at two sizes of each processor: a cost per source pixel
-  // (reading it through the filter) and one per output pixel, from each size's first call
+  // (reading it through the filter) and one per output pixel
   {
     ImageRGB im;
     im.width = 1920, im.height = 1080;
@@ -252,7 +302,7 @@ DeviceProfile calibrate_this_machine(int threads) {
       pc.longest_edge = k ? 2048 : 512;  // the knob's range: from one tile to 4 x 4
       const Idefics3Grid g = idefics3_grid(pc, im.width, im.height);
       out[k] = static_cast<double>(g.stretched_w) * g.stretched_h;
-      t[k] = first_call_seconds([&] { (void)preprocess_idefics3(im, pc, &pool); }) * 1e9;
+      t[k] = median_seconds(3, [&] { (void)preprocess_idefics3(im, pc, &pool); }) * 1e9;
     }
     d.preprocess_ns_out = std::max(0.0, (t[1] - t[0]) / (out[1] - out[0]));
     d.preprocess_ns_src = std::max(0.0, (t[0] - d.preprocess_ns_out * out[0]) / src);
@@ -261,7 +311,7 @@ DeviceProfile calibrate_this_machine(int threads) {
       int rh = 0, rw = 0;
       qwen3vl_smart_resize(im.height, im.width, pc.factor(), pc.min_pixels, pc.max_pixels, rh, rw);
       out[k] = static_cast<double>(rh) * rw;
-      t[k] = first_call_seconds([&] { (void)preprocess_qwen3vl(im, pc, &pool); }) * 1e9;
+      t[k] = median_seconds(3, [&] { (void)preprocess_qwen3vl(im, pc, &pool); }) * 1e9;
     }
     d.qwen_preprocess_ns_out = std::max(0.0, (t[1] - t[0]) / (out[1] - out[0]));
     d.qwen_preprocess_ns_src = std::max(0.0, (t[0] - d.qwen_preprocess_ns_out * out[0]) / src);
