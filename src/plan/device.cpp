@@ -3,6 +3,9 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -288,33 +291,53 @@ DeviceProfile calibrate_this_machine(int threads) {
     }) / 20;
     d.attn_decode_gbs = static_cast<double>(k.size() + v.size()) / s / 1e9;
   }
-  // image resampling, a 1920 x 1080 screen at two sizes of each processor: a cost per source pixel
-  // (reading it through the filter) and one per output pixel
+  // image resampling, a 1920 x 1080 screen at three sizes of each processor, fitted by least squares
+  // to a cost per source pixel (reading it through the filter) and one per output pixel. A screen's
+  // preprocessing runs once per new frame into freshly mapped buffers, so every buffer over 64 KiB is
+  // given back to the kernel on free (a page-faulting first touch, as in the engine); warm reused
+  // buffers made the prediction about half the measured time.
   {
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 64 * 1024);  // fixed: also stops glibc raising it after a free
+#endif
     ImageRGB im;
     im.width = 1920, im.height = 1080;
     im.pixels.resize(static_cast<size_t>(1920) * 1080 * 3);
     for (size_t i = 0; i < im.pixels.size(); ++i) im.pixels[i] = static_cast<uint8_t>((i * 2654435761u) >> 24);
     const double src = 1920.0 * 1080;
-    double out[2], t[2];
-    for (int k = 0; k < 2; ++k) {
+    // t = a * src + b * out: the least-squares (a, b) >= 0 over the sizes
+    auto fit = [&](const double* out, const double* t, int n, double& ns_src, double& ns_out) {
+      double so = 0, st = 0, soo = 0, sot = 0;
+      for (int k = 0; k < n; ++k) so += out[k], st += t[k], soo += out[k] * out[k], sot += out[k] * t[k];
+      const double var = soo - so * so / n;
+      double b = var > 0 ? (sot - so * st / n) / var : 0;
+      b = std::max(0.0, b);
+      double a = std::max(0.0, (st - b * so) / n / src);
+      if (a == 0 && soo > 0) b = sot / soo;  // the intercept clamped: refit through the origin
+      ns_src = a, ns_out = b;
+    };
+    double out[3], t[3];
+    const int edges[3] = {512, 1024, 2048};  // the knob's range: from one tile to 4 x 4
+    for (int k = 0; k < 3; ++k) {
       Idefics3PreprocessConfig pc;
-      pc.longest_edge = k ? 2048 : 512;  // the knob's range: from one tile to 4 x 4
+      pc.longest_edge = edges[k];
       const Idefics3Grid g = idefics3_grid(pc, im.width, im.height);
       out[k] = static_cast<double>(g.stretched_w) * g.stretched_h;
-      t[k] = median_seconds(3, [&] { (void)preprocess_idefics3(im, pc, &pool); }) * 1e9;
+      t[k] = median_seconds(5, [&] { (void)preprocess_idefics3(im, pc, &pool); }) * 1e9;
     }
-    d.preprocess_ns_out = std::max(0.0, (t[1] - t[0]) / (out[1] - out[0]));
-    d.preprocess_ns_src = std::max(0.0, (t[0] - d.preprocess_ns_out * out[0]) / src);
-    for (int k = 0; k < 2; ++k) {
-      const Qwen3VLPreprocessConfig pc = Qwen3VLPreprocessConfig{}.with_max_pixels(k ? 1048576 : 65536);
+    fit(out, t, 3, d.preprocess_ns_src, d.preprocess_ns_out);
+    const int64_t pixels[3] = {65536, 262144, 1048576};
+    for (int k = 0; k < 3; ++k) {
+      const Qwen3VLPreprocessConfig pc = Qwen3VLPreprocessConfig{}.with_max_pixels(pixels[k]);
       int rh = 0, rw = 0;
       qwen3vl_smart_resize(im.height, im.width, pc.factor(), pc.min_pixels, pc.max_pixels, rh, rw);
       out[k] = static_cast<double>(rh) * rw;
-      t[k] = median_seconds(3, [&] { (void)preprocess_qwen3vl(im, pc, &pool); }) * 1e9;
+      t[k] = median_seconds(5, [&] { (void)preprocess_qwen3vl(im, pc, &pool); }) * 1e9;
     }
-    d.qwen_preprocess_ns_out = std::max(0.0, (t[1] - t[0]) / (out[1] - out[0]));
-    d.qwen_preprocess_ns_src = std::max(0.0, (t[0] - d.qwen_preprocess_ns_out * out[0]) / src);
+    fit(out, t, 3, d.qwen_preprocess_ns_src, d.qwen_preprocess_ns_out);
+#ifdef __GLIBC__
+    mallopt(M_MMAP_THRESHOLD, 128 * 1024);  // glibc's default again (its dynamic raising stays off)
+#endif
   }
   return d;
 }
@@ -398,11 +421,14 @@ const std::vector<AppleChip>& apple_chips() {
   return chips;
 }
 
-DeviceProfile apple_device(const std::string& name, int memory_gb, const DeviceProfile& here) {
-  const AppleChip* chip = nullptr;
+const AppleChip& find_apple_chip(const std::string& name) {
   for (const AppleChip& c : apple_chips())
-    if (name == c.name) chip = &c;
-  if (!chip) fail("unknown device '%s' (this, or an Apple chip: m1, m1-pro, ..., m4-max; see tessera plan --list-devices)", name.c_str());
+    if (name == c.name) return c;
+  fail("unknown device '%s' (this, or an Apple chip: m1, m1-pro, ..., m4-max; see tessera plan --list-devices)", name.c_str());
+}
+
+DeviceProfile apple_device(const std::string& name, int memory_gb, const DeviceProfile& here) {
+  const AppleChip* chip = &find_apple_chip(name);
   if (memory_gb == 0) memory_gb = chip->memory_gb.front();
   if (std::find(chip->memory_gb.begin(), chip->memory_gb.end(), memory_gb) == chip->memory_gb.end())
     fail("%s is not sold with %d GB of memory", name.c_str(), memory_gb);

@@ -50,6 +50,8 @@ struct AppleChip {
   std::vector<int> memory_gb;
 };
 const std::vector<AppleChip>& apple_chips();
+// The chip of that name; throws Error naming the choices when there is none.
+const AppleChip& find_apple_chip(const std::string& name);
 // "m2-pro" with `memory_gb` (0: the chip's smallest), its rates scaled from `here` (this machine's
 // calibration) by the ratio of bandwidth (decode) and of compute (prefill, vision).
 DeviceProfile apple_device(const std::string& name, int memory_gb, const DeviceProfile& here);

@@ -7,9 +7,6 @@
 
 namespace tessera {
 
-namespace {
-
-// log softmax of one row of logits, in double; returns the index of the largest logit
 size_t log_softmax(const float* logits, size_t n, double* out) {
   size_t top = 0;
   for (size_t i = 1; i < n; ++i)
@@ -21,6 +18,8 @@ size_t log_softmax(const float* logits, size_t n, double* out) {
   for (size_t i = 0; i < n; ++i) out[i] = static_cast<double>(logits[i]) - lse;
   return top;
 }
+
+namespace {
 
 struct Moments {  // running sum and sum of squares
   double s = 0, s2 = 0;

@@ -13,6 +13,10 @@
 
 namespace tessera {
 
+// log softmax of one row of n logits, in double, into out; returns the index of the largest logit
+// (the first, on ties).
+size_t log_softmax(const float* logits, size_t n, double* out);
+
 struct EvalOptions {
   int n_ctx = 512;   // tokens per chunk
   int chunks = -1;   // at most this many chunks (< 0: as many as the text holds)

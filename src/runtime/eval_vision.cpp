@@ -7,6 +7,7 @@
 #include "models/qwen3vl/qwen3vl.h"
 #include "models/smolvlm/idefics3.h"
 #include "models/smolvlm/preprocess.h"
+#include "runtime/eval.h"
 
 namespace tessera {
 
@@ -24,19 +25,12 @@ double rel_err(const float* a, const float* b, size_t n) {
 
 // KL(p || q) of two rows of logits (p the reference's), and whether their argmaxes agree
 double next_token_kl(const std::vector<float>& ref, const std::vector<float>& model, bool& same_top) {
-  const auto lse = [](const std::vector<float>& x) {
-    const double mx = *std::max_element(x.begin(), x.end());
-    double s = 0;
-    for (float v : x) s += std::exp(static_cast<double>(v) - mx);
-    return mx + std::log(s);
-  };
-  const double lp = lse(ref), lq = lse(model);
+  if (ref.size() != model.size()) fail("eval: the reference has %zu logits, the model %zu: not the same vocabulary", ref.size(), model.size());
+  std::vector<double> p(ref.size()), q(model.size());
+  const size_t top_p = log_softmax(ref.data(), ref.size(), p.data()), top_q = log_softmax(model.data(), model.size(), q.data());
   double kl = 0;
-  for (size_t i = 0; i < ref.size(); ++i) {
-    const double a = static_cast<double>(ref[i]) - lp, b = static_cast<double>(model[i]) - lq;
-    kl += std::exp(a) * (a - b);
-  }
-  same_top = std::max_element(ref.begin(), ref.end()) - ref.begin() == std::max_element(model.begin(), model.end()) - model.begin();
+  for (size_t i = 0; i < p.size(); ++i) kl += std::exp(p[i]) * (p[i] - q[i]);
+  same_top = top_p == top_q;
   return std::max(0.0, kl);
 }
 

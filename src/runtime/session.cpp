@@ -17,18 +17,38 @@
 
 namespace tessera {
 
-DType kv_type_from_name(const std::string& name) {
-  if (name == "f16") return DType::F16;
-  if (name == "f32") return DType::F32;
-  if (name == "bf16") return DType::BF16;
-  if (name == "q8") return DType::I8;
-  if (name == "q4" || name == "q4_0") return DType::Q4_0;
-  fail("KV cache type '%s' is not one of %s", name.c_str(), kKvTypeNames);
-}
+namespace {
+// Every accepted KV cache type name; q4_0 is llama.cpp's spelling of q4.
+struct KvTypeName {
+  const char* name;
+  DType type;
+};
+constexpr KvTypeName kKvTypes[] = {{"f16", DType::F16}, {"f32", DType::F32}, {"bf16", DType::BF16},
+                                   {"q8", DType::I8},   {"q4", DType::Q4_0},  {"q4_0", DType::Q4_0}};
+}  // namespace
 
 const std::vector<std::string>& kv_type_choices() {
-  static const std::vector<std::string> names = {"f16", "f32", "bf16", "q8", "q4", "q4_0"};
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const KvTypeName& k : kKvTypes) v.push_back(k.name);
+    return v;
+  }();
   return names;
+}
+
+const std::string& kv_type_names() {
+  static const std::string joined = [] {
+    std::string s;
+    for (const std::string& n : kv_type_choices()) s += (s.empty() ? "" : ", ") + n;
+    return s;
+  }();
+  return joined;
+}
+
+DType kv_type_from_name(const std::string& name) {
+  for (const KvTypeName& k : kKvTypes)
+    if (name == k.name) return k.type;
+  fail("KV cache type '%s' is not one of %s", name.c_str(), kv_type_names().c_str());
 }
 
 Session::Session(const LlamaModel& model, const SessionOptions& opt)

@@ -33,9 +33,9 @@ struct SessionOptions {
 
 // The KV cache type a user names ("f16", "f32", "bf16", "q8", "q4" — or "q4_0", llama.cpp's
 // name), for the CLI and the C API alike; kv_type_choices() lists every accepted name.
-constexpr const char* kKvTypeNames = "f16, f32, bf16, q8, q4";
 DType kv_type_from_name(const std::string& name);
 const std::vector<std::string>& kv_type_choices();
+const std::string& kv_type_names();  // the choices joined with ", ", for messages
 
 class Session {
  public:
