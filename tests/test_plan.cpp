@@ -153,6 +153,15 @@ TEST(Plan, CostTermsByHand) {
   EXPECT_NEAR(prefill_ms(m, d, 100, 0, 512), (100 * flops / 100e9 + c.n_layer * 4 * pairs * c.q_dim() / 50e9 + head / 10e9) * 1e3, 1e-6);
   // two passes of 64 tokens read the head twice
   EXPECT_GT(prefill_ms(m, d, 100, 0, 64), prefill_ms(m, d, 100, 0, 512));
+  // a short prompt's matmuls: at the 64-token rate up to 64 tokens, the 256-token one from 256,
+  // between them on a log scale of the token count (at 128: half way, 75 GFLOP/s)
+  DeviceProfile ds = d;
+  for (const auto& [t, v] : d.prefill_gflops) ds.prefill_gflops_short[t] = v / 2;
+  const auto attn_head = [&](int n) { return (c.n_layer * 4 * (n * (n + 1) / 2.0) * c.q_dim() / 50e9 + head / 10e9) * 1e3; };
+  EXPECT_NEAR(prefill_ms(m, ds, 64, 0, 512), 64 * flops / 50e9 * 1e3 + attn_head(64), 1e-6);
+  EXPECT_NEAR(prefill_ms(m, ds, 32, 0, 512), 32 * flops / 50e9 * 1e3 + attn_head(32), 1e-6);
+  EXPECT_NEAR(prefill_ms(m, ds, 128, 0, 512), 128 * flops / 75e9 * 1e3 + attn_head(128), 1e-6);
+  EXPECT_NEAR(prefill_ms(m, ds, 300, 0, 512), prefill_ms(m, d, 300, 0, 512), 1e-9);
 
   Scenario s;
   s.n_ctx = 1024;

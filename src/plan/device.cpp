@@ -228,17 +228,26 @@ DeviceProfile calibrate_this_machine(int threads) {
     const int64_t r = narrow ? 1536 : 2048, k = narrow ? 512 : cols;
     std::vector<TestMatrix> m(std::size(kTypes));
     for (size_t i = 0; i < m.size(); ++i) make_matrix(m[i], kTypes[i], r, k, r);
-    std::vector<std::vector<double>> t(m.size());
+    std::vector<std::vector<double>> t(m.size()), t_short(m.size());
     std::vector<float> y(static_cast<size_t>(256) * r);
     for (int round = 0; round < 4; ++round)
       for (size_t i = 0; i < m.size(); ++i) {
-        const auto t0 = std::chrono::steady_clock::now();
+        auto t0 = std::chrono::steady_clock::now();
         matmul(m[i].m(), x.data(), 256, k, y.data(), r, pool);
         if (round > 0) t[i].push_back(seconds_since(t0));
+        if (!narrow) continue;
+        t0 = std::chrono::steady_clock::now();  // and a short prompt's 64 tokens
+        matmul(m[i].m(), x.data(), 64, k, y.data(), r, pool);
+        if (round > 0) t_short[i].push_back(seconds_since(t0));
       }
+    const auto median = [](std::vector<double>& v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
     for (size_t i = 0; i < m.size(); ++i) {
-      std::sort(t[i].begin(), t[i].end());
-      (narrow ? d.prefill_gflops_narrow : d.prefill_gflops)[kTypes[i]] = 2.0 * 256 * static_cast<double>(r) * k / t[i][t[i].size() / 2] / 1e9;
+      const double flops = 2.0 * static_cast<double>(r) * k / 1e9;
+      (narrow ? d.prefill_gflops_narrow : d.prefill_gflops)[kTypes[i]] = 256 * flops / median(t[i]);
+      if (narrow) d.prefill_gflops_short[kTypes[i]] = 64 * flops / median(t_short[i]);
     }
   }
   // the vision encoder's GEMM: 1024 tokens through a 1024 x 1024 fp16 matrix, as the encoders
@@ -351,6 +360,7 @@ std::string device_to_json(const DeviceProfile& d) {
   for (const auto& [t, v] : d.decode_gbs_small) j["decode_gbs_small"][dtype_name(t)] = v;
   for (const auto& [t, v] : d.prefill_gflops) j["prefill_gflops"][dtype_name(t)] = v;
   for (const auto& [t, v] : d.prefill_gflops_narrow) j["prefill_gflops_narrow"][dtype_name(t)] = v;
+  for (const auto& [t, v] : d.prefill_gflops_short) j["prefill_gflops_short"][dtype_name(t)] = v;
   j["vision_gflops"] = d.vision_gflops, j["attn_gflops"] = d.attn_gflops, j["op_us"] = d.op_us;
   j["attn_decode_gbs"] = d.attn_decode_gbs;
   j["preprocess_ns_src"] = d.preprocess_ns_src, j["preprocess_ns_out"] = d.preprocess_ns_out;
@@ -397,6 +407,12 @@ DeviceProfile device_from_json(const std::string& text, const std::string& path)
                                                                                : d.prefill_gflops_narrow;
       m[t] = num(j[key], dtype_name(t), 1e-3, 1e7);
     }
+  }
+  if (j.contains("prefill_gflops_short")) {  // optional: older calibrations lack it
+    const json& ks = j["prefill_gflops_short"];
+    if (!ks.is_object()) fail("%s: 'prefill_gflops_short' must be an object", path.c_str());
+    for (DType t : kTypes)
+      if (ks.contains(dtype_name(t))) d.prefill_gflops_short[t] = num(ks, dtype_name(t), 1e-3, 1e7);
   }
   return d;
 }
@@ -448,6 +464,7 @@ DeviceProfile apple_device(const std::string& name, int memory_gb, const DeviceP
   for (const auto& [t, v] : here.decode_gbs_small) d.decode_gbs_small[t] = std::min(v, here.dram_gbs) * bw;
   for (const auto& [t, v] : here.prefill_gflops) d.prefill_gflops[t] = v * fl;
   for (const auto& [t, v] : here.prefill_gflops_narrow) d.prefill_gflops_narrow[t] = v * fl;
+  for (const auto& [t, v] : here.prefill_gflops_short) d.prefill_gflops_short[t] = v * fl;
   d.vision_gflops = here.vision_gflops * fl;
   d.attn_gflops = here.attn_gflops * fl;
   d.attn_decode_gbs = here.attn_decode_gbs * fl;  // compute-bound at these lengths, like the encoder's

@@ -22,6 +22,9 @@ struct DeviceProfile {
   std::map<DType, double> decode_gbs, decode_gbs_small;
   std::map<DType, double> prefill_gflops; // 256-token matmul on a 2048 x 2048 matrix, by weight type
   std::map<DType, double> prefill_gflops_narrow;  // the same on 1536 x 512 (a small model's rows)
+  // 64 tokens through the 1536 x 512 matrix: how a short prompt's matmuls fall below the 256-token
+  // rate (empty in calibrations made before it was measured: no correction)
+  std::map<DType, double> prefill_gflops_short;
   double vision_gflops = 0; // the vision encoder's GEMM (bf16 where this CPU has it, else fp32)
   double attn_gflops = 0;   // fused attention over a 1024-token encoder tile / a long prompt
   double attn_decode_gbs = 0;  // one token's attention: cache bytes per second (fp16, 4096 positions)

@@ -127,14 +127,23 @@ double decode_rate(const DeviceProfile& d, const WeightTensor& t) {
   return std::max(0.5 * small, small + f * (large - small));
 }
 
-// A many-token matmul's rate for a matrix of this row length: the two calibrated shapes, between
-// them on a log scale of the row length.
-double gemm_rate(const DeviceProfile& d, const WeightTensor& t) {
+// A matmul's rate over `tokens` rows for a matrix of this row length: the two calibrated shapes,
+// between them on a log scale of the row length; below 256 tokens, scaled down toward the 64-token
+// rate on a log scale of the token count (a short prompt's matmul amortizes its weights' unpacking
+// over fewer rows).
+double gemm_rate(const DeviceProfile& d, const WeightTensor& t, int tokens) {
   const double wide = rate(d.prefill_gflops, t.type);
   if (d.prefill_gflops_narrow.empty()) return wide;
   const double narrow = rate(d.prefill_gflops_narrow, t.type);
   const double f = std::clamp(std::log2(static_cast<double>(t.cols) / 512) / 2, 0.0, 1.0);  // 512 -> 0, 2048 -> 1
-  return narrow + f * (wide - narrow);
+  double r = narrow + f * (wide - narrow);
+  const auto s = d.prefill_gflops_short.find(t.type);
+  if (s != d.prefill_gflops_short.end() && tokens < 256) {
+    const double ratio = std::min(1.0, s->second / narrow);
+    const double g = std::clamp(std::log2(std::max(tokens, 1) / 64.0) / 2, 0.0, 1.0);  // 64 -> 0, 256 -> 1
+    r *= ratio + g * (1 - ratio);
+  }
+  return r;
 }
 
 }  // namespace
@@ -142,8 +151,9 @@ double gemm_rate(const DeviceProfile& d, const WeightTensor& t) {
 double prefill_ms(const ModelSpec& m, const DeviceProfile& d, int n, int depth, int n_batch) {
   if (n <= 0) return 0;
   double s = 0;
+  const int per_pass = std::min(n, n_batch);
   for_each_layer_matrix(m, [&](const WeightTensor& t) {
-    s += 2.0 * n * static_cast<double>(t.rows) * static_cast<double>(t.cols) / (gemm_rate(d, t) * 1e9);
+    s += 2.0 * n * static_cast<double>(t.rows) * static_cast<double>(t.cols) / (gemm_rate(d, t, per_pass) * 1e9);
   });
   const LlamaConfig& c = m.text;
   const double pairs = static_cast<double>(n) * depth + 0.5 * static_cast<double>(n) * (n + 1);
