@@ -86,6 +86,10 @@ check "Qwen3-VL watch, frames over context" watch -m "$qwen/text.gguf" --mmproj 
 # tessera eval --image
 check "eval: no text, no image"  eval -m "$model"
 check "eval: per layer, no reference" eval -m "$model" -f "$root/README.md" -c 64 --per-layer
+check "eval: bad requantize type" eval -m "$model" -f "$root/README.md" --requantize a4g128 --json "$tmp/rq.json"
+check "eval: requantize a directory" eval -m "$tmp" -f "$root/README.md" --requantize a4g64 --json "$tmp/rq.json"
+check "eval: requantize an image" eval -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" --reference-fp32-vision \
+  --image "$root/tests/fixtures/vision/screens/xterm_700x450.png" --requantize a4g64
 check "eval: image without mmproj" eval -m "$qwen/text.gguf" --image "$root/tests/fixtures/vision/screens/xterm_700x450.png" --reference-fp32-vision
 check "eval: image without reference" eval -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" --image "$root/tests/fixtures/vision/screens/xterm_700x450.png"
 check "eval: image and text"     eval -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" --reference-fp32-vision -f "$root/README.md" \

@@ -1,9 +1,12 @@
 #include "eval.h"
 
 #include <cstdio>
+#include <filesystem>
+#include <optional>
 
 #include "core/error.h"
 #include "core/output_file.h"
+#include "models/requantized_source.h"
 #include "runtime/eval.h"
 #include "runtime/eval_layers.h"
 #include "runtime/eval_vision.h"
@@ -29,6 +32,9 @@ void add_eval_options(CLI::App* sub, EvalArgs& e) {
       ->check(CLI::IsMember(kv_type_choices()));
   sub->add_flag("--per-layer", e.per_layer,
                 "with --reference: after each layer, the hidden states' relative L2 distance from the reference's (mean, 99%, max)");
+  sub->add_option("--requantize", e.requantize,
+                  "the model's weights requantized at load to this layout (a GGUF model): a4g64 or a4g32 (MLX's affine 4-bit, "
+                  "groups of 64 / 32) or a convert type; the tensors `tessera convert --type` would quantize");
   sub->add_option("--json", e.json, "also write the figures as JSON to this file");
 }
 
@@ -85,14 +91,32 @@ int cmd_eval_vision(CommonArgs& a, const EvalArgs& e) {
 
 int cmd_eval(CommonArgs& a, const EvalArgs& e, int chunk) {
   check_output_path(e.json);
-  if (!e.images.empty()) return cmd_eval_vision(a, e);
+  std::optional<RequantizeTarget> requant;
+  if (!e.requantize.empty()) requant = requantize_target_from_name(e.requantize);
+  if (!e.images.empty()) {
+    if (requant) fail("--requantize is for a text (-f)");
+    return cmd_eval_vision(a, e);
+  }
   if (e.file.empty()) fail("pass the text to score with -f TEXT (or screenshots with --image)");
   if (!e.mmproj.empty() || !e.reference_mmproj.empty() || e.reference_fp32_vision || e.max_pixels)
     fail("--mmproj, --reference-mmproj, --reference-fp32-vision and --vision-max-pixels go with --image");
   if (!e.reference_cache_type.empty() && e.reference.empty()) fail("--reference-cache-type needs --reference");
   const std::string text = read_text_file(e.file);
   a.ctx = chunk;
-  auto model = load(a);
+  std::unique_ptr<LlamaModel> model;
+  int64_t requant_bytes = 0;  // the size a file of the requantized layouts would have
+  if (requant) {
+    if (a.model.empty()) a.model = default_model_path();
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(a.model, ec)) fail("--requantize needs a GGUF model file: '%s' is not one", a.model.c_str());
+    model = LlamaModel::load(a.model, [&](const GgufFile& f) {
+      auto src = std::make_shared<RequantizedSource>(f, *requant, a.threads > 0 ? cap_threads(a.threads) : 0);
+      requant_bytes = static_cast<int64_t>(std::filesystem::file_size(a.model)) + src->size_change();
+      return src;
+    });
+  } else {
+    model = load(a);
+  }
   std::unique_ptr<LlamaModel> ref;
   if (!e.reference.empty()) {
     CommonArgs ra = a;
@@ -142,6 +166,7 @@ int cmd_eval(CommonArgs& a, const EvalArgs& e, int chunk) {
     std::string j = format("{\"model\": \"%s\", \"text\": \"%s\", \"chunk\": %d, \"chunks\": %d, \"scored\": %lld, \"ppl\": %.6f, \"ppl_err\": %.6f",
                            json_escape(a.model).c_str(), json_escape(e.file).c_str(), chunk, st.chunks, static_cast<long long>(st.scored),
                            st.ppl, st.ppl_err);
+    if (requant) j += format(", \"requantize\": \"%s\", \"bytes\": %lld", json_escape(e.requantize).c_str(), static_cast<long long>(requant_bytes));
     if (st.has_reference)
       j += format(", \"reference\": \"%s\", \"ref_ppl\": %.6f, \"ref_ppl_err\": %.6f, \"kld_mean\": %.8f, \"kld_err\": %.8f, \"kld_median\": %.8f, "
                   "\"kld_p99\": %.8f, \"kld_max\": %.8f, \"same_top\": %.6f",

@@ -10,6 +10,7 @@ namespace tessera::cli {
 
 struct EvalArgs {
   std::string file, reference, json, reference_cache_type;
+  std::string requantize;  // the model's weights requantized at load (models/requantized_source.h)
   int chunks = -1;
   // vision (--image): the towers, the question, Qwen3-VL's resize bound
   std::vector<std::string> images;

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/error.h"
 #include "core/fp16.h"
@@ -162,34 +163,61 @@ void q6_k(const float* x, uint8_t* p) {
   }
 }
 
-void a4g64(const float* x, uint8_t* p) {
-  float mn = x[0], mx = x[0];
-  for (int i = 1; i < 64; ++i) {
+// MLX's affine 4-bit group (group 32 or 64 elements): the fp16 scale and bias at p, then the
+// quants as Q4_1's nibbles, 16 bytes per 32 elements (group 64: A4G64; group 32: a Q4_1 block).
+void mlx_affine_group(const float* x, int group, uint8_t* p) {
+  float s, bias;
+  mlx_affine_scale_bias(x, group, s, bias);
+  put_half(p, s);
+  put_half(p + 2, bias);
+  int q[64];
+  // quants under the fp32 scale and bias (MLX rounds them to the weights' dtype only when storing)
+  for (int i = 0; i < group; ++i) q[i] = std::clamp(static_cast<int>(std::round((x[i] - bias) / s)), 0, 15);
+  for (int h = 0; h < group / 32; ++h) pack32(q + 32 * h, p + 4 + 16 * h);
+}
+
+void a4g64(const float* x, uint8_t* p) { mlx_affine_group(x, 64, p); }
+
+}  // namespace
+
+// MLX's affine rule, as its GPU kernels implement it (ml-explore/mlx at 846d176, 2026-08-22:
+// mlx/backend/metal/kernels/quantized.h `affine_quantize`, the same in
+// mlx/backend/cuda/quantized/affine_quantize.cu; mlx_lm.convert runs on the default device, the
+// GPU on Apple silicon, so published checkpoints come from these), in fp32:
+//   w_max starts at 0 (not -inf), w_min at the type's max: a group of only negative weights spans
+//   [min, 0]; scale = max((w_max - w_min) / 15, 1e-7); the extreme of larger magnitude is the
+//   edge (|min| > |max|: the min, scale positive; else the max, scale negated); q0 =
+//   round(edge / scale); unless q0 is 0, scale = edge / q0 and bias = edge (so 0 is exactly
+//   q = -q0 on the grid), else bias = 0. Quants: round((w - bias) / scale), at most 15; scale and
+//   bias are stored rounded to the weights' dtype (fp16 here). round() is Metal's/CUDA's, halves
+//   away from zero. MLX's CPU path (mlx/backend/cpu/quantized.cpp `quantize`, and the op's
+//   fallback in mlx/ops.cpp `affine_quantize`) differs in two corners: w_max starts at -inf and
+//   std::rint rounds halves to even.
+void mlx_affine_scale_bias(const float* x, int group, float& scale, float& bias) {
+  float mn = std::numeric_limits<float>::max(), mx = 0.0f;
+  for (int i = 0; i < group; ++i) {
     mn = std::min(mn, x[i]);
     mx = std::max(mx, x[i]);
   }
   float s = std::max((mx - mn) / 15.0f, 1e-7f);
-  float edge = mx;
-  if (std::fabs(mn) > std::fabs(mx)) {
-    edge = mn;
-  } else {
-    s = -s;
-  }
-  const float q0 = std::nearbyint(edge / s);
-  float bias = 0.0f;
+  const bool side = std::fabs(mn) > std::fabs(mx);
+  if (!side) s = -s;
+  const float edge = side ? mn : mx;
+  const float q0 = std::round(edge / s);
+  bias = 0.0f;
   if (q0 != 0.0f) {
     s = edge / q0;
     bias = edge;
   }
-  put_half(p, s);
-  put_half(p + 2, bias);
-  int q[64];
-  for (int i = 0; i < 64; ++i) q[i] = std::clamp(static_cast<int>(std::nearbyint((x[i] - bias) / s)), 0, 15);
-  pack32(q, p + 4);
-  pack32(q + 32, p + 20);
+  scale = s;
 }
 
-}  // namespace
+void quantize_row_mlx_affine(int group, const float* x, int64_t n, uint8_t* dst) {
+  if ((group != 32 && group != 64) || n % group != 0)
+    fail("cannot quantize a row of %lld in MLX affine groups of %d", static_cast<long long>(n), group);
+  const int64_t bytes = group == 64 ? kA4G64Bytes : 20;
+  for (int64_t g = 0; g < n / group; ++g) mlx_affine_group(x + g * group, group, dst + g * bytes);
+}
 
 // The scale and (non-positive) offset of one 32-element sub-block that minimise the weighted
 // squared error w_i (s * q_i + m - x_i)^2 over a sweep of candidate grids, as llama-quantize's

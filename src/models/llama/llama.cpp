@@ -123,7 +123,9 @@ LlamaConfig read_llama_config(const GgufFile& f, const std::string& path) {
   return c;
 }
 
-std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
+std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) { return load(path, SourceMaker()); }
+
+std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path, const SourceMaker& make_source) {
   std::unique_ptr<LlamaModel> m(new LlamaModel());
   m->file_ = GgufFile::open(path);
   const GgufFile& f = *m->file_;
@@ -134,7 +136,9 @@ std::unique_ptr<LlamaModel> LlamaModel::load(const std::string& path) {
   m->chat_template_ = f.get_string("tokenizer.chat_template", "");
   m->cfg_.add_bos = f.get_bool("tokenizer.ggml.add_bos_token", false);
   m->check_config();
-  auto src = std::make_shared<GgufTensorSource>(f);
+  std::shared_ptr<const TensorSource> src;
+  if (make_source) src = make_source(f);
+  else src = std::make_shared<GgufTensorSource>(f);
   m->load_weights(*src, true, "");
   m->source_ = src;
   return m;

@@ -4,6 +4,7 @@
 // halves rotated), and Gemma 3's text model ("gemma3": scaled embeddings, post-norms, GeGLU,
 // sliding-window layers; contexts no longer than the window). Weights stay in the mmap.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -77,6 +78,10 @@ struct LlamaLayer {
 class LlamaModel {
  public:
   static std::unique_ptr<LlamaModel> load(const std::string& path);  // GGUF; throws tessera::Error
+  // The same, its weights read from the source `make_source` builds over the file (e.g. a
+  // RequantizedSource: models/requantized_source.h).
+  using SourceMaker = std::function<std::shared_ptr<const TensorSource>(const GgufFile&)>;
+  static std::unique_ptr<LlamaModel> load(const std::string& path, const SourceMaker& make_source);
   // Weights named as Hugging Face saves them under `prefix` ("model." for LlamaForCausalLM,
   // "model.text_model." inside Idefics3); `src` must outlive the model.
   static std::unique_ptr<LlamaModel> from_hf(const LlamaConfig& cfg, std::unique_ptr<Tokenizer> tok,
