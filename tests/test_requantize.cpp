@@ -145,7 +145,7 @@ TEST(Requantize, MlxAffineRuleMatchesFloat64Reference) {
             for (int i = 0; i < group; ++i) {
               const size_t k = static_cast<size_t>(g * group + i);
               if (std::fabs(y[k] - ref[static_cast<size_t>(i)]) > 1e-6 * (1 + std::fabs(ref[static_cast<size_t>(i)]))) ++off;
-              if (t == DType::Q4_1) EXPECT_NEAR(y64[k], y[k], 1e-6 * (1 + std::fabs(y[k]))) << "nibble order, element " << k;
+              if (t == DType::Q4_1) { EXPECT_NEAR(y64[k], y[k], 1e-6 * (1 + std::fabs(y[k]))) << "nibble order, element " << k; }
               err += (y[k] - xg[i]) * static_cast<double>(y[k] - xg[i]);
               err_ref += (ref[static_cast<size_t>(i)] - xg[i]) * (ref[static_cast<size_t>(i)] - xg[i]);
             }
@@ -234,18 +234,19 @@ TEST(Requantize, MlxLayoutsAreCloseToReference) {
     double kl_q40, same_q40;
     divergence(lr, logits_of(*load_requantized(c.path, "q4_0"), toks), kl_q40, same_q40);
     std::printf("%s q4_0 (ggml): mean KL %.5f, same top %.3f\n", c.path.c_str(), kl_q40, same_q40);
-    for (const std::string& target : {"a4g64", "a4g32"}) {
+    for (const std::string target : {"a4g64", "a4g32"}) {
       const auto m = load_requantized(c.path, target);
       const DType want = target == "a4g64" ? DType::A4G64 : DType::Q4_1;
       const LlamaLayer& L = m->layers()[0];
       EXPECT_EQ(L.wq.type, want) << c.path;
       EXPECT_EQ(L.w_gate.type, want) << c.path;
       EXPECT_EQ(m->token_embd().type, want) << c.path;
-      if (want == DType::A4G64 && L.w_down.cols % 64 != 0) EXPECT_EQ(L.w_down.type, ref->layers()[0].w_down.type) << "rows not whole groups stay";
+      if (want == DType::A4G64 && L.w_down.cols % 64 != 0) { EXPECT_EQ(L.w_down.type, ref->layers()[0].w_down.type) << "rows not whole groups stay"; }
       EXPECT_EQ(L.attn_norm, ref->layers()[0].attn_norm);
-      if (target == "a4g32")
+      if (target == "a4g32") {
         EXPECT_NE(std::memcmp(L.wq.data, ggml_q41->layers()[0].wq.data, row_bytes(DType::Q4_1, L.wq.cols) * L.wq.rows), 0)
             << "MLX's rule, not ggml's";
+      }
       const auto lm = logits_of(*m, toks);
       for (const auto& l : lm)
         for (float v : l) ASSERT_TRUE(std::isfinite(v));
