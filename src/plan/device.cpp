@@ -3,9 +3,6 @@
 #include <unistd.h>
 
 #include <fcntl.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#endif
 
 #include <algorithm>
 #include <chrono>
@@ -301,14 +298,10 @@ DeviceProfile calibrate_this_machine(int threads) {
     d.attn_decode_gbs = static_cast<double>(k.size() + v.size()) / s / 1e9;
   }
   // image resampling, a 1920 x 1080 screen at three sizes of each processor, fitted by least squares
-  // to a cost per source pixel (reading it through the filter) and one per output pixel. A screen's
-  // preprocessing runs once per new frame into freshly mapped buffers, so every buffer over 64 KiB is
-  // given back to the kernel on free (a page-faulting first touch, as in the engine); warm reused
-  // buffers made the prediction about half the measured time.
+  // to a cost per source pixel (reading it through the filter) and one per output pixel.
+  // (Predictions from this fall short of the engine's first call on a real screenshot by up to 2x:
+  // docs/plan.md.)
   {
-#ifdef __GLIBC__
-    mallopt(M_MMAP_THRESHOLD, 64 * 1024);  // fixed: also stops glibc raising it after a free
-#endif
     ImageRGB im;
     im.width = 1920, im.height = 1080;
     im.pixels.resize(static_cast<size_t>(1920) * 1080 * 3);
@@ -344,9 +337,6 @@ DeviceProfile calibrate_this_machine(int threads) {
       t[k] = median_seconds(5, [&] { (void)preprocess_qwen3vl(im, pc, &pool); }) * 1e9;
     }
     fit(out, t, 3, d.qwen_preprocess_ns_src, d.qwen_preprocess_ns_out);
-#ifdef __GLIBC__
-    mallopt(M_MMAP_THRESHOLD, 128 * 1024);  // glibc's default again (its dynamic raising stays off)
-#endif
   }
   return d;
 }
