@@ -210,13 +210,25 @@ TEST(Plan, VisionTermsFollowTheProcessors) {
   const Prediction pq4 = predict(q, s, d);
   EXPECT_GT(pq4.vision_ms, 4 * pq.vision_ms);
   EXPECT_GT(pq4.ttft_cold_ms, pq4.ttft_watched_ms);
+  // bf16 GEMMs (vision 200 > attention 50 GFLOP/s here): the encoder's attention at its own
+  // calibrated rate where there is one, else the GEMM's; halving it adds the attention's time again
+  DeviceProfile da = d;
+  da.vision_attn_gflops = 200;
+  EXPECT_NEAR(predict(q, s, da).vision_ms, pq4.vision_ms, 1e-9);
+  da.vision_attn_gflops = 100;
+  const double h = q.qwen.hidden, n = pq4.patches;
+  EXPECT_NEAR(predict(q, s, da).vision_ms - pq4.vision_ms, q.qwen.depth * 4 * n * n * h / 200e9 * 1e3, 1e-6);
 }
 
 // The saved calibration is read back exactly and checked like any input; an Apple device scales it.
 TEST(Plan, DeviceProfilesRoundTripAndScale) {
   DeviceProfile d = round_device();
   d.preprocess_ns_src = 1, d.preprocess_ns_out = 2, d.qwen_preprocess_ns_src = 3, d.qwen_preprocess_ns_out = 4, d.process_bytes = 5e6;
+  d.vision_attn_gflops = 123;
+  d.prefill_gflops_short[DType::Q4_K] = 45;
   const DeviceProfile r = device_from_json(device_to_json(d), "test.json");
+  EXPECT_EQ(r.vision_attn_gflops, 123);
+  EXPECT_EQ(r.prefill_gflops_short, d.prefill_gflops_short);
   EXPECT_EQ(r.decode_gbs, d.decode_gbs);
   EXPECT_EQ(r.prefill_gflops, d.prefill_gflops);
   EXPECT_EQ(r.dram_gbs, d.dram_gbs);

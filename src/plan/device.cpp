@@ -19,6 +19,7 @@
 #include "formats/json_input.h"
 #include "image/image.h"
 #include "kernels/attention.h"
+#include "kernels/attention_bf16.h"
 #include "kernels/bf16_tiles.h"
 #include "kernels/decode_panels.h"
 #include "kernels/gemm_panels.h"
@@ -277,6 +278,14 @@ DeviceProfile calibrate_this_machine(int threads) {
     KvView kv{k.data(), v.data(), DType::F16, static_cast<int64_t>(8 * row), static_cast<int64_t>(row)};
     const double s = median_seconds(3, [&] { flash_attention(sh, q.data(), 1024, W, kv, o.data(), W, pool); });
     d.attn_gflops = 4.0 * 1024 * 1024 * static_cast<double>(W) / s / 1e9;
+    // the same shape as the vision encoders run it where their GEMMs are bf16: bf16 attention from
+    // fp32 rows (its packing included; the encoders pack in their q/k/v GEMM instead)
+    if (bf16_gemm_fast() && attention_bf16_available()) {
+      std::vector<float> kf(static_cast<size_t>(1024 * W)), vf(static_cast<size_t>(1024 * W));
+      for (size_t i = 0; i < kf.size(); ++i) kf[i] = x[(i + 7) % x.size()], vf[i] = x[(i + 13) % x.size()];
+      const double sb = median_seconds(3, [&] { attention_bf16(sh, q.data(), 1024, W, kf.data(), vf.data(), W, o.data(), W, pool); });
+      d.vision_attn_gflops = 4.0 * 1024 * 1024 * static_cast<double>(W) / sb / 1e9;
+    }
   }
   // decode attention: one query per head (8 heads on 4 kv heads) over 4096 cached positions, fp16,
   // as the rate at which it gets through the cache's bytes (conversion and dot products included)
@@ -352,6 +361,7 @@ std::string device_to_json(const DeviceProfile& d) {
   for (const auto& [t, v] : d.prefill_gflops_narrow) j["prefill_gflops_narrow"][dtype_name(t)] = v;
   for (const auto& [t, v] : d.prefill_gflops_short) j["prefill_gflops_short"][dtype_name(t)] = v;
   j["vision_gflops"] = d.vision_gflops, j["attn_gflops"] = d.attn_gflops, j["op_us"] = d.op_us;
+  if (d.vision_attn_gflops > 0) j["vision_attn_gflops"] = d.vision_attn_gflops;
   j["attn_decode_gbs"] = d.attn_decode_gbs;
   j["preprocess_ns_src"] = d.preprocess_ns_src, j["preprocess_ns_out"] = d.preprocess_ns_out;
   j["qwen_preprocess_ns_src"] = d.qwen_preprocess_ns_src, j["qwen_preprocess_ns_out"] = d.qwen_preprocess_ns_out;
@@ -380,6 +390,7 @@ DeviceProfile device_from_json(const std::string& text, const std::string& path)
   d.fp32_peak_gflops = num(j, "fp32_peak_gflops", 1e-3, 1e7);
   d.vision_gflops = num(j, "vision_gflops", 1e-3, 1e7);
   d.attn_gflops = num(j, "attn_gflops", 1e-3, 1e7);
+  if (j.contains("vision_attn_gflops")) d.vision_attn_gflops = num(j, "vision_attn_gflops", 1e-3, 1e7);  // optional
   d.attn_decode_gbs = num(j, "attn_decode_gbs", 1e-3, 1e5);
   d.op_us = num(j, "op_us", 0, 1e6);
   d.preprocess_ns_src = num(j, "preprocess_ns_src", 0, 1e9);
@@ -457,6 +468,7 @@ DeviceProfile apple_device(const std::string& name, int memory_gb, const DeviceP
   for (const auto& [t, v] : here.prefill_gflops_short) d.prefill_gflops_short[t] = v * fl;
   d.vision_gflops = here.vision_gflops * fl;
   d.attn_gflops = here.attn_gflops * fl;
+  d.vision_attn_gflops = here.vision_attn_gflops * fl;
   d.attn_decode_gbs = here.attn_decode_gbs * fl;  // compute-bound at these lengths, like the encoder's
   d.op_us = here.op_us;
   d.process_bytes = here.process_bytes;

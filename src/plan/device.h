@@ -27,6 +27,9 @@ struct DeviceProfile {
   std::map<DType, double> prefill_gflops_short;
   double vision_gflops = 0; // the vision encoder's GEMM (bf16 where this CPU has it, else fp32)
   double attn_gflops = 0;   // fused attention over a 1024-token encoder tile / a long prompt
+  // the encoder's bf16 attention over a 1024-token tile, where bf16 GEMMs run (0: not measured, as in
+  // calibrations before it was; the GEMM's rate stands in)
+  double vision_attn_gflops = 0;
   double attn_decode_gbs = 0;  // one token's attention: cache bytes per second (fp16, 4096 positions)
   double op_us = 0;         // fixed cost of one kernel call (dispatch to the thread pool and back)
   // image resampling (SmolVLM's, Qwen3-VL's): ns per source pixel and per output pixel

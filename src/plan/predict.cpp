@@ -85,8 +85,10 @@ VisionWork qwen_image_work(const Qwen3VLVisionConfig& v, double N) {
 }
 
 double vision_ms(const VisionWork& w, const DeviceProfile& d) {
-  // with bf16 GEMMs the encoder's attention is bf16 too, at about the GEMM's rate
-  const double attn_rate = d.vision_gflops > d.attn_gflops ? d.vision_gflops : d.attn_gflops;
+  // with bf16 GEMMs the encoder's attention is bf16 too: at its calibrated rate (369 GFLOP/s where
+  // the GEMM ran at 447 on Zen 4), or the GEMM's in calibrations without it
+  const bool bf16 = d.vision_gflops > d.attn_gflops;
+  const double attn_rate = !bf16 ? d.attn_gflops : d.vision_attn_gflops > 0 ? d.vision_attn_gflops : d.vision_gflops;
   return (w.gemm_flops / (d.vision_gflops * 1e9) + w.attn_flops / (attn_rate * 1e9)) * 1e3 + w.calls * d.op_us * 1e-3;
 }
 
