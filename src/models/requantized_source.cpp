@@ -14,9 +14,11 @@ namespace tessera {
 RequantizeTarget requantize_target_from_name(const std::string& name) {
   if (name == "a4g64") return {DType::A4G64, true};
   if (name == "a4g32") return {DType::Q4_1, true};  // an MLX group of 32 is a Q4_1 block
-  for (const char* n : {"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"})
-    if (name == n) return {convert_type_from_name(name), false};
-  fail("unknown requantization '%s' (one of %s)", name.c_str(), kRequantizeNames);
+  try {
+    return {convert_type_from_name(name), false};  // convert's own names
+  } catch (const Error&) {
+    fail("unknown requantization '%s' (one of a4g64, a4g32, %s)", name.c_str(), kConvertTypeNames);
+  }
 }
 
 RequantizedSource::RequantizedSource(const GgufFile& f, RequantizeTarget target, int threads)

@@ -23,7 +23,6 @@ struct RequantizeTarget {
 };
 // By name: "a4g64", "a4g32" (MLX's affine 4-bit, groups of 64 / 32) or a `tessera convert --type`
 // name ("q4_1", ...). Fails (tessera::Error) on another name.
-constexpr const char* kRequantizeNames = "a4g64, a4g32, f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k";
 RequantizeTarget requantize_target_from_name(const std::string& name);
 
 // Over the tensors of `f` (which must outlive it): each tensor `tessera convert` would quantize
