@@ -13,8 +13,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/scratch_buffer.h"
 #include "formats/gguf_writer.h"
 #include "image/image.h"
+#include "image/resize.h"
 #include "kernels/bf16_tiles.h"
 #include "models/gguf_convert.h"
 #include "models/hf_loader.h"
@@ -159,6 +161,52 @@ TEST(Vision, PreprocessingIsPixelExactWithTransformers) {
     EXPECT_EQ(tile_hashes(preprocess_idefics3(img, cfg)), inf["alt_tile_u8_sha256"].get<std::vector<std::string>>())
         << c.stem << " (Pillow)";
   }
+}
+
+// The resampler keeps its intermediate images across calls (core/scratch_buffer.h): after a
+// larger resize of random pixels has left them full of other bytes, and after they were given
+// back, every golden screen still gives the processor's tiles bit for bit.
+TEST(Vision, ResamplerScratchLeavesNoTrace) {
+  std::mt19937 rng(11);
+  ImageRGB noise;
+  noise.width = 2500, noise.height = 1700;
+  noise.pixels.resize(static_cast<size_t>(noise.width) * noise.height * 3);
+  for (uint8_t& v : noise.pixels) v = static_cast<uint8_t>(rng());
+  ThreadPool two(2);
+  for (const Case& c : cases()) {
+    if (!has_golden(c.stem)) continue;
+    const ImageRGB img = load_image(test::source_path(kScreens + c.file));
+    const auto want = info(c.stem)["tile_u8_sha256"].get<std::vector<std::string>>();
+    for (bool released : {false, true}) {
+      (void)resize_like_pil(noise, 3000, 2100, ResampleFilter::Bicubic, ResampleArithmetic::Torch, &two);
+      (void)resize_like_pil(noise, 1100, 900, ResampleFilter::Lanczos, ResampleArithmetic::Pillow);
+      if (released) release_resize_scratch();
+      EXPECT_EQ(tile_hashes(preprocess_idefics3(img, Idefics3PreprocessConfig{}, &two)), want)
+          << c.stem << (released ? " (scratch given back)" : " (scratch reused)");
+    }
+  }
+}
+
+// A scratch buffer grows, keeps its block while requests fit, gives it back, and turns an
+// impossible size into a one-line error.
+TEST(Vision, ScratchBufferGrowsAndFailsCleanly) {
+  ScratchBuffer b;
+  EXPECT_EQ(b.capacity(), 0u);
+  uint8_t* p = b.get(100, "test");
+  ASSERT_NE(p, nullptr);
+  EXPECT_GE(b.capacity(), 100u);
+  p[0] = 7, p[99] = 9;
+  EXPECT_EQ(b.get(50, "test"), p);  // fits: the same block, contents kept
+  EXPECT_EQ(p[99], 9);
+  uint8_t* q = b.get(b.capacity() + 1, "test");
+  ASSERT_NE(q, nullptr);
+  q[b.capacity() - 1] = 1;  // the whole capacity is writable
+  b.release();
+  EXPECT_EQ(b.capacity(), 0u);
+  EXPECT_THROW(b.get(SIZE_MAX - 10, "test"), Error);
+  EXPECT_THROW(b.get(size_t{1} << 60, "test"), Error);
+  EXPECT_EQ(b.capacity(), 0u);
+  EXPECT_NE(b.get(10, "test"), nullptr);  // usable after a failure
 }
 
 TEST(Vision, NormalisedPixelsMatchTheProcessorFormula) {

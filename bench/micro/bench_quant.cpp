@@ -15,8 +15,11 @@
 // buffer): frac_dram_paired is the median over runs of the kernel's rate over that read rate,
 // the fraction of the bandwidth the machine gave at that moment (this VM's neighbours move
 // the 2-thread DRAM rate by up to 2x between runs), and dram_gbs_paired the median read rate.
-//   build/bench_quant [-t THREADS] [--cold] [--reps N] [--q8 | --panels] [--type T] [--decode]
+// --shape MxNxK (repeatable) times those shapes instead of SmolLM2's (e.g. 1x6144x2048, the 2B
+// Qwen3-VL decoder's ffn_up).
+//   build/bench_quant [-t THREADS] [--cold] [--reps N] [--q8 | --panels] [--type T] [--decode] [--shape MxNxK]
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -42,6 +45,7 @@ int main(int argc, char** argv) {
   int threads = 1, reps = 0;
   bool cold = false, q8 = false, decode_only = false, panels = false;
   std::string only;
+  std::vector<std::array<int64_t, 3>> only_shapes;  // --shape MxNxK (repeatable): these instead of the built-in list
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--q8")) q8 = true;
     else if (!std::strcmp(argv[i], "--panels")) panels = true;
@@ -50,6 +54,12 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--cold")) cold = true;
     else if (!std::strcmp(argv[i], "--decode")) decode_only = true;  // M = 1 shapes only
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
+      long long m = 0, n = 0, k = 0;
+      if (std::sscanf(argv[++i], "%lldx%lldx%lld", &m, &n, &k) != 3 || m < 1 || n < 1 || k < 1)
+        fail("bench_quant: --shape wants MxNxK, e.g. 1x6144x2048");
+      only_shapes.push_back({m, n, k});
+    }
   }
   ThreadPool pool(threads);
   const char* probe_env = std::getenv("TESSERA_PROBE");
@@ -86,8 +96,12 @@ int main(int argc, char** argv) {
     return got.load() > 0 ? std::make_pair(dt, static_cast<double>(got.load())) : std::make_pair(0.0, 0.0);
   };
   struct Shape { int64_t M, N, K; };
-  const std::vector<Shape> shapes = {{1, 576, 576}, {1, 192, 576}, {1, 1536, 576}, {1, 576, 1536}, {1, 49152, 576},
-                                     {512, 1536, 576}, {512, 576, 1536}, {512, 576, 576}};
+  std::vector<Shape> shapes = {{1, 576, 576}, {1, 192, 576}, {1, 1536, 576}, {1, 576, 1536}, {1, 49152, 576},
+                               {512, 1536, 576}, {512, 576, 1536}, {512, 576, 576}};
+  if (!only_shapes.empty()) {
+    shapes.clear();
+    for (const auto& s : only_shapes) shapes.push_back({s[0], s[1], s[2]});
+  }
   const DType types[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::A4G64, DType::Q5_0,
                          DType::Q5_1, DType::Q5_K, DType::Q6_K, DType::F32, DType::F16, DType::BF16};
   std::mt19937 rng(7);

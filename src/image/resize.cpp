@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/scratch_buffer.h"
 #include "kernels/kernels.h"
 #include "kernels/resample.h"
 
@@ -115,7 +116,22 @@ void transpose_pixels(const uint8_t* src, int64_t src_stride, int64_t rows, int6
   else blocks(0, nb);
 }
 
+// This thread's intermediate images: the source rows as columns, the resampled columns, and
+// those back as rows (when a vertical pass follows).
+struct ResizeScratch {
+  ScratchBuffer cols, out_cols, rows;
+};
+ResizeScratch& resize_scratch() {
+  thread_local ResizeScratch s;
+  return s;
+}
+
 }  // namespace
+
+void release_resize_scratch() {
+  ResizeScratch& s = resize_scratch();
+  s.cols.release(), s.out_cols.release(), s.rows.release();
+}
 
 void resize_rows_like_pil(const ImageRGB& in, ImageRGB& out, int o0, int o1, ResampleFilter f, ResampleArithmetic arith,
                           ThreadPool* pool) {
@@ -143,28 +159,32 @@ void resize_rows_like_pil(const ImageRGB& in, ImageRGB& out, int o0, int o1, Res
   const int h = y_last - y_first;
   const uint8_t* src = in.row(y_first);  // rows y_first.., the vertical pass's source
   int64_t src_stride = int64_t{in.width} * 3;
-  std::vector<uint8_t> tmp;
+  // The intermediate images live in this thread's scratch, kept across calls: allocated per call
+  // they cost more than the resampling (core/scratch_buffer.h). Every byte read is written first.
+  ResizeScratch& sc = resize_scratch();
+  ScratchBuffer &cols_buf = sc.cols, &out_cols_buf = sc.out_cols, &tmp_buf = sc.rows;
   if (need_h) {
     // those source rows as columns: output column xx combines source columns xmin.. with its
     // taps, a whole column (h pixels) at a time
-    std::vector<uint8_t> cols(static_cast<size_t>(in.width) * h * 3), out_cols(static_cast<size_t>(out_w) * h * 3);
-    transpose_pixels(in.row(y_first), int64_t{in.width} * 3, h, in.width, cols.data(), int64_t{h} * 3, pool);
+    uint8_t* cols = cols_buf.get(static_cast<size_t>(in.width) * h * 3, "resampler's columns");
+    uint8_t* out_cols = out_cols_buf.get(static_cast<size_t>(out_w) * h * 3, "resampler's columns");
+    transpose_pixels(in.row(y_first), int64_t{in.width} * 3, h, in.width, cols, int64_t{h} * 3, pool);
     run(out_w, [&](int64_t x0, int64_t x1) {
       std::vector<const uint8_t*> rows(static_cast<size_t>(ch.ksize));
       for (int64_t xx = x0; xx < x1; ++xx) {
         const int xmin = ch.bounds[2 * static_cast<size_t>(xx)], n = ch.bounds[2 * static_cast<size_t>(xx) + 1];
-        for (int t = 0; t < n; ++t) rows[static_cast<size_t>(t)] = cols.data() + static_cast<size_t>(xmin + t) * h * 3;
+        for (int t = 0; t < n; ++t) rows[static_cast<size_t>(t)] = cols + static_cast<size_t>(xmin + t) * h * 3;
         combine(rows.data(), &ch.k[static_cast<size_t>(xx) * ch.ksize], n, int64_t{h} * 3, ch.precision,
-                out_cols.data() + static_cast<size_t>(xx) * h * 3);
+                out_cols + static_cast<size_t>(xx) * h * 3);
       }
     });
     if (!need_v) {  // the rows are the output's
-      transpose_pixels(out_cols.data(), int64_t{h} * 3, out_w, h, out.row(o0), int64_t{out_w} * 3, pool);
+      transpose_pixels(out_cols, int64_t{h} * 3, out_w, h, out.row(o0), int64_t{out_w} * 3, pool);
       return;
     }
-    tmp.resize(static_cast<size_t>(out_w) * h * 3);
-    transpose_pixels(out_cols.data(), int64_t{h} * 3, out_w, h, tmp.data(), int64_t{out_w} * 3, pool);  // back to rows
-    src = tmp.data();
+    uint8_t* tmp = tmp_buf.get(static_cast<size_t>(out_w) * h * 3, "resampler's rows");
+    transpose_pixels(out_cols, int64_t{h} * 3, out_w, h, tmp, int64_t{out_w} * 3, pool);  // back to rows
+    src = tmp;
     src_stride = int64_t{out_w} * 3;
   }
   run(o1 - o0, [&](int64_t i0, int64_t i1) {

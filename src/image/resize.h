@@ -26,6 +26,11 @@ ImageRGB resize_like_pil(const ImageRGB& in, int out_w, int out_h, ResampleFilte
 void resize_rows_like_pil(const ImageRGB& in, ImageRGB& out, int o0, int o1, ResampleFilter filter,
                           ResampleArithmetic arith, ThreadPool* pool = nullptr);
 
+// Gives back the calling thread's resampling scratch (the intermediate images, kept across calls
+// because allocating them per call cost more than the resampling: core/scratch_buffer.h). The
+// next call maps fresh pages, as a process's first call does.
+void release_resize_scratch();
+
 // The output rows [first, last) of a resize from in_h to out_h rows whose values depend on input
 // rows [a, b) (the vertical filter's support); {0, 0} when none do.
 std::pair<int, int> resized_rows_touched(int in_h, int out_h, ResampleFilter filter, ResampleArithmetic arith, int a, int b);
