@@ -32,7 +32,7 @@ Sensitivity synthetic(int G, int C, uint32_t seed) {
   s.base_kld = 0.001;
   for (int g = 0; g < G; ++g) {
     MixGroup grp;
-    grp.name = "g" + std::to_string(g);
+    grp.name = 'g' + std::to_string(g);  // (a char: GCC 12's -Wrestrict false alarm on "g" + temporary)
     uint64_t bytes = 50 + static_cast<uint64_t>(step(rng));
     double cost = 0.05 + gain(rng);
     for (int c = 0; c < C; ++c) {

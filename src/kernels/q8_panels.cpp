@@ -10,7 +10,8 @@ namespace tessera {
 
 size_t panel_bytes(DType t, int64_t cols) {
   const size_t nb = static_cast<size_t>(cols / 32);
-  return (nb * (panel_quant_bytes(t) + panel_scale_bytes(t)) + 63) / 64 * 64;
+  const size_t scales = is_k_quant(t) ? nb / 8 * k_scale_super_bytes(t) : nb * panel_scale_bytes(t);
+  return (nb * panel_quant_bytes(t) + scales + 63) / 64 * 64;
 }
 
 namespace {
@@ -37,7 +38,9 @@ void pack_row(DType t, const uint8_t* row, int64_t nb, uint8_t* panel, int lane)
   uint8_t* scales = panel + nb * panel_quant_bytes(t);
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* qb = quants + b * panel_quant_bytes(t);
-    uint8_t* sb = scales + b * panel_scale_bytes(t);
+    uint8_t* sb = is_k_quant(t) ? nullptr : scales + b * panel_scale_bytes(t);
+    uint8_t* ks = is_k_quant(t) ? scales + (b / 8) * static_cast<int64_t>(k_scale_super_bytes(t)) : nullptr;  // its super-block's
+    const int64_t kj = b % 8;
     switch (t) {
       case DType::Q4_0:
       case DType::Q4_1:
@@ -61,10 +64,12 @@ void pack_row(DType t, const uint8_t* row, int64_t nb, uint8_t* panel, int lane)
         const bool q5 = t == DType::Q5_K;
         const uint8_t* p = row + (b / 8) * (q5 ? kQ5KBytes : kQ4KBytes);
         const int j = static_cast<int>(b % 8);
-        float d, m;
-        q4k_sub_scale_min(p, j, d, m);
-        std::memcpy(sb + 4 * lane, &d, 4);
-        std::memcpy(sb + 64 + 4 * lane, &m, 4);
+        int sc, mn;
+        q4k_scale_min(p + 4, j, sc, mn);
+        std::memcpy(ks + 2 * lane, p, 2);       // d
+        std::memcpy(ks + 32 + 2 * lane, p + 2, 2);  // dmin
+        ks[64 + 16 * kj + lane] = static_cast<uint8_t>(sc);
+        ks[192 + 16 * kj + lane] = static_cast<uint8_t>(mn);
         if (q5) {
           int8_t q[32];
           q5k_quants(p, j, q);
@@ -89,9 +94,9 @@ void pack_row(DType t, const uint8_t* row, int64_t nb, uint8_t* panel, int lane)
       case DType::Q6_K: {  // the two halves' d·sc
         const uint8_t* p = row + (b / 8) * kQ6KBytes;
         const int j = static_cast<int>(b % 8);
-        const float lo = q6k_scale(p, 2 * j), hi = q6k_scale(p, 2 * j + 1);
-        std::memcpy(sb + 4 * lane, &lo, 4);
-        std::memcpy(sb + 64 + 4 * lane, &hi, 4);
+        std::memcpy(ks + 2 * lane, p + 208, 2);  // d
+        ks[32 + 32 * kj + lane] = p[192 + 2 * j];
+        ks[48 + 32 * kj + lane] = p[192 + 2 * j + 1];
         int8_t q[32];
         uint8_t u[32];
         q6k_quants(p, j, q);

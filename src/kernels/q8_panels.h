@@ -7,9 +7,15 @@
 // A panel holds rows [16p, 16p + 16) (rows past the matrix are zero) and all nb = cols/32 blocks:
 //   quants:  nb blocks of panel_quant_bytes (256: Q4_0, Q4_1, Q4_K; 320: Q5_0, Q5_1, Q5_K;
 //            384: Q6_K; 512: Q8_0), then
-//   scales:  nb blocks of 16 fp16 d (Q4_0, Q5_0, Q8_0), 16 fp16 d + 16 fp16 m (Q4_1, Q5_1,
-//            A4G64), 16 f32 d·sc + 16 f32 −dmin·m (Q4_K, Q5_K; both products exact in f32) or
-//            16 f32 d·sc of the block's first 16 elements + 16 of its last 16 (Q6_K: exact);
+//   scales:  nb blocks of 16 fp16 d (Q4_0, Q5_0, Q8_0) or 16 fp16 d + 16 fp16 m (Q4_1, Q5_1,
+//            A4G64); for the K-quants nb/8 super-blocks of the file's scales, rearranged so a
+//            block's 16 rows are one vector load (q8_k_scales below): Q4_K/Q5_K 16 fp16 d, 16 fp16
+//            dmin, then per block 16 bytes sc and 16 bytes m (6-bit, one byte each): 320 bytes;
+//            Q6_K 16 fp16 d, then per block 16 int8 scales of its first 16 elements and 16 of its
+//            last 16: 288 bytes. The kernels multiply them out per block (d·sc, −dmin·m: products
+//            exact in f32, so the values the scalar twin computes from the GGUF row); stored as
+//            f32 products they took 8 bytes per row and block, a third more than the file's
+//            whole block (decode streams these bytes from DRAM);
 // padded to a multiple of 64 bytes. In the quants, "vector" v is 64 bytes with row r's 4 bytes
 // at offset 4r. A kernel turns a block into 8 weight vectors g[G], G = 0..7, byte e of a row's
 // word in g[G] being element 4G + e:
@@ -52,15 +58,24 @@ constexpr int q8_high_bits(DType t) {
 constexpr int q8_offset(DType t) {
   return t == DType::Q4_0 ? 8 : t == DType::Q5_0 ? 16 : t == DType::Q6_K ? 32 : t == DType::Q8_0 ? 128 : 0;
 }
-// Scales stored as f32 products (the K-quants) rather than the file's fp16 values.
-constexpr bool q8_f32_scales(DType t) { return is_k_quant(t); }
-
-// Bytes of one block's quants and scales in a panel.
+// Bytes of one block's quants in a panel, and of one block's scales (not the K-quants: those are
+// per super-block, k_scale_super_bytes).
 constexpr size_t panel_quant_bytes(DType t) { return t == DType::Q8_0 ? 512 : 256 + 64 * q8_high_bits(t); }
-constexpr size_t panel_scale_bytes(DType t) {
-  return q8_f32_scales(t) ? 128 : q8_has_min(t) ? 64 : 32;
-}
+constexpr size_t panel_scale_bytes(DType t) { return q8_has_min(t) ? 64 : 32; }
+constexpr size_t k_scale_super_bytes(DType t) { return t == DType::Q6_K ? 288 : 320; }
 size_t panel_bytes(DType t, int64_t cols);  // one panel, a multiple of 64
+
+// Where block b's scales sit in a K-quant panel's scale area: the super-block's 16 fp16 d and
+// (Q4_K/Q5_K) dmin, and the block's 16 bytes sc and m (Q6_K: 16 int8 scales of each half).
+struct KScales {
+  const uint8_t *d, *dmin, *sc, *mn;
+};
+inline KScales q8_k_scales(DType t, const uint8_t* scales, int64_t b) {
+  const uint8_t* s = scales + (b / 8) * static_cast<int64_t>(k_scale_super_bytes(t));
+  const int64_t j = b % 8;
+  if (t == DType::Q6_K) return {s, nullptr, s + 32 + 32 * j, s + 48 + 32 * j};
+  return {s, s + 32, s + 64 + 16 * j, s + 192 + 16 * j};
+}
 
 // The matrix for matmul_q8 (its GGUF view plus `panels`). Packing checks the type and shape and
 // fails with a one-line error otherwise.

@@ -294,7 +294,10 @@ std::vector<TensorTypeOverride> plan_overrides(const Sensitivity& s, const MixPl
   std::vector<TensorTypeOverride> out;
   for (const GgufTensor& t : f.tensors()) {
     const auto it = type.find(t.name);
-    out.push_back({"^" + regex_escape(t.name) + "$", it == type.end() ? t.type : it->second});
+    std::string pattern = "^";  // appended, not "^" + temporary: GCC 12 warns (-Wrestrict) on the latter
+    pattern += regex_escape(t.name);
+    pattern += '$';
+    out.push_back({pattern, it == type.end() ? t.type : it->second});
   }
   return out;
 }

@@ -77,12 +77,24 @@ void q8_panels_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const Bloc
           s2 = vdotq_laneq_s32(s2, g[5], xhi, 1);
           s2 = vdotq_laneq_s32(s2, g[6], xhi, 2);
           s2 = vdotq_laneq_s32(s2, g[7], xhi, 3);
-          const uint8_t* sb = scales + b * static_cast<int64_t>(panel_scale_bytes(T));
           float32x4_t d, mn = vdupq_n_f32(0.0f);
-          if constexpr (q8_f32_scales(T)) {
-            d = vld1q_f32(reinterpret_cast<const float*>(sb) + 4 * quad);
-            mn = vld1q_f32(reinterpret_cast<const float*>(sb + 64) + 4 * quad);
+          if constexpr (is_k_quant(T)) {  // d·sc, −dmin·m (Q6_K: both halves' d·sc), exact products
+            const KScales k = q8_k_scales(T, scales, b);
+            const float32x4_t dd = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(k.d) + 4 * quad)));
+            float scf[4], mnf[4];
+            for (int i = 0; i < 4; ++i) {
+              scf[i] = T == DType::Q6_K ? static_cast<float>(static_cast<int8_t>(k.sc[4 * quad + i])) : static_cast<float>(k.sc[4 * quad + i]);
+              mnf[i] = T == DType::Q6_K ? static_cast<float>(static_cast<int8_t>(k.mn[4 * quad + i])) : static_cast<float>(k.mn[4 * quad + i]);
+            }
+            d = vmulq_f32(dd, vld1q_f32(scf));
+            if constexpr (T == DType::Q6_K) {
+              mn = vmulq_f32(dd, vld1q_f32(mnf));
+            } else {
+              const float32x4_t dm = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(k.dmin) + 4 * quad)));
+              mn = vnegq_f32(vmulq_f32(dm, vld1q_f32(mnf)));
+            }
           } else {
+            const uint8_t* sb = scales + b * static_cast<int64_t>(panel_scale_bytes(T));
             d = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(sb) + 4 * quad)));
             if constexpr (q8_has_min(T))
               mn = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(sb + 32) + 4 * quad)));

@@ -57,11 +57,21 @@ inline void prefetch_first_rows(const WeightMatrix& w, int64_t r0, int64_t r1) {
 // 16 lanes, one per row.
 template <DType T>
 inline void q8_block_scales(const uint8_t* scales, int64_t b, __m512& d, __m512& m) {
-  const uint8_t* s = scales + b * static_cast<int64_t>(panel_scale_bytes(T));
-  if constexpr (q8_f32_scales(T)) {
-    d = _mm512_load_ps(s);
-    m = _mm512_load_ps(s + 64);
+  if constexpr (is_k_quant(T)) {  // the file's scales multiplied out: d·sc, −dmin·m (Q6_K: both halves' d·sc)
+    const KScales k = q8_k_scales(T, scales, b);
+    const __m512 dd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.d)));
+    const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.sc)), mn = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.mn));
+    if constexpr (T == DType::Q6_K) {
+      d = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)));
+      m = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(mn)));
+    } else {
+      const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.dmin)));
+      d = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(sc)));
+      m = _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(_mm512_mul_ps(dm, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(mn)))),
+                                               _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+    }
   } else {
+    const uint8_t* s = scales + b * static_cast<int64_t>(panel_scale_bytes(T));
     d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s)));
     if constexpr (q8_has_min(T)) m = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s + 32)));
   }
