@@ -9,8 +9,10 @@ namespace tessera {
 uint8_t* ScratchBuffer::get(size_t n, const char* what) {
   if (n <= cap_) return p_;
   release();
-  // malloc, not a zero-filled vector: the pages become resident as the caller writes them
-  void* p = n > SIZE_MAX / 2 ? nullptr : std::malloc(n);
+  // malloc, not a zero-filled vector: the pages become resident as the caller writes them. Sizes
+  // no machine has (over 1 TiB: an overflowed product) are refused before asking.
+  constexpr size_t kMaxBytes = size_t{1} << 40;
+  void* p = n > kMaxBytes ? nullptr : std::malloc(n);
   if (!p) fail("out of memory: the %s needs %.1f MiB", what, static_cast<double>(n) / (1 << 20));
   p_ = static_cast<uint8_t*>(p);
   cap_ = n;
