@@ -40,7 +40,6 @@ void pack_row(DType t, const uint8_t* row, int64_t nb, uint8_t* panel, int lane)
     uint8_t* qb = quants + b * panel_quant_bytes(t);
     uint8_t* sb = is_k_quant(t) ? nullptr : scales + b * panel_scale_bytes(t);
     uint8_t* ks = is_k_quant(t) ? scales + (b / 8) * static_cast<int64_t>(k_scale_super_bytes(t)) : nullptr;  // its super-block's
-    const int64_t kj = b % 8;
     switch (t) {
       case DType::Q4_0:
       case DType::Q4_1:
@@ -68,8 +67,8 @@ void pack_row(DType t, const uint8_t* row, int64_t nb, uint8_t* panel, int lane)
         q4k_scale_min(p + 4, j, sc, mn);
         std::memcpy(ks + 2 * lane, p, 2);       // d
         std::memcpy(ks + 32 + 2 * lane, p + 2, 2);  // dmin
-        ks[64 + 16 * kj + lane] = static_cast<uint8_t>(sc);
-        ks[192 + 16 * kj + lane] = static_cast<uint8_t>(mn);
+        ks[64 + 16 * j + lane] = static_cast<uint8_t>(sc);
+        ks[192 + 16 * j + lane] = static_cast<uint8_t>(mn);
         if (q5) {
           int8_t q[32];
           q5k_quants(p, j, q);
@@ -95,8 +94,8 @@ void pack_row(DType t, const uint8_t* row, int64_t nb, uint8_t* panel, int lane)
         const uint8_t* p = row + (b / 8) * kQ6KBytes;
         const int j = static_cast<int>(b % 8);
         std::memcpy(ks + 2 * lane, p + 208, 2);  // d
-        ks[32 + 32 * kj + lane] = p[192 + 2 * j];
-        ks[48 + 32 * kj + lane] = p[192 + 2 * j + 1];
+        ks[32 + 32 * j + lane] = p[192 + 2 * j];
+        ks[48 + 32 * j + lane] = p[192 + 2 * j + 1];
         int8_t q[32];
         uint8_t u[32];
         q6k_quants(p, j, q);

@@ -49,11 +49,12 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 // Median seconds of `reps` calls of f, after one warm-up call.
-template <class F>
-double median_seconds(int reps, F&& f) {
-  f();
+// The median time of `reps` calls of f, `before` run (untimed) ahead of each.
+template <class F, class B>
+double median_timed(int reps, F&& f, B&& before) {
   std::vector<double> t;
   for (int i = 0; i < reps; ++i) {
+    before();
     const auto t0 = std::chrono::steady_clock::now();
     f();
     t.push_back(seconds_since(t0));
@@ -62,24 +63,24 @@ double median_seconds(int reps, F&& f) {
   return t[t.size() / 2];
 }
 
+template <class F>
+double median_seconds(int reps, F&& f) {
+  f();  // warm
+  return median_timed(reps, f, [] {});
+}
+
 // The median time of f as a process's first call: before each call the resampler's scratch and
 // the heap's free memory go back to the kernel, so the call faults fresh pages for its images as a
 // new process does (`tessera run`'s preprocessing is a first call; a watcher's later frames reuse
 // the pages, docs/plan.md).
 template <class F>
 double first_call_seconds(int reps, F&& f) {
-  std::vector<double> t;
-  for (int i = 0; i < reps; ++i) {
+  return median_timed(reps, f, [] {
     release_resize_scratch();
 #if defined(__GLIBC__)
     malloc_trim(0);
 #endif
-    const auto t0 = std::chrono::steady_clock::now();
-    f();
-    t.push_back(seconds_since(t0));
-  }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  });
 }
 
 // A rows x cols matrix of type t from seeded Gaussian rows; the first `distinct` rows are
