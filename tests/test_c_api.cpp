@@ -28,22 +28,24 @@ TEST(CApi, LoadTokenizeGenerate) {
   const int n = tessera_generate(s, "What is the capital of France?", &p,
                                  [](const char* piece, size_t len, void* user) { static_cast<std::string*>(user)->append(piece, len); }, &out);
   EXPECT_GT(n, 0) << tessera_last_error();
-  EXPECT_NE(out.find("Paris"), std::string::npos) << out;
+  // the default 8-bit activations answer as llama.cpp does on this file (its answer begins
+  // "L'Étoile, la Marseillaise,"); SessionParams has the fp32 path's "Paris"
+  EXPECT_EQ(out.rfind("L'Étoile, la Mars", 0), 0u) << out;
   tessera_session_free(s);
   tessera_model_free(m);
 }
 
-// Every CLI session option through the C API: 8-bit activations and a q8 KV cache answer the
-// same question; bad options are one-line errors.
+// Every CLI session option through the C API: fp32 activations (the default is 8-bit) and a q8
+// KV cache answer the same question; bad options are one-line errors.
 TEST(CApi, SessionParams) {
   tessera_model* m = tessera_model_load(tessera::test::model_path().c_str());
   ASSERT_NE(m, nullptr) << tessera_last_error();
   tessera_session_params sp = tessera_default_session_params();
   EXPECT_EQ(sp.n_ctx, 4096);
-  EXPECT_EQ(sp.q8_activations, 0);
+  EXPECT_EQ(sp.q8_activations, 1);
   sp.n_ctx = 256;
   sp.n_threads = 2;
-  sp.q8_activations = 1;
+  sp.q8_activations = 0;
   sp.cache_type = "q8";
   tessera_session* s = tessera_session_new_with(m, &sp);
   ASSERT_NE(s, nullptr) << tessera_last_error();
@@ -55,7 +57,7 @@ TEST(CApi, SessionParams) {
                              &out),
             0)
       << tessera_last_error();
-  EXPECT_FALSE(out.empty());
+  EXPECT_NE(out.find("Paris"), std::string::npos) << out;
   tessera_session_free(s);
   for (const char* q4 : {"q4", "q4_0"}) {  // the 4-bit cache, by either name
     sp.cache_type = q4;

@@ -51,10 +51,8 @@ std::vector<std::vector<float>> all_logits(const std::vector<int32_t>& toks, int
   o.n_ctx = 1024;
   o.n_batch = n_batch;
   o.n_threads = n_threads;
-  if (llama_numerics) {
-    o.q8_activations = true;
-    o.kv_type = DType::F32;
-  }
+  o.q8_activations = llama_numerics;  // false: the fp32-activation path (--f32-activations)
+  if (llama_numerics) o.kv_type = DType::F32;
   Session s(m, o);
   std::vector<std::vector<float>> out(toks.size());
   const int V = m.config().n_vocab;
@@ -212,7 +210,7 @@ Agreement agreement(const nlohmann::json& fixture, bool llama_numerics, const Ll
 
 }  // namespace
 
-// Teacher-forced over >= 500 tokens of English: tessera's top-1 next token (default numerics,
+// Teacher-forced over >= 500 tokens of English: tessera's top-1 next token (fp32 activations,
 // default Q4_1 file) agrees with llama.cpp's on the same weight values at >= 99% of positions.
 TEST(Model, TeacherForcedTop1AgreesWithLlamaCpp) {
   ASSERT_GE(teacher_fixture_f32_weights()["tokens"].size(), 500u);
@@ -255,7 +253,7 @@ TEST(Model, Q8ActivationsTrackLlamaCppRounding) {
 
 // Against llama.cpp on the Q4_1 file itself, whose 8-bit activations move logits by ~0.2:
 // every disagreement must be a near-tie (see docs/numerics.md).
-TEST(Model, DefaultNumericsAgreeWithLlamaCppDefaultsExceptNearTies) {
+TEST(Model, Fp32ActivationsAgreeWithLlamaCppDefaultsExceptNearTies) {
   const Agreement a = agreement(teacher_fixture(), false);
   std::printf("fp32 activations vs llama.cpp defaults: top-1 agreement %zu/%zu = %.4f; decisive positions %zu/%zu\n",
               a.agree, a.total, a.rate(), a.decisive_agree, a.decisive);
@@ -266,26 +264,34 @@ TEST(Model, DefaultNumericsAgreeWithLlamaCppDefaultsExceptNearTies) {
 namespace {
 }  // namespace
 
-// Mean KL(reference || tessera) of the next-token distribution over the first positions.
+// Mean KL(reference || tessera) of the next-token distribution over the first positions: the
+// fp32-activation path within 1e-3 of the float64 forward pass over the same weights; the default
+// 8-bit activations within 5e-3 (their rounding, the default's documented cost: 0.0025 measured,
+// docs/numerics.md), and further from it than the fp32 path.
 TEST(Model, KlDivergenceFromFloat64ReferenceIsSmall) {
   auto toks = fixture_tokens();
   toks.resize(32);
   const auto ref = reference_logits(toks);
-  const auto ours = all_logits(toks, 512, 2);
-  double kl_sum = 0, kl_max = 0;
-  size_t same_top = 0;
-  for (size_t p = 0; p < toks.size(); ++p) {
-    const auto lr = log_softmax(ref[p]), lo = log_softmax(ours[p]);
-    double kl = 0;
-    for (size_t i = 0; i < lr.size(); ++i) kl += std::exp(lr[i]) * (lr[i] - lo[i]);
-    kl_sum += kl;
-    kl_max = std::max(kl_max, kl);
-    same_top += std::max_element(lr.begin(), lr.end()) - lr.begin() == std::max_element(lo.begin(), lo.end()) - lo.begin();
+  double kl_of[2] = {0, 0};
+  for (bool q8 : {false, true}) {
+    const auto ours = all_logits(toks, 512, 2, q8);
+    double kl_sum = 0, kl_max = 0;
+    size_t same_top = 0;
+    for (size_t p = 0; p < toks.size(); ++p) {
+      const auto lr = log_softmax(ref[p]), lo = log_softmax(ours[p]);
+      double kl = 0;
+      for (size_t i = 0; i < lr.size(); ++i) kl += std::exp(lr[i]) * (lr[i] - lo[i]);
+      kl_sum += kl;
+      kl_max = std::max(kl_max, kl);
+      same_top += std::max_element(lr.begin(), lr.end()) - lr.begin() == std::max_element(lo.begin(), lo.end()) - lo.begin();
+    }
+    kl_of[q8] = kl_sum / static_cast<double>(toks.size());
+    std::printf("KL(float64 reference || tessera, %s activations) over %zu positions: mean %.3g, max %.3g; same top-1 %zu/%zu\n",
+                q8 ? "8-bit" : "fp32", toks.size(), kl_of[q8], kl_max, same_top, toks.size());
   }
-  const double kl_mean = kl_sum / static_cast<double>(toks.size());
-  std::printf("KL(float64 reference || tessera) over %zu positions: mean %.3g, max %.3g; same top-1 %zu/%zu\n",
-              toks.size(), kl_mean, kl_max, same_top, toks.size());
-  EXPECT_LE(kl_mean, 1e-3);
+  EXPECT_LE(kl_of[0], 1e-3);
+  EXPECT_LE(kl_of[1], 5e-3);
+  EXPECT_LT(kl_of[0], kl_of[1]);
 }
 
 // Mean KL(reference || tessera) over the first positions, for a model.
@@ -461,7 +467,8 @@ TEST(Model, SavedPrefixRestoresBitwise) {
 
 // The 8-bit and 4-bit KV caches against the f16 one on SmolLM2 (the fixture's 677 teacher-forced
 // positions, fp32 activations): mean KL(f16 cache || quantized cache) of the next-token
-// distribution and top-1 agreement. Bounds hold with a margin over the measured values (printed);
+// distribution and top-1 agreement (fp32 activations, so the cache's rounding is all that differs).
+// Bounds hold with a margin over the measured values (printed);
 // docs/numerics.md has them, docs/eval.md the same comparison on real text with tessera eval.
 TEST(Model, QuantizedKvCacheStaysCloseToF16) {
   const auto toks = fixture_tokens();
@@ -472,6 +479,7 @@ TEST(Model, QuantizedKvCacheStaysCloseToF16) {
     o.n_batch = batch;
     o.kv_type = kv;
     o.kv_rotation = rotation;
+    o.q8_activations = false;
     Session s(model(), o);
     std::vector<std::vector<float>> out(toks.size());
     const int V = model().config().n_vocab;
@@ -511,10 +519,14 @@ TEST(Model, QuantizedKvCacheStaysCloseToF16) {
   EXPECT_LT(kl_of[1], kl_of[2]);  // the rotation helps
 }
 
+// With fp32 activations the default model answers the question. With the default 8-bit ones it
+// answers as llama.cpp does on this file ("L'Étoile, la Marse..."; docs/numerics.md): that answer
+// is only checked to be deterministic.
 TEST(Model, GreedyAnswerIsSensibleAndDeterministic) {
-  auto run = [] {
+  auto run = [](bool q8) {
     SessionOptions o;
     o.n_ctx = 256;
+    o.q8_activations = q8;
     Session s(model(), o);
     Sampler sampler(SamplerOptions{});
     const std::string prompt = apply_chat_template(model(), {{"user", "What is the capital of France?"}}, true);
@@ -522,9 +534,12 @@ TEST(Model, GreedyAnswerIsSensibleAndDeterministic) {
     generate(s, model().tokenizer().encode(prompt, true), 24, sampler, [&](const std::string& p) { out += p; });
     return out;
   };
-  const std::string a = run();
+  const std::string a = run(false);
   EXPECT_NE(a.find("Paris"), std::string::npos) << a;
-  EXPECT_EQ(a, run());
+  EXPECT_EQ(a, run(false));
+  const std::string b = run(true);
+  EXPECT_EQ(b.rfind("L'", 0), 0u) << b;
+  EXPECT_EQ(b, run(true));
 }
 
 TEST(Model, ChatTemplateMatchesSmolLM2) {

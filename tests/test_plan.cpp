@@ -162,6 +162,22 @@ TEST(Plan, CostTermsByHand) {
   EXPECT_NEAR(prefill_ms(m, ds, 32, 0, 512), 32 * flops / 50e9 * 1e3 + attn_head(32), 1e-6);
   EXPECT_NEAR(prefill_ms(m, ds, 128, 0, 512), 128 * flops / 75e9 * 1e3 + attn_head(128), 1e-6);
   EXPECT_NEAR(prefill_ms(m, ds, 300, 0, 512), prefill_ms(m, d, 300, 0, 512), 1e-9);
+  // the 8-bit path's rates where measured (every matrix of this Q4_1 model takes it), the fp32
+  // ones with --f32-activations or where a profile has none
+  DeviceProfile d8 = d;
+  for (const auto& [t, v] : d.decode_gbs) d8.q8_decode_gbs[t] = d8.q8_decode_gbs_small[t] = t == DType::Q4_1 ? 20 : 40;
+  for (const auto& [t, v] : d.prefill_gflops) d8.q8_prefill_gflops[t] = d8.q8_prefill_gflops_narrow[t] = t == DType::Q4_1 ? 400 : 800;
+  double stream8 = 0, flops8 = 0;  // seconds at the 8-bit rates, per type (576 and 1536 columns: whole blocks)
+  for (const WeightTensor& t : m.tensors) {
+    if (t.name.rfind("blk.", 0) != 0 || t.rows <= 1) continue;
+    stream8 += static_cast<double>(t.bytes()) / (t.type == DType::Q4_1 ? 20e9 : 40e9);
+    flops8 += 2.0 * static_cast<double>(t.rows) * static_cast<double>(t.cols) / (t.type == DType::Q4_1 ? 400e9 : 800e9);
+  }
+  const double head8 = head / (m.find("token_embd.weight")->type == DType::Q4_1 ? 20e9 : 40e9) * 1e3;
+  EXPECT_NEAR(decode_ms(m, d8, 0, DType::F16), stream8 * 1e3 + head8, 1e-9);
+  EXPECT_NEAR(decode_ms(m, d8, 0, DType::F16, false), decode_ms(m, d, 0, DType::F16), 1e-12);
+  EXPECT_NEAR(decode_ms(m, d, 0, DType::F16, true), decode_ms(m, d, 0, DType::F16, false), 1e-12);
+  EXPECT_NEAR(prefill_ms(m, d8, 100, 0, 512), (100 * flops8 + c.n_layer * 4 * pairs * c.q_dim() / 50e9) * 1e3 + head8, 1e-6);
 
   Scenario s;
   s.n_ctx = 1024;
@@ -226,7 +242,11 @@ TEST(Plan, DeviceProfilesRoundTripAndScale) {
   d.preprocess_ns_src = 1, d.preprocess_ns_out = 2, d.qwen_preprocess_ns_src = 3, d.qwen_preprocess_ns_out = 4, d.process_bytes = 5e6;
   d.vision_attn_gflops = 123;
   d.prefill_gflops_short[DType::Q4_K] = 45;
+  d.q8_decode_gbs[DType::Q4_K] = 31, d.q8_prefill_gflops_short[DType::Q4_0] = 77;
   const DeviceProfile r = device_from_json(device_to_json(d), "test.json");
+  EXPECT_EQ(r.q8_decode_gbs, d.q8_decode_gbs);
+  EXPECT_EQ(r.q8_prefill_gflops_short, d.q8_prefill_gflops_short);
+  EXPECT_TRUE(r.q8_prefill_gflops.empty());
   EXPECT_EQ(r.vision_attn_gflops, 123);
   EXPECT_EQ(r.prefill_gflops_short, d.prefill_gflops_short);
   EXPECT_EQ(r.decode_gbs, d.decode_gbs);
@@ -242,6 +262,7 @@ TEST(Plan, DeviceProfilesRoundTripAndScale) {
   const DeviceProfile m2 = apple_device("m2-pro", 32, d);
   EXPECT_EQ(m2.mem_bytes, 32.0 * (1u << 30));
   EXPECT_NEAR(m2.decode_gbs.at(DType::Q4_K), 10.0 * 200 / 20, 1e-9);  // half the roof, as here
+  EXPECT_NEAR(m2.q8_decode_gbs.at(DType::Q4_K), 20.0 * 200 / 20, 1e-9);  // at most the roof here
   EXPECT_NEAR(m2.vision_gflops, 200.0 * (8 * 32 * 3.5) / 200, 1e-9);
   EXPECT_THROW(apple_device("m2-pro", 12, d), Error);
   EXPECT_THROW(apple_device("m7", 0, d), Error);
@@ -252,25 +273,28 @@ TEST(Plan, DeviceProfilesRoundTripAndScale) {
 // weights stay unpacked where no panel layout takes them: the term is the file's bytes).
 TEST(Plan, MemoryTermsAreTheSessionsOwn) {
   const DeviceProfile d = round_device();
-  for (const std::string& path : {test::model_path(), test::source_path("tests/fixtures/qwen3vl/tiny/text.gguf")}) {
+  for (const std::string& path : {test::model_path(), test::source_path("tests/fixtures/qwen3vl/tiny/text.gguf")})
+   for (bool q8 : {true, false}) {  // q8 panels and quantized inputs; decode panels
     const ModelSpec m = open_model_spec(path);
     Scenario s;
     s.n_ctx = 512;
     s.n_batch = 64;
+    s.q8_activations = q8;
     const Prediction p = predict(m, s, d);
     auto model = LlamaModel::load(path);
     SessionOptions so;
     so.n_ctx = 512;
     so.n_batch = 64;
     so.n_threads = 1;
+    so.q8_activations = q8;
     Session session(*model, so);
     prof::start(false);
     session.eval({1, 2, 3});
     prof::stop();
     const auto mem = nlohmann::json::parse(prof::report_json(prof::Peaks{}))["memory"];
     const double weights = mem.contains("repacked weights") ? mem["repacked weights"].get<double>() : mem["weights"].get<double>();
-    EXPECT_NEAR(p.weights - 380.0 * m.text.n_vocab, weights, 0.002 * weights) << path;
-    EXPECT_EQ(p.activations, mem["activations"].get<double>()) << path;
-    EXPECT_EQ(p.kv_full, mem["kv cache"].get<double>()) << path;
+    EXPECT_NEAR(p.weights - 380.0 * m.text.n_vocab, weights, 0.002 * weights) << path << " q8 " << q8;
+    EXPECT_EQ(p.activations, mem["activations"].get<double>()) << path << " q8 " << q8;
+    EXPECT_EQ(p.kv_full, mem["kv cache"].get<double>()) << path << " q8 " << q8;
   }
 }

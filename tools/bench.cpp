@@ -199,7 +199,7 @@ int cmd_bench(CommonArgs& a, const BenchArgs& b) {
   char buf[512];
   if (b.json) {
     o << "{\"machine\": " << fingerprint_json(threads) << ", \"model\": \"" << json_escape(name) << "\", \"kv_cache\": \"" << a.cache_type
-      << "\", \"results\": [";
+      << "\", \"activations\": \"" << (so.q8_activations ? "q8" : "f32") << "\", \"results\": [";
     for (size_t i = 0; i < rows.size(); ++i) {
       const auto [mn, mx] = std::minmax_element(rows[i].v.begin(), rows[i].v.end());
       std::snprintf(buf, sizeof buf, "%s{\"test\": \"%s\", \"unit\": \"%s\", \"median\": %.4f, \"min\": %.4f, \"max\": %.4f, \"samples\": [",
@@ -210,7 +210,8 @@ int cmd_bench(CommonArgs& a, const BenchArgs& b) {
     }
     o << "]}\n";
   } else {
-    o << "machine: " << fingerprint_json(threads) << "\n\n";
+    o << "machine: " << fingerprint_json(threads) << "\n";
+    o << "activations: " << (so.q8_activations ? "8-bit for quantized matrices (default)" : "fp32 (--f32-activations)") << "\n\n";
     o << "| model | isa | threads | test | median | min | max | unit |\n|---|---|---|---|---|---|---|---|\n";
     for (const Row& r : rows) {
       const auto [mn, mx] = std::minmax_element(r.v.begin(), r.v.end());

@@ -39,7 +39,13 @@ void add_common(CLI::App* app, CommonArgs& a) {
       ->check(CLI::IsMember(kv_type_choices()));
   app->add_flag("--no-kv-rotation", a.no_kv_rotation,
                 "q4 KV cache without llama.cpp's Walsh-Hadamard rotation of q/k/v (as LLAMA_ATTN_ROT_DISABLE=1)");
-  app->add_flag("--q8-activations", a.q8_act, "quantize matmul inputs to 8 bits per 32 like llama.cpp's CPU backend (W4A8): text model, and a quantized mmproj's layers");
+  auto* q8 = app->add_flag("--q8-activations", a.q8_act,
+                           "8-bit activations (per 32, as llama.cpp's CPU backend) in a quantized mmproj's layers too; the text "
+                           "model's quantized matrices have them by default");
+  app->add_flag("--f32-activations", a.f32_act,
+                "the text model's quantized matrices on fp32 activations (closer to float64, slower) instead of the default "
+                "8-bit ones (llama.cpp's W4A8 numerics)")
+      ->excludes(q8);
   auto* bf16 = app->add_flag("--bf16-vision", a.bf16_vision,
                              "vision encoder matmuls and attention in bf16 (inputs rounded to bf16, fp32 sums; needs AMX bf16 or "
                              "AVX512_BF16; the default where they are fast: AMX, AMD Zen 4 and later)");
@@ -79,7 +85,7 @@ SessionOptions session_options(const CommonArgs& a) {
   o.n_batch = a.batch;
   o.n_threads = cap_threads(a.threads);
   o.kv_type = kv_type_from_name(a.cache_type);
-  o.q8_activations = a.q8_act;
+  o.q8_activations = !a.f32_act;
   o.kv_rotation = !a.no_kv_rotation;
   return o;
 }

@@ -26,7 +26,8 @@ struct CommonArgs {
   int batch = 512;
   std::string isa;
   std::string cache_type = "f16";
-  bool q8_act = false;
+  bool q8_act = false;   // --q8-activations: 8-bit activations in a quantized mmproj's layers too
+  bool f32_act = false;  // --f32-activations: the text model's matmuls on fp32 activations
   bool no_kv_rotation = false;
   bool bf16_vision = false;   // --bf16-vision: the bf16 vision path, failing where there is none
   bool fp32_vision = false;   // --fp32-vision: the fp32 vision path even where bf16 is the default
@@ -43,7 +44,7 @@ SessionOptions session_options(const CommonArgs& a);
 // -t above the machine's core count runs no faster and spins: warn once and use the cores.
 int cap_threads(int requested);
 // The vision tower as the common flags ask for it (--q8-activations: 8-bit activations on a
-// quantized mmproj's layers); null stays null.
+// quantized mmproj's layers, which the text model has by default); null stays null.
 std::unique_ptr<Idefics3Vision> vision_options(const CommonArgs& a, std::unique_ptr<Idefics3Vision> v);
 // The same policy for Qwen3-VL's tower (no 8-bit-activation path there yet).
 void vision_options(const CommonArgs& a, Qwen3VLVision& v);

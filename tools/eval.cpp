@@ -30,6 +30,9 @@ void add_eval_options(CLI::App* sub, EvalArgs& e) {
   sub->add_option("--reference-cache-type", e.reference_cache_type,
                   "the reference's KV cache type (default: --cache-type's), e.g. f16 against a model evaluated with --cache-type q8")
       ->check(CLI::IsMember(kv_type_choices()));
+  sub->add_flag("--reference-f32-activations", e.reference_f32_activations,
+                "the reference's quantized matrices on fp32 activations (the model's as the flags say): with the model file "
+                "itself as the reference, the cost of the default 8-bit activations alone");
   sub->add_flag("--per-layer", e.per_layer,
                 "with --reference: after each layer, the hidden states' relative L2 distance from the reference's (mean, 99%, max)");
   sub->add_option("--requantize", e.requantize,
@@ -44,7 +47,8 @@ namespace {
 int cmd_eval_vision(CommonArgs& a, const EvalArgs& e) {
   if (!e.file.empty()) fail("pass either -f TEXT or --image, not both");
   if (e.mmproj.empty()) fail("--image needs the vision tower: pass --mmproj MMPROJ.gguf");
-  if (!e.reference_cache_type.empty() || e.chunks >= 0) fail("--chunks and --reference-cache-type are for a text (-f)");
+  if (!e.reference_cache_type.empty() || e.chunks >= 0 || e.reference_f32_activations)
+    fail("--chunks, --reference-cache-type and --reference-f32-activations are for a text (-f)");
   if (e.reference.empty() && e.reference_mmproj.empty() && !e.reference_fp32_vision)
     fail("--image needs a reference: --reference, --reference-mmproj or --reference-fp32-vision");
   std::vector<std::pair<std::string, ImageRGB>> images;
@@ -101,6 +105,7 @@ int cmd_eval(CommonArgs& a, const EvalArgs& e, int chunk) {
   if (!e.mmproj.empty() || !e.reference_mmproj.empty() || e.reference_fp32_vision || e.max_pixels)
     fail("--mmproj, --reference-mmproj, --reference-fp32-vision and --vision-max-pixels go with --image");
   if (!e.reference_cache_type.empty() && e.reference.empty()) fail("--reference-cache-type needs --reference");
+  if (e.reference_f32_activations && e.reference.empty()) fail("--reference-f32-activations needs --reference");
   const std::string text = read_text_file(e.file);
   a.ctx = chunk;
   std::unique_ptr<LlamaModel> model;
@@ -131,6 +136,7 @@ int cmd_eval(CommonArgs& a, const EvalArgs& e, int chunk) {
   if (ref) {
     SessionOptions ro = session_options(a);
     if (!e.reference_cache_type.empty()) ro.kv_type = kv_type_from_name(e.reference_cache_type);
+    if (e.reference_f32_activations) ro.q8_activations = false;
     rs = std::make_unique<Session>(*ref, ro);
   }
   if (e.per_layer && !rs) fail("--per-layer needs --reference");

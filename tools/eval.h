@@ -17,6 +17,7 @@ struct EvalArgs {
   std::string mmproj, reference_mmproj, question = "What is on the screen?";
   int64_t max_pixels = 0;
   bool reference_fp32_vision = false;
+  bool reference_f32_activations = false;
   bool per_layer = false;  // with --reference: the hidden states' divergence after each layer
 };
 

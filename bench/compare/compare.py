@@ -4,18 +4,18 @@ threads, interleaved A, B, A, B so both see the same machine conditions. Prints 
 with their spread and the ratio, writes JSON and a PNG bar chart (matplotlib).
 
 Tests (llama-bench's, plus vision):
-  pp512, tg128, pp512 @ d512      tessera bench  vs  llama-bench (same model file); with --q8 also
-                                  tessera --q8-activations (llama.cpp's own W4A8 numerics) vs the
-                                  same llama-bench runs
+  pp512, tg128, pp512 @ d512      tessera bench  vs  llama-bench (same model file): tessera's default
+                                  8-bit activations (llama.cpp's own W4A8 numerics); with --f32 also
+                                  tessera --f32-activations vs the same llama-bench runs
   vision encode per 512 tile      tessera run    vs  llama-mtmd-cli (SmolVLM chat template) on a 1920x1080
                                   screenshot (13 tiles), once per mmproj file: by default the f16 one
                                   (the type llama.cpp users download) and its Q8_0 conversion; with --q8
                                   also tessera --q8-activations, which runs a quantized mmproj's layers on
-                                  8-bit activations (as llama.cpp does for them); with --fp32-vision also tessera
+                                  8-bit activations too (as llama.cpp does for them); with --fp32-vision also tessera
                                   --fp32-vision where its default is the bf16 vision path (AMX, AMD Zen 4+)
   screenshot question             the same runs, end to end (preprocess, encode, prefill, answer)
 
-  python3 bench/compare/compare.py [--rounds 5] [-t 2] [--q8] [--fp32-vision] [--no-vision | --no-text]
+  python3 bench/compare/compare.py [--rounds 5] [-t 2] [--f32] [--q8] [--fp32-vision] [--no-vision | --no-text]
       [--mmproj M.gguf ...] [--out out/compare]
 
 Needs build/tessera (scripts/setup.sh) and the llama.cpp build (bench/peers/build_llamacpp.sh). The
@@ -46,9 +46,9 @@ def run(cmd):
 
 
 # ---- text tests: t/s, higher is better -------------------------------------------------
-def tessera_text(a, p, n, d, q8=False):
+def tessera_text(a, p, n, d, f32=False):
     out = run([TESSERA, "bench", "-m", a.model, "-t", a.threads, "-r", 1, "--json", "-p", p, "-n", n, "-d", d]
-              + (["--q8-activations"] if q8 else [])).stdout
+              + (["--f32-activations"] if f32 else [])).stdout
     return json.loads(out)["results"][-1]["median"]
 
 
@@ -167,7 +167,8 @@ def main():
     ap.add_argument("--fp32-vision", action="store_true",
                     help="also run tessera's vision encoder with --fp32-vision (where bf16 is its default: AMX, AMD Zen 4+)")
     ap.add_argument("--no-text", action="store_true", help="only the vision tests")
-    ap.add_argument("--q8", action="store_true", help="also run tessera with --q8-activations")
+    ap.add_argument("--q8", action="store_true", help="also run tessera's vision with --q8-activations (a quantized mmproj on 8-bit activations)")
+    ap.add_argument("--f32", action="store_true", help="also run tessera's text tests with --f32-activations")
     ap.add_argument("--out", default=str(ROOT / "out/compare"))
     a = ap.parse_args()
     out = Path(a.out)
@@ -188,9 +189,9 @@ def main():
         mmprojs = []
     text_tests = [] if a.no_text else [("pp512", 512, 0, 0), ("tg128", 0, 128, 0), ("pp512 @ d512", 512, 0, 512)]
     res = {name: ([], []) for name, *_ in text_tests}
-    if a.q8:
+    if a.f32:
         for name, *_ in text_tests:
-            res[name + " (q8 act)"] = ([], [])
+            res[name + " (f32 act)"] = ([], [])
     def vkeys(mm):
         t = gguf_type(mm)
         return f"vision encode per 512 tile, {t} mmproj", f"screenshot question (total), {t} mmproj"
@@ -205,9 +206,9 @@ def main():
         for name, p, n, d in text_tests:
             res[name][0].append(tessera_text(a, p, n, d))
             res[name][1].append(llama_text(a, p, n, d))
-            if a.q8:
-                res[name + " (q8 act)"][0].append(tessera_text(a, p, n, d, q8=True))
-                res[name + " (q8 act)"][1].append(res[name][1][-1])
+            if a.f32:
+                res[name + " (f32 act)"][0].append(tessera_text(a, p, n, d, f32=True))
+                res[name + " (f32 act)"][1].append(res[name][1][-1])
         for mm in mmprojs:
             a.mmproj = mm  # tessera_image / llama_image read a.mmproj
             tile, total = vkeys(mm)

@@ -18,7 +18,7 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 printf "engine\tround\timage_tokens\tvision_ms\tprefill_tokens\tprefill_ms\tdecode_tok_s\n"
 for r in $(seq 1 "$rounds"); do
-  for flags in "" "--q8-activations"; do
+  for flags in "" "--f32-activations"; do
     "$root/build/tessera" run -m "$text" --mmproj "$mmproj" --image "$image" --vision-max-pixels "$pixels" -p "$q" -n 16 \
       --temp 0 -t "$threads" ${TESSERA_ARGS:-} $flags >/dev/null 2>"$tmp/t.err" || { cat "$tmp/t.err"; exit 1; }
     LABEL="${flags:-}" perl -ne 'BEGIN{$n=$ENV{LABEL}} if (/(\d+) image tokens .* vision encode ([\d.]+) ms/) { ($it,$v)=($1,$2) }

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Decode speed per model file, tessera and llama.cpp, in interleaved rounds: every round runs every
 # file once (the order rotated by one each round, so that no file always runs first or after the
-# same neighbour), then the next round. tessera: `tessera bench -p 0 -n GEN -d 0 -r 1` (one warm-up
+# same neighbour), then the next round. tessera: `tessera bench -p 0 -n GEN -d 0 -r 1 --f32-activations`
+# (engine "tessera": fp32 activations, the default until 2026-12-05; with Q8=1 also engine
+# "tessera-q8", `--q8-activations`, the 8-bit activations that are the default since) (one warm-up
 # pass, then GEN greedy single-token decodes from an empty context, starting from a fixed seeded
 # token: one sample per round); llama.cpp: `llama-bench -p 0 -n GEN -r 1` (its warm-up, then GEN
 # decodes from an empty context).
@@ -14,7 +16,7 @@
 # Env: ROUNDS (default 5: the last round's number), FIRST (default 1; FIRST=6 ROUNDS=8 adds rounds
 # 6-8 to an earlier run's raw files in OUT; ROUNDS=0 measures nothing and only summarizes them),
 # GEN (default 64), THREADS (default 2), LLAMA (1: also llama-bench, the default; 0: tessera only),
-# Q8 (1: also tessera --q8-activations; default 0), TESSERA (default build/tessera), LLAMA_BIN
+# Q8 (1: also tessera --q8-activations, the default numerics; default 0), TESSERA (default build/tessera), LLAMA_BIN
 # (default .peers/llama.cpp-build/bin).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -51,7 +53,8 @@ for r in $(seq "$first" "$rounds"); do
     i=$(( (k + r - 1) % n )); name="${names[$i]}"; f="${files[$i]}"
     echo "[decode_speed] round $r/$rounds $name" >&2
     snap "$r" "$name" tessera
-    measure "$tessera" bench -m "$f" -t "$threads" -p 0 -n "$gen" -d 0 -r 1 --json -o "$out/raw/round${r}_${name}_tessera.json" 2>/dev/null
+    measure "$tessera" bench -m "$f" -t "$threads" -p 0 -n "$gen" -d 0 -r 1 --f32-activations --json \
+      -o "$out/raw/round${r}_${name}_tessera.json" 2>/dev/null
     if [ "$with_q8" = 1 ]; then
       snap "$r" "$name" "tessera --q8-activations"
       measure "$tessera" bench -m "$f" -t "$threads" -p 0 -n "$gen" -d 0 -r 1 --q8-activations --json \
@@ -91,7 +94,7 @@ def stats(s, rs, name, eng):
     return {"median": statistics.median(s), "min": min(s), "max": max(s), "samples": s, "rounds": rs,
             "others_cpu_before": [others.get((r, name, eng), (None, None))[0] for r in rs],
             "others_cpu_during": [others.get((r, name, eng), (None, None))[1] for r in rs]}
-print(f"| file | MiB | tessera tg{gen} t/s (median, min–max) | tessera --q8-activations | llama.cpp tg{gen} t/s |")
+print(f"| file | MiB | tessera --f32-activations tg{gen} t/s (median, min–max) | tessera --q8-activations (default) | llama.cpp tg{gen} t/s |")
 print("|---|---|---|---|---|")
 for name, path in pairs:
     row = {"format": name, "file": path, "file_bytes": Path(path).stat().st_size}

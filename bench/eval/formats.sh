@@ -8,7 +8,8 @@
 # `tessera convert` cannot write, MLX's affine 4-bit, measured by `tessera eval --requantize` from the reference
 # at load; their size is the reference's with each requantized tensor in the layout's bytes per weight, A4G64 36
 # per 64, A4G32 20 per 32, from eval's JSON), KV_TYPES (default "q8 q4"), FLAGS (extra eval flags, e.g.
-# --q8-activations).
+# --f32-activations: the tables committed up to 2026-12-05 were measured so, the default then; the
+# default since is 8-bit activations).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 ref="$1"; out="$2"; text="${3:-/usr/share/common-licenses/GPL-3}"; chunks="${4:-4}"; threads="${5:-2}"

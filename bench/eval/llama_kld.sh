@@ -17,8 +17,8 @@ lc=(); tc=(); [ -n "$chunks" ] && lc=(--chunks "$chunks") && tc=(--chunks "$chun
 "$bin/llama-perplexity" -m "$model" -c 512 -t "$threads" "${lc[@]}" --kl-divergence-base "$tmp/base.kld" --kl-divergence >"$tmp/kld.log" 2>&1
 echo "== llama-perplexity"
 grep -E "Mean PPL\(Q\)|Mean PPL\(base\)|Mean    KLD|Median  KLD|99.0%   KLD|Maximum KLD|Same top p" "$tmp/kld.log"
-for flags in "" "--q8-activations"; do
-  echo "== tessera eval $flags"
+for flags in "--f32-activations" ""; do
+  echo "== tessera eval ${flags:-(default: 8-bit activations)}"
   # shellcheck disable=SC2086
   "$root/build/tessera" eval -m "$model" --reference "$ref" -f "$text" -t "$threads" "${tc[@]}" $flags 2>/dev/null
 done

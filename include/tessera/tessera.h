@@ -43,7 +43,8 @@ typedef struct tessera_session_params {
   int n_threads;           /* 0: all cores */
   int n_batch;             /* tokens per forward pass (512) */
   const char* cache_type;  /* KV cache: "f16" (default), "f32", "bf16", "q8" or "q4" (alias "q4_0") */
-  int q8_activations;      /* nonzero: 8-bit activations, llama.cpp's W4A8 numerics (the fast path) */
+  int q8_activations;      /* nonzero (default): 8-bit activations for quantized matrices, llama.cpp's W4A8
+                              numerics; 0: fp32 activations (--f32-activations, closer to float64) */
 } tessera_session_params;
 tessera_session_params tessera_default_session_params(void);
 tessera_session* tessera_session_new_with(const tessera_model* model, const tessera_session_params* params);

@@ -29,6 +29,7 @@
 #include "kernels/decode_panels.h"
 #include "kernels/gemm_panels.h"
 #include "kernels/kernel_table.h"
+#include "kernels/q8_panels.h"
 #include "kernels/quantize.h"
 #include "models/qwen3vl/preprocess.h"
 #include "models/smolvlm/preprocess.h"
@@ -89,8 +90,37 @@ struct TestMatrix {
   std::vector<uint8_t> bytes;
   WeightMatrix w;
   PackedWeights packed;
+  bool q8 = false;  // packed as q8 panels: run as the session runs them, on 8-bit activations
   const WeightMatrix& m() const { return packed.data ? packed.matrix : w; }
 };
+
+// The types the 8-bit-activation path takes, of those calibrated.
+bool q8_type(DType t) { return supports_q8_activations(t); }
+
+// The 8-bit path's rate tables by their JSON names (under "q8_activations").
+template <class D>
+auto q8_rate_maps(D& d) {
+  using M = decltype(&d.q8_decode_gbs);
+  return std::vector<std::pair<const char*, M>>{{"decode_gbs", &d.q8_decode_gbs},
+                                                {"decode_gbs_small", &d.q8_decode_gbs_small},
+                                                {"prefill_gflops", &d.q8_prefill_gflops},
+                                                {"prefill_gflops_narrow", &d.q8_prefill_gflops_narrow},
+                                                {"prefill_gflops_short", &d.q8_prefill_gflops_short}};
+}
+
+// y = W x over n tokens as a session runs W: with 8-bit activations (x quantized into xq, then
+// matmul_q8) where W carries q8 panels, else the fp32-activation matmul.
+void run_matmul(const TestMatrix& t, const float* x, int n, int64_t k, float* y, int64_t ys, std::vector<BlockQ8_1>& xq,
+                ThreadPool& pool) {
+  if (!t.q8) {
+    matmul(t.m(), x, n, k, y, ys, pool);
+    return;
+  }
+  const int64_t nb = k / 32;
+  if (xq.size() < static_cast<size_t>(n * nb)) xq.resize(static_cast<size_t>(n * nb));
+  quantize_rows_q8_1(x, n, k, xq.data(), k, pool);
+  matmul_q8(t.packed.matrix, xq.data(), n, nb, y, ys, pool);
+}
 
 std::vector<uint8_t> quantized_rows(DType type, int64_t rows, int64_t cols, int64_t distinct) {
   std::mt19937 rng(7);
@@ -109,19 +139,24 @@ std::vector<uint8_t> quantized_rows(DType type, int64_t rows, int64_t cols, int6
 
 // The matrix in the layout a Session gives it (runtime/session.cpp): decode panels where the
 // level reads them, else the rows as they are.
-void set_matrix(TestMatrix& t, DType type, int64_t rows, int64_t cols, std::vector<uint8_t> bytes) {
+void set_matrix(TestMatrix& t, DType type, int64_t rows, int64_t cols, std::vector<uint8_t> bytes, bool q8 = false) {
   t.bytes = std::move(bytes);
   t.w = WeightMatrix{};
   t.w.type = type, t.w.rows = rows, t.w.cols = cols, t.w.data = t.bytes.data(), t.w.row_stride = row_bytes(type, static_cast<uint64_t>(cols));
-  if (kernels().decode_panels && fits_decode_panels(t.w) && kernels().decode_panels(type)) {
+  t.q8 = q8;
+  if (q8) {  // the session's q8 panels (runtime/session.cpp)
+    t.packed = pack_q8_panels(t.w);
+    t.bytes.clear();
+    t.bytes.shrink_to_fit();
+  } else if (kernels().decode_panels && fits_decode_panels(t.w) && kernels().decode_panels(type)) {
     t.packed = pack_decode_panels(t.w);
     t.bytes.clear();
     t.bytes.shrink_to_fit();
   }
 }
 
-void make_matrix(TestMatrix& t, DType type, int64_t rows, int64_t cols, int64_t distinct) {
-  set_matrix(t, type, rows, cols, quantized_rows(type, rows, cols, distinct));
+void make_matrix(TestMatrix& t, DType type, int64_t rows, int64_t cols, int64_t distinct, bool q8 = false) {
+  set_matrix(t, type, rows, cols, quantized_rows(type, rows, cols, distinct), q8);
 }
 
 // `copies` copies of `bytes` in a temporary file, mapped read-only (the file is unlinked at once).
@@ -212,56 +247,66 @@ DeviceProfile calibrate_this_machine(int threads) {
     const int64_t r = small ? 1536 : 4096, k = small ? 512 : 2048;
     struct Set {
       DType type;
+      bool q8 = false;
       size_t mb = 0;
       std::vector<TestMatrix> m;
       std::unique_ptr<MappedFile> mapped;
       std::vector<double> t;
     };
     std::vector<Set> sets;
-    for (DType type : kTypes) {
-      Set st;
-      st.type = type;
-      st.mb = row_bytes(type, static_cast<uint64_t>(k)) * static_cast<size_t>(r);
-      const size_t copies = std::max<size_t>(2, (size_t{128} << 20) / st.mb + 1);
-      const std::vector<uint8_t> base = quantized_rows(type, r, k, 256);
-      st.m.resize(copies);
-      for (TestMatrix& t : st.m) set_matrix(t, type, r, k, base);
-      // A type no panel layout takes is read where the model file is mapped (page-cache pages,
-      // not the heap's huge pages): time it there too.
-      if (!st.m.front().packed.data) {
-        st.mapped = map_copies(base, copies);
-        for (size_t i = 0; i < copies; ++i) st.m[i].bytes = {}, st.m[i].w.data = st.mapped->data() + i * st.mb;
+    for (int q8 = 0; q8 < 2; ++q8)
+      for (DType type : kTypes) {
+        if (q8 && !q8_type(type)) continue;
+        Set st;
+        st.type = type, st.q8 = q8;
+        st.mb = row_bytes(type, static_cast<uint64_t>(k)) * static_cast<size_t>(r);
+        const size_t copies = std::max<size_t>(2, (size_t{128} << 20) / st.mb + 1);
+        const std::vector<uint8_t> base = quantized_rows(type, r, k, 256);
+        st.m.resize(copies);
+        for (TestMatrix& t : st.m) set_matrix(t, type, r, k, base, q8);
+        // A type no panel layout takes is read where the model file is mapped (page-cache pages,
+        // not the heap's huge pages): time it there too.
+        if (!st.m.front().packed.data) {
+          st.mapped = map_copies(base, copies);
+          for (size_t i = 0; i < copies; ++i) st.m[i].bytes = {}, st.m[i].w.data = st.mapped->data() + i * st.mb;
+        }
+        sets.push_back(std::move(st));
       }
-      sets.push_back(std::move(st));
-    }
     std::vector<float> y(static_cast<size_t>(r));
+    std::vector<BlockQ8_1> xq;
     for (int round = 0; round < 6; ++round)
       for (Set& st : sets) {
         const auto t0 = std::chrono::steady_clock::now();
-        for (const TestMatrix& t : st.m) matmul(t.m(), x.data(), 1, k, y.data(), r, pool);
+        for (const TestMatrix& t : st.m) run_matmul(t, x.data(), 1, k, y.data(), r, xq, pool);
         if (round > 0) st.t.push_back(seconds_since(t0));  // round 0 warms up
       }
     for (Set& st : sets) {
       std::sort(st.t.begin(), st.t.end());
-      (small ? d.decode_gbs_small : d.decode_gbs)[st.type] = static_cast<double>(st.mb) * static_cast<double>(st.m.size()) / st.t[st.t.size() / 2] / 1e9;
+      // the rate in the file's bytes (what the model streams), whatever the panels hold
+      auto& rates = st.q8 ? (small ? d.q8_decode_gbs_small : d.q8_decode_gbs) : (small ? d.decode_gbs_small : d.decode_gbs);
+      rates[st.type] = static_cast<double>(st.mb) * static_cast<double>(st.m.size()) / st.t[st.t.size() / 2] / 1e9;
     }
   }
   // prefill: 256 tokens through a wide matrix (2048 x 2048) and a narrow one (1536 x 512, a small
   // model's MLP)
   for (int narrow = 0; narrow < 2; ++narrow) {
     const int64_t r = narrow ? 1536 : 2048, k = narrow ? 512 : cols;
-    std::vector<TestMatrix> m(std::size(kTypes));
-    for (size_t i = 0; i < m.size(); ++i) make_matrix(m[i], kTypes[i], r, k, r);
+    std::vector<TestMatrix> m;  // every type with fp32 activations, then the q8 path's types
+    m.reserve(2 * std::size(kTypes));
+    for (int q8 = 0; q8 < 2; ++q8)
+      for (DType type : kTypes)
+        if (!q8 || q8_type(type)) make_matrix(m.emplace_back(), type, r, k, r, q8);
     std::vector<std::vector<double>> t(m.size()), t_short(m.size());
     std::vector<float> y(static_cast<size_t>(256) * r);
+    std::vector<BlockQ8_1> xq;
     for (int round = 0; round < 4; ++round)
       for (size_t i = 0; i < m.size(); ++i) {
         auto t0 = std::chrono::steady_clock::now();
-        matmul(m[i].m(), x.data(), 256, k, y.data(), r, pool);
+        run_matmul(m[i], x.data(), 256, k, y.data(), r, xq, pool);
         if (round > 0) t[i].push_back(seconds_since(t0));
         if (!narrow) continue;
         t0 = std::chrono::steady_clock::now();  // and a short prompt's 64 tokens
-        matmul(m[i].m(), x.data(), 64, k, y.data(), r, pool);
+        run_matmul(m[i], x.data(), 64, k, y.data(), r, xq, pool);
         if (round > 0) t_short[i].push_back(seconds_since(t0));
       }
     const auto median = [](std::vector<double>& v) {
@@ -270,8 +315,11 @@ DeviceProfile calibrate_this_machine(int threads) {
     };
     for (size_t i = 0; i < m.size(); ++i) {
       const double flops = 2.0 * static_cast<double>(r) * k / 1e9;
-      (narrow ? d.prefill_gflops_narrow : d.prefill_gflops)[kTypes[i]] = 256 * flops / median(t[i]);
-      if (narrow) d.prefill_gflops_short[kTypes[i]] = 64 * flops / median(t_short[i]);
+      const DType type = m[i].w.type;
+      const bool q8 = m[i].q8;
+      (narrow ? (q8 ? d.q8_prefill_gflops_narrow : d.prefill_gflops_narrow) : (q8 ? d.q8_prefill_gflops : d.prefill_gflops))[type] =
+          256 * flops / median(t[i]);
+      if (narrow) (q8 ? d.q8_prefill_gflops_short : d.prefill_gflops_short)[type] = 64 * flops / median(t_short[i]);
     }
   }
   // the vision encoder's GEMM: 1024 tokens through a 1024 x 1024 fp16 matrix, as the encoders
@@ -385,6 +433,8 @@ std::string device_to_json(const DeviceProfile& d) {
   for (const auto& [t, v] : d.prefill_gflops) j["prefill_gflops"][dtype_name(t)] = v;
   for (const auto& [t, v] : d.prefill_gflops_narrow) j["prefill_gflops_narrow"][dtype_name(t)] = v;
   for (const auto& [t, v] : d.prefill_gflops_short) j["prefill_gflops_short"][dtype_name(t)] = v;
+  for (const auto& [key, m] : q8_rate_maps(d))
+    for (const auto& [t, v] : *m) j["q8_activations"][key][dtype_name(t)] = v;
   j["vision_gflops"] = d.vision_gflops, j["attn_gflops"] = d.attn_gflops, j["op_us"] = d.op_us;
   if (d.vision_attn_gflops > 0) j["vision_attn_gflops"] = d.vision_attn_gflops;
   j["attn_decode_gbs"] = d.attn_decode_gbs;
@@ -432,6 +482,16 @@ DeviceProfile device_from_json(const std::string& text, const std::string& path)
                                    : std::strcmp(key, "prefill_gflops") == 0   ? d.prefill_gflops
                                                                                : d.prefill_gflops_narrow;
       m[t] = num(j[key], dtype_name(t), 1e-3, 1e7);
+    }
+  }
+  if (j.contains("q8_activations")) {  // optional: calibrations before 2026-12-05 lack it
+    const json& q = j["q8_activations"];
+    if (!q.is_object()) fail("%s: 'q8_activations' must be an object", path.c_str());
+    for (const auto& [key, m] : q8_rate_maps(d)) {
+      if (!q.contains(key)) continue;
+      if (!q[key].is_object()) fail("%s: 'q8_activations.%s' must be an object", path.c_str(), key);
+      for (DType t : kTypes)
+        if (q8_type(t) && q[key].contains(dtype_name(t))) (*m)[t] = num(q[key], dtype_name(t), 1e-3, 1e7);
     }
   }
   if (j.contains("prefill_gflops_short")) {  // optional: older calibrations lack it
@@ -491,6 +551,13 @@ DeviceProfile apple_device(const std::string& name, int memory_gb, const DeviceP
   for (const auto& [t, v] : here.prefill_gflops) d.prefill_gflops[t] = v * fl;
   for (const auto& [t, v] : here.prefill_gflops_narrow) d.prefill_gflops_narrow[t] = v * fl;
   for (const auto& [t, v] : here.prefill_gflops_short) d.prefill_gflops_short[t] = v * fl;
+  // the 8-bit path likewise (int8 dot products assumed to keep their ratio to fp32 FMAs: NEON's
+  // SDOT against FMLA is 4x in lanes, as AVX-512 VNNI against fp32 FMA)
+  for (const auto& [t, v] : here.q8_decode_gbs) d.q8_decode_gbs[t] = std::min(v, here.dram_gbs) * bw;
+  for (const auto& [t, v] : here.q8_decode_gbs_small) d.q8_decode_gbs_small[t] = std::min(v, here.dram_gbs) * bw;
+  for (const auto& [t, v] : here.q8_prefill_gflops) d.q8_prefill_gflops[t] = v * fl;
+  for (const auto& [t, v] : here.q8_prefill_gflops_narrow) d.q8_prefill_gflops_narrow[t] = v * fl;
+  for (const auto& [t, v] : here.q8_prefill_gflops_short) d.q8_prefill_gflops_short[t] = v * fl;
   d.vision_gflops = here.vision_gflops * fl;
   d.attn_gflops = here.attn_gflops * fl;
   d.vision_attn_gflops = here.vision_attn_gflops * fl;

@@ -25,6 +25,10 @@ struct DeviceProfile {
   // 64 tokens through the 1536 x 512 matrix: how a short prompt's matmuls fall below the 256-token
   // rate (empty in calibrations made before it was measured: no correction)
   std::map<DType, double> prefill_gflops_short;
+  // The same five on the 8-bit-activation path (the engine's default for quantized matrices:
+  // matmul_q8 over q8 panels, the activations' quantization included), for the types it takes;
+  // empty in calibrations made before it was the default (the fp32 rates stand in).
+  std::map<DType, double> q8_decode_gbs, q8_decode_gbs_small, q8_prefill_gflops, q8_prefill_gflops_narrow, q8_prefill_gflops_short;
   double vision_gflops = 0; // the vision encoder's GEMM (bf16 where this CPU has it, else fp32)
   double attn_gflops = 0;   // fused attention over a 1024-token encoder tile / a long prompt
   // the encoder's bf16 attention over a 1024-token tile, where bf16 GEMMs run (0: not measured, as in

@@ -7,6 +7,8 @@
 #include "core/error.h"
 #include "kernels/attention.h"
 #include "kernels/bf16_tiles.h"
+#include "kernels/kernels.h"
+#include "kernels/q8_panels.h"
 #include "models/footprint.h"
 #include "models/smolvlm/preprocess.h"
 
@@ -93,10 +95,18 @@ double vision_ms(const VisionWork& w, const DeviceProfile& d) {
   return (w.gemm_flops / (d.vision_gflops * 1e9) + w.attn_flops / (attn_rate * 1e9)) * 1e3 + w.calls * d.op_us * 1e-3;
 }
 
-// A text matrix as the session holds it: the decode panels take the file's bytes, but for Q6_K,
-// whose 6-bit quants are widened to bytes (280 bytes per 256 weights where the file has 210;
+// Whether the session runs this text matrix on 8-bit activations (runtime/session.cpp: a
+// quantized type matmul_q8 takes, its row a whole number of the type's column multiple).
+bool on_q8(const WeightTensor& t, bool q8) {
+  return q8 && t.rows > 1 && supports_q8_activations(t.type) && t.cols % q8_col_multiple(t.type) == 0;
+}
+
+// A text matrix as the session holds it: on 8-bit activations its q8 panels (16 rows each,
+// kernels/q8_panels.h); else the decode panels, which take the file's bytes but for Q6_K, whose
+// 6-bit quants are widened to bytes (280 bytes per 256 weights where the file has 210;
 // kernels/decode_panels.h).
-double resident_text_bytes(const WeightTensor& t) {
+double resident_text_bytes(const WeightTensor& t, bool q8) {
+  if (on_q8(t, q8)) return static_cast<double>((t.rows + kPanelRows - 1) / kPanelRows) * static_cast<double>(panel_bytes(t.type, t.cols));
   const double b = static_cast<double>(t.bytes());
   return t.type == DType::Q6_K && t.rows > 1 ? b * 280.0 / 210.0 : b;
 }
@@ -117,11 +127,12 @@ double vision_resident(const ModelSpec& m, bool bf16) {
 }
 
 // A one-token matmul's rate for a matrix of this many bytes: the two calibrated sizes, on a log
-// scale of the bytes.
-double decode_rate(const DeviceProfile& d, const WeightTensor& t) {
-  const double large = rate(d.decode_gbs, t.type);
-  if (d.decode_gbs_small.empty()) return large;
-  const double small = rate(d.decode_gbs_small, t.type);
+// scale of the bytes; the 8-bit path's rates where the session takes it and they were measured.
+double decode_rate(const DeviceProfile& d, const WeightTensor& t, bool q8) {
+  const bool q = on_q8(t, q8) && !d.q8_decode_gbs.empty();
+  const double large = rate(q ? d.q8_decode_gbs : d.decode_gbs, t.type);
+  if ((q ? d.q8_decode_gbs_small : d.decode_gbs_small).empty()) return large;
+  const double small = rate(q ? d.q8_decode_gbs_small : d.decode_gbs_small, t.type);
   const double b = static_cast<double>(t.bytes());
   const double b0 = static_cast<double>(row_bytes(t.type, 512)) * 1536, b1 = static_cast<double>(row_bytes(t.type, 2048)) * 4096;
   // above the large size, the large rate; below the small one, the line carried on (smaller calls
@@ -134,14 +145,16 @@ double decode_rate(const DeviceProfile& d, const WeightTensor& t) {
 // between them on a log scale of the row length; below 256 tokens, scaled down toward the 64-token
 // rate on a log scale of the token count (a short prompt's matmul amortizes its weights' unpacking
 // over fewer rows).
-double gemm_rate(const DeviceProfile& d, const WeightTensor& t, int tokens) {
-  const double wide = rate(d.prefill_gflops, t.type);
-  if (d.prefill_gflops_narrow.empty()) return wide;
-  const double narrow = rate(d.prefill_gflops_narrow, t.type);
+double gemm_rate(const DeviceProfile& d, const WeightTensor& t, int tokens, bool q8) {
+  const bool q = on_q8(t, q8) && !d.q8_prefill_gflops.empty();
+  const double wide = rate(q ? d.q8_prefill_gflops : d.prefill_gflops, t.type);
+  if ((q ? d.q8_prefill_gflops_narrow : d.prefill_gflops_narrow).empty()) return wide;
+  const double narrow = rate(q ? d.q8_prefill_gflops_narrow : d.prefill_gflops_narrow, t.type);
   const double f = std::clamp(std::log2(static_cast<double>(t.cols) / 512) / 2, 0.0, 1.0);  // 512 -> 0, 2048 -> 1
   double r = narrow + f * (wide - narrow);
-  const auto s = d.prefill_gflops_short.find(t.type);
-  if (s != d.prefill_gflops_short.end() && tokens < 256) {
+  const std::map<DType, double>& short_rates = q ? d.q8_prefill_gflops_short : d.prefill_gflops_short;
+  const auto s = short_rates.find(t.type);
+  if (s != short_rates.end() && tokens < 256) {
     const double ratio = std::min(1.0, s->second / narrow);
     const double g = std::clamp(std::log2(std::max(tokens, 1) / 64.0) / 2, 0.0, 1.0);  // 64 -> 0, 256 -> 1
     r *= ratio + g * (1 - ratio);
@@ -169,28 +182,28 @@ double resize_scratch_bytes(const std::vector<ResizeShape>& resizes) {
 
 }  // namespace
 
-double prefill_ms(const ModelSpec& m, const DeviceProfile& d, int n, int depth, int n_batch) {
+double prefill_ms(const ModelSpec& m, const DeviceProfile& d, int n, int depth, int n_batch, bool q8) {
   if (n <= 0) return 0;
   double s = 0;
   const int per_pass = std::min(n, n_batch);
   for_each_layer_matrix(m, [&](const WeightTensor& t) {
-    s += 2.0 * n * static_cast<double>(t.rows) * static_cast<double>(t.cols) / (gemm_rate(d, t, per_pass) * 1e9);
+    s += 2.0 * n * static_cast<double>(t.rows) * static_cast<double>(t.cols) / (gemm_rate(d, t, per_pass, q8) * 1e9);
   });
   const LlamaConfig& c = m.text;
   const double pairs = static_cast<double>(n) * depth + 0.5 * static_cast<double>(n) * (n + 1);
   s += c.n_layer * 4.0 * pairs * c.q_dim() / (d.attn_gflops * 1e9);
   const int passes = (n + n_batch - 1) / n_batch;
   const WeightTensor& h = head(m);
-  s += passes * static_cast<double>(h.bytes()) / (decode_rate(d, h) * 1e9);  // the last row's logits
+  s += passes * static_cast<double>(h.bytes()) / (decode_rate(d, h, q8) * 1e9);  // the last row's logits
   s += passes * (kCallsPerLayer * c.n_layer + kCallsPerPass) * d.op_us * 1e-6;
   return s * 1e3;
 }
 
-double decode_ms(const ModelSpec& m, const DeviceProfile& d, int pos, DType kv_type) {
+double decode_ms(const ModelSpec& m, const DeviceProfile& d, int pos, DType kv_type, bool q8) {
   double s = 0;
-  for_each_layer_matrix(m, [&](const WeightTensor& t) { s += static_cast<double>(t.bytes()) / (decode_rate(d, t) * 1e9); });
+  for_each_layer_matrix(m, [&](const WeightTensor& t) { s += static_cast<double>(t.bytes()) / (decode_rate(d, t, q8) * 1e9); });
   const WeightTensor& h = head(m);
-  s += static_cast<double>(h.bytes()) / (decode_rate(d, h) * 1e9);
+  s += static_cast<double>(h.bytes()) / (decode_rate(d, h, q8) * 1e9);
   // the cache: at the calibrated decode-attention rate (converting and multiplying the cache's
   // values costs more than reading them at these lengths), counted in the cache's bytes
   s += kv_bytes_per_position(m, kv_type) * pos / ((d.attn_decode_gbs > 0 ? d.attn_decode_gbs : d.dram_gbs) * 1e9);
@@ -252,7 +265,7 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
   }
   // memory
   for (const WeightTensor& t : m.tensors)
-    if (!t.vision && !(t.name == "token_embd.weight" && !c.tied_embeddings)) p.weights += resident_text_bytes(t);
+    if (!t.vision && !(t.name == "token_embd.weight" && !c.tied_embeddings)) p.weights += resident_text_bytes(t, s.q8_activations);
   if (!c.tied_embeddings)  // the embedding's rows the prompt reads (pages of the file)
     p.weights += std::min<double>(static_cast<double>(m.find("token_embd.weight") ? m.find("token_embd.weight")->bytes() : 0),
                                   (p.prompt_tokens + s.answer_tokens) * 4096.0);
@@ -265,6 +278,9 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
   // tmp, q, att, k, v, gate, up and the rotary angles; 32 rows of logits
   const double per_row = 4.0 * (3.0 * c.n_embd + 2.0 * c.q_dim() + 2.0 * c.n_head_kv * c.head_dim + 2.0 * c.n_ff + c.head_dim);
   p.activations = s.n_batch * per_row + 4.0 * kLogitRows * c.n_vocab;
+  if (s.q8_activations)  // a batch's matmul inputs quantized, 32 per block
+    p.activations += static_cast<double>((static_cast<size_t>(s.n_batch) * static_cast<size_t>(std::max(c.n_embd, c.n_ff)) / 32 + 1) *
+                                         sizeof(BlockQ8_1));
   p.process = d.process_bytes;
   p.peak_question = p.process + p.weights + p.vision_weights + p.kv_question + p.activations + p.vision_buffers + p.frames;
   if (m.vision == VisionFamily::Idefics3)
@@ -273,9 +289,9 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
     p.screen_cache = static_cast<double>(p.image_tokens) * qwen3vl_out_row(m.qwen) * 4 + kvp * (p.prompt_tokens - s.question_tokens);
   p.reserved = p.peak_question - p.kv_question + p.kv_full + p.screen_cache;
   // time
-  p.prefill_ms = prefill_ms(m, d, p.prompt_tokens, 0, s.n_batch);
-  p.prefill_question_ms = prefill_ms(m, d, s.question_tokens, p.prompt_tokens - s.question_tokens, s.n_batch);
-  p.decode_ms_per_token = decode_ms(m, d, p.prompt_tokens + s.answer_tokens / 2, s.kv_type);
+  p.prefill_ms = prefill_ms(m, d, p.prompt_tokens, 0, s.n_batch, s.q8_activations);
+  p.prefill_question_ms = prefill_ms(m, d, s.question_tokens, p.prompt_tokens - s.question_tokens, s.n_batch, s.q8_activations);
+  p.decode_ms_per_token = decode_ms(m, d, p.prompt_tokens + s.answer_tokens / 2, s.kv_type, s.q8_activations);
   p.ttft_cold_ms = p.preprocess_ms + p.vision_ms + p.prefill_ms + p.decode_ms_per_token;
   p.ttft_watched_ms = p.prefill_question_ms + p.decode_ms_per_token;
   p.answer_ms = p.ttft_cold_ms + (s.answer_tokens - 1) * p.decode_ms_per_token;
@@ -286,7 +302,7 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
     const double grid = std::max(0, p.tiles - 1);
     const double encoded = m.vision == VisionFamily::Idefics3 ? std::min(grid, std::ceil(s.tiles_changing * grid)) + 1 : 1;
     const double frame_ms = p.preprocess_ms * (m.vision == VisionFamily::Idefics3 ? encoded / p.tiles : 1.0) +
-                            p.vision_per_tile_ms * encoded + prefill_ms(m, d, p.prompt_tokens - s.question_tokens, 0, s.n_batch);
+                            p.vision_per_tile_ms * encoded + prefill_ms(m, d, p.prompt_tokens - s.question_tokens, 0, s.n_batch, s.q8_activations);
     p.watch_ms_per_frame = s.frames_changing * frame_ms;
     p.watch_cpu_share = p.watch_ms_per_frame / (s.cadence_s * 1e3) * d.threads / std::max(1, d.cores);
   }

@@ -19,6 +19,7 @@ struct Scenario {
   int64_t max_pixels = 0;    // Qwen3-VL: the processor's max_pixels (0: the model's own)
   int n_ctx = 4096;
   DType kv_type = DType::F16;
+  bool q8_activations = true;  // the text model's quantized matrices on 8-bit activations (the engine's default)
   int n_batch = 512;         // tokens per forward pass
   int question_tokens = 24;  // the question's text around the image (chat template included)
   int answer_tokens = 32;
@@ -56,7 +57,8 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
 
 // The text model alone: prefill of n tokens after `depth` cached ones, and one decoded token at
 // position `pos` (the building blocks, exposed for tests).
-double prefill_ms(const ModelSpec& m, const DeviceProfile& d, int n, int depth, int n_batch);
-double decode_ms(const ModelSpec& m, const DeviceProfile& d, int pos, DType kv_type);
+// `q8`: on the 8-bit-activation rates where the profile has them (else the fp32 ones).
+double prefill_ms(const ModelSpec& m, const DeviceProfile& d, int n, int depth, int n_batch, bool q8 = true);
+double decode_ms(const ModelSpec& m, const DeviceProfile& d, int pos, DType kv_type, bool q8 = true);
 
 }  // namespace tessera::plan
