@@ -29,7 +29,7 @@ pids+=($pid)
 port=$(listening_port "$tmp/log" "$pid") || { echo "FAIL server: $(cat "$tmp/log")"; exit 1; }
 grep -q "MIT-SHM, XDamage" "$tmp/log" && ok "capture through MIT-SHM with XDamage" || bad "capture mode: $(head -n 1 "$tmp/log")"
 
-wait_current() { for _ in $(seq 1 100); do [ "$(metric tessera_screen_memory_current)" = 1 ] && return 0; sleep 0.1; done; return 1; }
+wait_current() { for _ in $(seq 1 300); do [ "$(metric tessera_screen_memory_current)" = 1 ] && return 0; sleep 0.1; done; return 1; }
 wait_current && ok "first frame captured and encoded in the background ($(metric tessera_tiles_encoded_total) tiles encoded, $(metric tessera_tiles_reused_total) reused)" \
   || bad "the visual memory never became current: $(curl -s "http://127.0.0.1:$port/metrics" | grep screen)"
 frames0=$(metric tessera_screen_frames_total)

@@ -186,10 +186,11 @@ TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
   }
 }
 
-// Prefill long enough to be split into token chunks (256 tokens) and 16-row panels, with a row
-// range that starts mid-panel.
+// Prefill long enough to be split into token chunks (VNNI: 256 tokens; the 256-bit kernel: its
+// L2-sized chunks, 108 tokens here, in tiles of 6) and 16-row panels, with a row range that starts
+// mid-panel; the AVX2 kernel too where the CPU has it.
 TEST(Kernels, MatmulQ8LongPrefillMatchesScalarTwin) {
-  if (!has_avx512()) GTEST_SKIP() << "no AVX-512";
+  if (!has_avx2()) GTEST_SKIP() << "no AVX2";
   const int64_t K = 1536, N = 75, M = 270, nb = K / 32;
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::A4G64, DType::Q5_0, DType::Q5_1,
                   DType::Q5_K, DType::Q6_K}) {
@@ -201,6 +202,11 @@ TEST(Kernels, MatmulQ8LongPrefillMatchesScalarTwin) {
     quantize_rows_q8_1(x.data(), M, K, xq.data(), K, pool);
     std::vector<float> y_ref(static_cast<size_t>(M * N)), y(y_ref.size(), -1.0f);
     ref::matmul_q8_rows(W.w, 0, N, xq.data(), M, nb, y_ref.data(), N);
+    avx2::matmul_q8_rows(P.matrix, 0, 3, xq.data(), M, nb, y.data(), N);
+    avx2::matmul_q8_rows(P.matrix, 3, N, xq.data(), M, nb, y.data(), N);
+    ASSERT_EQ(std::memcmp(y_ref.data(), y.data(), y.size() * 4), 0) << "avx2 " << dtype_name(t);
+    if (!has_avx512()) continue;
+    std::fill(y.begin(), y.end(), -1.0f);
     avx512::matmul_q8_rows(P.matrix, 0, 3, xq.data(), M, nb, y.data(), N);
     avx512::matmul_q8_rows(P.matrix, 3, N, xq.data(), M, nb, y.data(), N);
     ASSERT_EQ(std::memcmp(y_ref.data(), y.data(), y.size() * 4), 0) << dtype_name(t);

@@ -110,7 +110,7 @@ void pack_row(DType t, const uint8_t* row, int64_t nb, uint8_t* panel, int lane)
 
 }  // namespace
 
-PackedWeights pack_q8_panels(const WeightMatrix& w) {
+PackedWeights pack_q8_panels(const WeightMatrix& w, const std::function<void(const uint8_t* p, size_t n)>& consumed) {
   if (!supports_q8_activations(w.type)) fail("8-bit activations are not supported for %s weights", dtype_name(w.type));
   const int64_t align = q8_col_multiple(w.type);
   if (w.rows <= 0 || w.cols <= 0 || w.cols % align != 0)
@@ -127,9 +127,11 @@ PackedWeights pack_q8_panels(const WeightMatrix& w) {
                  static_cast<long long>(w.cols), out.bytes);
   out.data = {static_cast<uint8_t*>(mem), std::free};
   std::memset(mem, 0, out.bytes);
-  for (int64_t r = 0; r < w.rows; ++r)
+  for (int64_t r = 0; r < w.rows; ++r) {
     pack_row(w.type, w.data + r * w.row_stride, nb, out.data.get() + (r / kPanelRows) * stride,
              static_cast<int>(r % kPanelRows));
+    if (consumed && ((r + 1) % 256 == 0 || r + 1 == w.rows)) consumed(w.data, static_cast<size_t>(r + 1) * w.row_stride);
+  }
   out.matrix = w;
   out.matrix.panels = out.data.get();
   out.matrix.panel_stride = stride;

@@ -33,6 +33,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "kernels/kernels.h"
@@ -78,7 +79,9 @@ inline KScales q8_k_scales(DType t, const uint8_t* scales, int64_t b) {
 }
 
 // The matrix for matmul_q8 (its GGUF view plus `panels`). Packing checks the type and shape and
-// fails with a one-line error otherwise.
-PackedWeights pack_q8_panels(const WeightMatrix& w);
+// fails with a one-line error otherwise. `consumed`, if given, is called as packing goes with the
+// GGUF bytes read so far ([w.data, w.data + n)), so a caller can drop them before the whole copy
+// exists (as pack_decode_panels: a 2B model's tied head is 255 MB).
+PackedWeights pack_q8_panels(const WeightMatrix& w, const std::function<void(const uint8_t* p, size_t n)>& consumed = {});
 
 }  // namespace tessera

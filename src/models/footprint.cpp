@@ -1,6 +1,7 @@
 #include "models/footprint.h"
 
 #include <algorithm>
+#include <initializer_list>
 #include <cmath>
 
 namespace tessera {
@@ -17,10 +18,42 @@ size_t idefics3_tile_count(const Idefics3PreprocessConfig& p, int w, int h) {
   return static_cast<size_t>(idefics3_grid(p, w, h).tiles());
 }
 
+namespace {
+
+// One resize in_w x in_h -> out_w x out_h: with a horizontal pass the resampler holds the source as
+// columns and the resampled columns, and with a vertical pass too those back as rows; each of the
+// three buffers is kept at the largest size any resize asked for.
+struct ResizeShape {
+  size_t in_w, in_h, out_w, out_h;
+};
+size_t resize_scratch_bytes(std::initializer_list<ResizeShape> resizes) {
+  size_t cols = 0, out_cols = 0, rows = 0;
+  for (const ResizeShape& r : resizes) {
+    if (r.out_w == r.in_w) continue;  // a vertical pass alone reads the source in place
+    cols = std::max(cols, r.in_w * r.in_h * 3);
+    out_cols = std::max(out_cols, r.out_w * r.in_h * 3);
+    if (r.out_h != r.in_h) rows = std::max(rows, r.out_w * r.in_h * 3);
+  }
+  return cols + out_cols + rows;
+}
+
+}  // namespace
+
+size_t idefics3_resize_scratch_bytes(const Idefics3PreprocessConfig& p, int w, int h) {
+  const Idefics3Grid g = idefics3_grid(p, w, h);
+  const size_t W = static_cast<size_t>(w), H = static_cast<size_t>(h), T = static_cast<size_t>(p.tile);
+  const size_t rw = static_cast<size_t>(g.resized_w), rh = static_cast<size_t>(g.resized_h);
+  const size_t sw = static_cast<size_t>(g.stretched_w), sh = static_cast<size_t>(g.stretched_h);
+  if (!p.split) return resize_scratch_bytes({{W, H, rw, rh}, {rw, rh, T, T}});
+  if (!g.rows) return resize_scratch_bytes({{W, H, rw, rh}, {rw, rh, sw, sh}});
+  return resize_scratch_bytes({{W, H, rw, rh}, {rw, rh, sw, sh}, {sw, sh, T, T}});
+}
+
 size_t idefics3_frame_bytes(const SiglipConfig& c, const Idefics3PreprocessConfig& p, int w, int h) {
   const size_t tiles = idefics3_tile_count(p, w, h), tile_px = static_cast<size_t>(p.tile) * static_cast<size_t>(p.tile);
   const size_t per_tile = static_cast<size_t>(c.tokens_per_tile()) * static_cast<size_t>(c.text_hidden);
-  return 2 * static_cast<size_t>(w) * static_cast<size_t>(h) * 3 + 2 * tiles * tile_px * 3 + 4 * tiles * per_tile * sizeof(float);
+  return 2 * static_cast<size_t>(w) * static_cast<size_t>(h) * 3 + 2 * tiles * tile_px * 3 + 4 * tiles * per_tile * sizeof(float) +
+         idefics3_resize_scratch_bytes(p, w, h);
 }
 
 Qwen3VLPreprocessConfig qwen3vl_preprocess_config(const Qwen3VLVisionConfig& c) {
@@ -44,12 +77,19 @@ size_t qwen3vl_buffer_bytes(const Qwen3VLVisionConfig& c, int64_t patches) {
   return static_cast<size_t>(patches) * per_patch * sizeof(float);
 }
 
+size_t qwen3vl_resize_scratch_bytes(const Qwen3VLVisionConfig& c, int64_t max_pixels, int w, int h) {
+  const Qwen3VLPreprocessConfig pc = qwen3vl_preprocess_config(c).with_max_pixels(max_pixels);
+  int rh = 0, rw = 0;
+  qwen3vl_smart_resize(h, w, pc.factor(), pc.min_pixels, pc.max_pixels, rh, rw);
+  return resize_scratch_bytes({{static_cast<size_t>(w), static_cast<size_t>(h), static_cast<size_t>(rw), static_cast<size_t>(rh)}});
+}
+
 size_t qwen3vl_frame_bytes(const Qwen3VLVisionConfig& c, int64_t max_pixels, int w, int h) {
   const int64_t n = qwen3vl_patches(c, max_pixels, w, h);
   const size_t K = static_cast<size_t>(3 * c.temporal * c.patch * c.patch);
   const size_t tokens = static_cast<size_t>(n / (c.merge * c.merge));
   return 2 * static_cast<size_t>(w) * static_cast<size_t>(h) * 3 + 2 * static_cast<size_t>(n) * K * sizeof(float) +
-         5 * tokens * static_cast<size_t>(qwen3vl_out_row(c)) * sizeof(float);
+         5 * tokens * static_cast<size_t>(qwen3vl_out_row(c)) * sizeof(float) + qwen3vl_resize_scratch_bytes(c, max_pixels, w, h);
 }
 
 }  // namespace tessera

@@ -19,7 +19,13 @@ size_t idefics3_tile_count(const Idefics3PreprocessConfig& p, int w, int h);
 // The frames a visual memory holds at once for a w x h screen: the newest and the copy being
 // encoded, its resized image and tiles, and four copies of the embeddings (the encoding in
 // progress, the memory, a question's snapshot and its prompt).
+// Its resampler scratch included: idefics3_resize_scratch_bytes.
 size_t idefics3_frame_bytes(const SiglipConfig& c, const Idefics3PreprocessConfig& p, int w, int h);
+// The resampler's scratch (image/resize.cpp, core/scratch_buffer.h) after preprocessing a w x h
+// screen, which the preprocessing thread keeps: for each of its three buffers the largest of the
+// processor's resizes (the screen to its longest edge, then to one tile, or stretched to whole tiles
+// and to the global tile).
+size_t idefics3_resize_scratch_bytes(const Idefics3PreprocessConfig& p, int w, int h);
 
 // Qwen3-VL. The patches of a w x h image at max_pixels (0: the processor's own bound).
 int64_t qwen3vl_patches(const Qwen3VLVisionConfig& c, int64_t max_pixels, int w, int h);
@@ -28,7 +34,9 @@ int64_t qwen3vl_patches(const Qwen3VLVisionConfig& c, int64_t max_pixels, int w,
 size_t qwen3vl_buffer_bytes(const Qwen3VLVisionConfig& c, int64_t patches);
 // A screen: the newest frame and its copy, two sets of patches (being encoded, last encoded) and
 // five copies of the features (the encoding, the last, the memory, a snapshot, a prompt).
+// Its resampler scratch included: qwen3vl_resize_scratch_bytes (the screen to the smart-resized size).
 size_t qwen3vl_frame_bytes(const Qwen3VLVisionConfig& c, int64_t max_pixels, int w, int h);
+size_t qwen3vl_resize_scratch_bytes(const Qwen3VLVisionConfig& c, int64_t max_pixels, int w, int h);
 // Floats per image token the language model receives: the merger's, then one per DeepStack layer.
 inline int qwen3vl_out_row(const Qwen3VLVisionConfig& c) { return c.out_hidden * (1 + static_cast<int>(c.deepstack.size())); }
 Qwen3VLPreprocessConfig qwen3vl_preprocess_config(const Qwen3VLVisionConfig& c);

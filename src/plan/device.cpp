@@ -180,6 +180,64 @@ std::unique_ptr<MappedFile> map_copies(const std::vector<uint8_t>& bytes, size_t
   return m;
 }
 
+// The vision encoders' kernels at one shape each, timed on demand (median of 3 calls): the GEMM,
+// 1024 tokens through a 1024 x 1024 fp16 matrix as the encoders run it (bf16 tiles where bf16 is
+// fast, fp32 panels otherwise); fused attention, 1024 queries over 1024 keys, 8 heads of 64, fp16
+// cache, bidirectional; and where the GEMMs are bf16 the encoders' bf16 attention over the same
+// shape from fp32 rows (its packing included; the encoders pack in their q/k/v GEMM instead).
+struct EncoderSampler {
+  static constexpr int64_t W = 8 * 64;
+  ThreadPool& pool;
+  std::vector<float> x = std::vector<float>(static_cast<size_t>(1024) * 1024), y = std::vector<float>(static_cast<size_t>(1024) * 1024);
+  TestMatrix t;
+  PackedWeights pw;
+  bool bf16 = bf16_gemm_fast();
+  AttentionShape sh;
+  size_t row = kv_row_bytes(DType::F16, 64);
+  std::vector<uint8_t> k, v;
+  std::vector<float> q, o, kf, vf;
+  std::vector<double> vision_gflops, attn_gflops, vision_attn_gflops;
+
+  explicit EncoderSampler(ThreadPool& p) : pool(p) {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (float& e : x) e = nd(rng);
+    make_matrix(t, DType::F16, 1024, 1024, 1024);
+    pw = bf16 ? pack_bf16_tiles(t.w) : pack_gemm_panels(t.w);
+    sh.n_head = sh.n_head_kv = 8, sh.head_dim = 64, sh.scale = 0.125f, sh.causal = false, sh.n_kv = 1024;
+    k.resize(1024 * 8 * row), v.resize(1024 * 8 * row);
+    q.resize(static_cast<size_t>(1024 * W)), o.resize(static_cast<size_t>(1024 * W));
+    for (size_t i = 0; i < q.size(); ++i) q[i] = x[i % x.size()];
+    for (int64_t p = 0; p < 1024 * 8; ++p) {
+      kv_store_row(DType::F16, x.data() + (p % 256) * 64, 64, k.data() + static_cast<size_t>(p) * row);
+      kv_store_row(DType::F16, x.data() + ((p + 7) % 256) * 64, 64, v.data() + static_cast<size_t>(p) * row);
+    }
+    if (bf16 && attention_bf16_available()) {
+      kf.resize(static_cast<size_t>(1024 * W)), vf.resize(static_cast<size_t>(1024 * W));
+      for (size_t i = 0; i < kf.size(); ++i) kf[i] = x[(i + 7) % x.size()], vf[i] = x[(i + 13) % x.size()];
+    }
+  }
+  void sample() {
+    const double s = median_seconds(3, [&] {
+      if (bf16) gemm_bf16(pw.matrix, x.data(), 1024, 1024, y.data(), 1024, pool);
+      else gemm(pw.matrix, x.data(), 1024, 1024, y.data(), 1024, pool);
+    });
+    vision_gflops.push_back(2.0 * 1024 * 1024 * 1024 / s / 1e9);
+    KvView kv{k.data(), v.data(), DType::F16, static_cast<int64_t>(8 * row), static_cast<int64_t>(row)};
+    const double sa = median_seconds(3, [&] { flash_attention(sh, q.data(), 1024, W, kv, o.data(), W, pool); });
+    attn_gflops.push_back(4.0 * 1024 * 1024 * static_cast<double>(W) / sa / 1e9);
+    if (!kf.empty()) {
+      const double sb = median_seconds(3, [&] { attention_bf16(sh, q.data(), 1024, W, kf.data(), vf.data(), W, o.data(), W, pool); });
+      vision_attn_gflops.push_back(4.0 * 1024 * 1024 * static_cast<double>(W) / sb / 1e9);
+    }
+  }
+};
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 }  // namespace
 
 DeviceProfile calibrate_this_machine(int threads) {
@@ -231,6 +289,12 @@ DeviceProfile calibrate_this_machine(int threads) {
     }
     d.op_us = std::max(0.0, t[0] - (t[1] - t[0]) / (rows[1] - rows[0]) * rows[0]) * 1e6;
   }
+  // The encoder's GEMM and attention rates, sampled three times across the calibration (here,
+  // between the decode and the prefill rounds, and after them) and their medians kept: each sample
+  // lasts a few milliseconds, so one neighbour's burst on this shared machine would otherwise set
+  // them (a 2x slower vision rate than the next run's was seen).
+  EncoderSampler encoder(pool);
+  encoder.sample();
   // per weight type: one-token matmul over >= 128 MiB (from DRAM), 256-token matmul on 2048 x 2048
   const int64_t cols = 2048;
   std::vector<float> x(static_cast<size_t>(256 * cols));
@@ -287,6 +351,7 @@ DeviceProfile calibrate_this_machine(int threads) {
       rates[st.type] = static_cast<double>(st.mb) * static_cast<double>(st.m.size()) / st.t[st.t.size() / 2] / 1e9;
     }
   }
+  encoder.sample();
   // prefill: 256 tokens through a wide matrix (2048 x 2048) and a narrow one (1536 x 512, a small
   // model's MLP)
   for (int narrow = 0; narrow < 2; ++narrow) {
@@ -322,45 +387,11 @@ DeviceProfile calibrate_this_machine(int threads) {
       if (narrow) (q8 ? d.q8_prefill_gflops_short : d.prefill_gflops_short)[type] = 64 * flops / median(t_short[i]);
     }
   }
-  // the vision encoder's GEMM: 1024 tokens through a 1024 x 1024 fp16 matrix, as the encoders
-  // run it (bf16 tiles where bf16 is fast, fp32 panels otherwise)
-  {
-    TestMatrix t;
-    make_matrix(t, DType::F16, 1024, 1024, 1024);
-    const bool bf16 = bf16_gemm_fast();
-    PackedWeights pw = bf16 ? pack_bf16_tiles(t.w) : pack_gemm_panels(t.w);
-    std::vector<float> y(static_cast<size_t>(1024) * 1024);
-    const double s = median_seconds(3, [&] {
-      if (bf16) gemm_bf16(pw.matrix, x.data(), 1024, 1024, y.data(), 1024, pool);
-      else gemm(pw.matrix, x.data(), 1024, 1024, y.data(), 1024, pool);
-    });
-    d.vision_gflops = 2.0 * 1024 * 1024 * 1024 / s / 1e9;
-  }
-  // attention: 1024 queries over 1024 keys, 8 heads of 64, fp16 cache, bidirectional
-  {
-    AttentionShape sh;
-    sh.n_head = sh.n_head_kv = 8, sh.head_dim = 64, sh.scale = 0.125f, sh.causal = false, sh.n_kv = 1024;
-    const int64_t W = 8 * 64;
-    const size_t row = kv_row_bytes(DType::F16, 64);
-    std::vector<uint8_t> k(1024 * 8 * row), v(1024 * 8 * row);
-    std::vector<float> q(static_cast<size_t>(1024 * W)), o(static_cast<size_t>(1024 * W));
-    for (size_t i = 0; i < q.size(); ++i) q[i] = x[i % x.size()];
-    for (int64_t p = 0; p < 1024 * 8; ++p) {
-      kv_store_row(DType::F16, x.data() + (p % 256) * 64, 64, k.data() + static_cast<size_t>(p) * row);
-      kv_store_row(DType::F16, x.data() + ((p + 7) % 256) * 64, 64, v.data() + static_cast<size_t>(p) * row);
-    }
-    KvView kv{k.data(), v.data(), DType::F16, static_cast<int64_t>(8 * row), static_cast<int64_t>(row)};
-    const double s = median_seconds(3, [&] { flash_attention(sh, q.data(), 1024, W, kv, o.data(), W, pool); });
-    d.attn_gflops = 4.0 * 1024 * 1024 * static_cast<double>(W) / s / 1e9;
-    // the same shape as the vision encoders run it where their GEMMs are bf16: bf16 attention from
-    // fp32 rows (its packing included; the encoders pack in their q/k/v GEMM instead)
-    if (bf16_gemm_fast() && attention_bf16_available()) {
-      std::vector<float> kf(static_cast<size_t>(1024 * W)), vf(static_cast<size_t>(1024 * W));
-      for (size_t i = 0; i < kf.size(); ++i) kf[i] = x[(i + 7) % x.size()], vf[i] = x[(i + 13) % x.size()];
-      const double sb = median_seconds(3, [&] { attention_bf16(sh, q.data(), 1024, W, kf.data(), vf.data(), W, o.data(), W, pool); });
-      d.vision_attn_gflops = 4.0 * 1024 * 1024 * static_cast<double>(W) / sb / 1e9;
-    }
-  }
+  encoder.sample();
+  // the encoder's rates: the medians of the three samples taken across the calibration
+  d.vision_gflops = median_of(encoder.vision_gflops);
+  d.attn_gflops = median_of(encoder.attn_gflops);
+  if (!encoder.vision_attn_gflops.empty()) d.vision_attn_gflops = median_of(encoder.vision_attn_gflops);
   // decode attention: one query per head (8 heads on 4 kv heads) over 4096 cached positions, fp16,
   // as the rate at which it gets through the cache's bytes (conversion and dot products included)
   {

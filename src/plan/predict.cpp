@@ -162,24 +162,6 @@ double gemm_rate(const DeviceProfile& d, const WeightTensor& t, int tokens, bool
   return r;
 }
 
-// The resampler's scratch a process keeps after a frame (image/resize.cpp): for each of its three
-// buffers the largest any of the processor's resizes asked for (core/scratch_buffer.h). A resize
-// in_w x in_h -> out_w x out_h with a horizontal pass holds the source as columns and the
-// resampled columns, and with a vertical pass too those back as rows.
-struct ResizeShape {
-  double in_w, in_h, out_w, out_h;
-};
-double resize_scratch_bytes(const std::vector<ResizeShape>& resizes) {
-  double cols = 0, out_cols = 0, rows = 0;
-  for (const ResizeShape& r : resizes) {
-    if (r.out_w == r.in_w) continue;  // a vertical pass alone reads the source in place
-    cols = std::max(cols, r.in_w * r.in_h * 3);
-    out_cols = std::max(out_cols, r.out_w * r.in_h * 3);
-    if (r.out_h != r.in_h) rows = std::max(rows, r.out_w * r.in_h * 3);
-  }
-  return cols + out_cols + rows;
-}
-
 }  // namespace
 
 double prefill_ms(const ModelSpec& m, const DeviceProfile& d, int n, int depth, int n_batch, bool q8) {
@@ -232,16 +214,7 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
     p.vision_per_tile_ms = vision_ms(siglip_tile_work(m.siglip), d);
     p.vision_ms = p.vision_per_tile_ms * p.tiles;
     p.vision_buffers = static_cast<double>(siglip_buffer_bytes(m.siglip));
-    // the processor's resizes (models/smolvlm/preprocess.cpp): the screen to its longest edge, then
-    // either to one tile, or stretched to whole tiles and (a grid of several) to the global tile
-    const double rw = g.resized_w, rh = g.resized_h, T = pc.tile;
-    std::vector<ResizeShape> resizes = {{double(s.screen_w), double(s.screen_h), rw, rh}};
-    if (!pc.split) resizes.push_back({rw, rh, T, T});
-    else {
-      resizes.push_back({rw, rh, double(g.stretched_w), double(g.stretched_h)});
-      if (g.rows) resizes.push_back({double(g.stretched_w), double(g.stretched_h), T, T});
-    }
-    const double scratch = resize_scratch_bytes(resizes);
+    const double scratch = static_cast<double>(idefics3_resize_scratch_bytes(pc, s.screen_w, s.screen_h));
     p.frames = static_cast<double>(s.screen_w) * s.screen_h * 3 + px * 3 + p.tiles * (3.0 * pc.tile * pc.tile) +
                2.0 * p.image_tokens * m.siglip.text_hidden * 4 + scratch;
   } else if (m.vision == VisionFamily::Qwen3VL) {
@@ -254,12 +227,9 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
     p.vision_ms = p.vision_per_tile_ms = vision_ms(qwen_image_work(m.qwen, static_cast<double>(p.patches)), d);
     p.vision_buffers = static_cast<double>(qwen3vl_buffer_bytes(m.qwen, p.patches));
     const double K = 3.0 * m.qwen.temporal * m.qwen.patch * m.qwen.patch;
-    int rh = 0, rw = 0;  // the size qwen3vl_patches resized to
-    const Qwen3VLPreprocessConfig qc = qwen3vl_preprocess_config(m.qwen).with_max_pixels(s.max_pixels);
-    qwen3vl_smart_resize(s.screen_h, s.screen_w, qc.factor(), qc.min_pixels, qc.max_pixels, rh, rw);
     p.frames = static_cast<double>(s.screen_w) * s.screen_h * 3 + px * 3 + static_cast<double>(p.patches) * K * 4 +
                2.0 * p.image_tokens * qwen3vl_out_row(m.qwen) * 4 +
-               resize_scratch_bytes({{double(s.screen_w), double(s.screen_h), double(rw), double(rh)}});
+               static_cast<double>(qwen3vl_resize_scratch_bytes(m.qwen, s.max_pixels, s.screen_w, s.screen_h));
   } else {
     p.prompt_tokens = s.question_tokens;
   }

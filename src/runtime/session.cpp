@@ -99,8 +99,7 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
     if (packed_.count(w.data)) return;
     if (q8_act_) {
       if (!supports_q8_activations(w.type) || w.cols % q8_col_multiple(w.type) != 0) return;
-      PackedWeights pw = pack_q8_panels(w);
-      model.release_pages(w.data, static_cast<size_t>(w.rows) * w.row_stride);
+      PackedWeights pw = pack_q8_panels(w, [&](const uint8_t* p, size_t n) { model.release_pages(p, n); });
       packed_bytes_ += pw.bytes;
       packed_.emplace(w.data, std::move(pw));
     } else if (decode_panels) {
