@@ -178,6 +178,13 @@ TEST(Plan, CostTermsByHand) {
   EXPECT_NEAR(decode_ms(m, d8, 0, DType::F16, false), decode_ms(m, d, 0, DType::F16), 1e-12);
   EXPECT_NEAR(decode_ms(m, d, 0, DType::F16, true), decode_ms(m, d, 0, DType::F16, false), 1e-12);
   EXPECT_NEAR(prefill_ms(m, d8, 100, 0, 512), (100 * flops8 + c.n_layer * 4 * pairs * c.q_dim() / 50e9) * 1e3 + head8, 1e-6);
+  // the element-wise work per token and layer: two norms over the width, RoPE and the K/V stores
+  // over q, k and v, SwiGLU over the FFN
+  DeviceProfile de = d;
+  de.norm_ns = 1, de.rope_store_ns = 2, de.swiglu_ns = 3;
+  const double ew = c.n_layer * (2.0 * c.n_embd * 1 + (c.q_dim() + 2.0 * c.n_head_kv * c.head_dim) * 2 + c.n_ff * 3.0) * 1e-6;  // ms
+  EXPECT_NEAR(decode_ms(m, de, 0, DType::F16) - decode_ms(m, d, 0, DType::F16), ew, 1e-9);
+  EXPECT_NEAR(prefill_ms(m, de, 100, 0, 512) - prefill_ms(m, d, 100, 0, 512), 100 * ew, 1e-6);
 
   Scenario s;
   s.n_ctx = 1024;
@@ -243,7 +250,11 @@ TEST(Plan, DeviceProfilesRoundTripAndScale) {
   d.vision_attn_gflops = 123;
   d.prefill_gflops_short[DType::Q4_K] = 45;
   d.q8_decode_gbs[DType::Q4_K] = 31, d.q8_prefill_gflops_short[DType::Q4_0] = 77;
+  d.norm_ns = 0.25, d.rope_store_ns = 1.5, d.swiglu_ns = 0.125;
   const DeviceProfile r = device_from_json(device_to_json(d), "test.json");
+  EXPECT_EQ(r.norm_ns, 0.25);
+  EXPECT_EQ(r.rope_store_ns, 1.5);
+  EXPECT_EQ(r.swiglu_ns, 0.125);
   EXPECT_EQ(r.q8_decode_gbs, d.q8_decode_gbs);
   EXPECT_EQ(r.q8_prefill_gflops_short, d.q8_prefill_gflops_short);
   EXPECT_TRUE(r.q8_prefill_gflops.empty());

@@ -27,6 +27,7 @@
 #include "kernels/attention_bf16.h"
 #include "kernels/bf16_tiles.h"
 #include "kernels/decode_panels.h"
+#include "kernels/elementwise.h"
 #include "kernels/gemm_panels.h"
 #include "kernels/kernel_table.h"
 #include "kernels/q8_panels.h"
@@ -392,6 +393,45 @@ DeviceProfile calibrate_this_machine(int threads) {
   d.vision_gflops = median_of(encoder.vision_gflops);
   d.attn_gflops = median_of(encoder.attn_gflops);
   if (!encoder.vision_attn_gflops.empty()) d.vision_attn_gflops = median_of(encoder.vision_attn_gflops);
+  // a layer's element-wise work on a 256-token batch of a 2B-like layer (width 2048, 16 query heads
+  // and 8 kv heads of 128, FFN 6144), each op as the session calls it (runtime/session.cpp)
+  {
+    const int64_t n = 256, E = 2048, hd = 128, nh = 16, nkv = 8, QD = nh * hd, KV = nkv * hd, FF = 6144;
+    std::vector<float> xs(static_cast<size_t>(n * E)), dx(xs.size()), yn(xs.size()), w(static_cast<size_t>(E), 1.0f);
+    std::vector<float> q(static_cast<size_t>(n * QD)), k(static_cast<size_t>(n * KV)), v(k.size()), cs(static_cast<size_t>(n * hd));
+    std::vector<float> g(static_cast<size_t>(n * FF)), u(g.size());
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = x[i % x.size()], dx[i] = 0.0f;
+    for (size_t i = 0; i < q.size(); ++i) q[i] = x[i % x.size()];
+    for (size_t i = 0; i < k.size(); ++i) k[i] = x[(i + 3) % x.size()], v[i] = x[(i + 5) % x.size()];
+    for (size_t i = 0; i < g.size(); ++i) g[i] = 0.1f * x[i % x.size()], u[i] = x[(i + 1) % x.size()];
+    for (int64_t i = 0; i < n; ++i) rope_angles(i, static_cast<int>(hd), 10000.0f, &cs[static_cast<size_t>(i * hd)]);
+    const size_t row = kv_row_bytes(DType::F16, static_cast<int>(hd)), tile = kv_tile_bytes(DType::F16, static_cast<int>(hd));
+    std::vector<uint8_t> kc(static_cast<size_t>(n / kKvTile) * nkv * tile), vc(static_cast<size_t>(n) * nkv * row);
+    const double tn = median_seconds(5, [&] {
+      for (int64_t i = 0; i < n; ++i) add_rms_norm(&xs[static_cast<size_t>(i * E)], &dx[static_cast<size_t>(i * E)], w.data(), &yn[static_cast<size_t>(i * E)], E, 1e-6f);
+    });
+    d.norm_ns = tn / static_cast<double>(n * E) * 1e9;
+    const double tr = median_seconds(5, [&] {
+      pool.parallel_for(n, 4, [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          const float* c = &cs[static_cast<size_t>(i * hd)];
+          rope_neox(&q[static_cast<size_t>(i * QD)], static_cast<int>(nh), static_cast<int>(hd), c);
+          rope_neox(&k[static_cast<size_t>(i * KV)], static_cast<int>(nkv), static_cast<int>(hd), c);
+          for (int64_t h = 0; h < nkv; ++h) {
+            kv_store_tile_slot(DType::F16, &k[static_cast<size_t>(i * KV + h * hd)], static_cast<int>(hd),
+                               kc.data() + static_cast<size_t>(i / kKvTile * nkv + h) * tile, static_cast<int>(i % kKvTile));
+            kv_store_row(DType::F16, &v[static_cast<size_t>(i * KV + h * hd)], static_cast<int>(hd),
+                         vc.data() + static_cast<size_t>(i * nkv + h) * row);
+          }
+        }
+      });
+    });
+    d.rope_store_ns = tr / static_cast<double>(n * (QD + 2 * KV)) * 1e9;
+    const double ts = median_seconds(5, [&] {
+      pool.parallel_for(n * FF, 256, [&](int64_t i0, int64_t i1) { swiglu(g.data() + i0, u.data() + i0, i1 - i0); });
+    });
+    d.swiglu_ns = ts / static_cast<double>(n * FF) * 1e9;
+  }
   // decode attention: one query per head (8 heads on 4 kv heads) over 4096 cached positions, fp16,
   // as the rate at which it gets through the cache's bytes (conversion and dot products included)
   {
@@ -469,6 +509,7 @@ std::string device_to_json(const DeviceProfile& d) {
   j["vision_gflops"] = d.vision_gflops, j["attn_gflops"] = d.attn_gflops, j["op_us"] = d.op_us;
   if (d.vision_attn_gflops > 0) j["vision_attn_gflops"] = d.vision_attn_gflops;
   j["attn_decode_gbs"] = d.attn_decode_gbs;
+  if (d.norm_ns > 0) j["norm_ns"] = d.norm_ns, j["rope_store_ns"] = d.rope_store_ns, j["swiglu_ns"] = d.swiglu_ns;
   j["preprocess_ns_src"] = d.preprocess_ns_src, j["preprocess_ns_out"] = d.preprocess_ns_out;
   j["qwen_preprocess_ns_src"] = d.qwen_preprocess_ns_src, j["qwen_preprocess_ns_out"] = d.qwen_preprocess_ns_out;
   j["process_bytes"] = d.process_bytes;
@@ -498,6 +539,11 @@ DeviceProfile device_from_json(const std::string& text, const std::string& path)
   d.attn_gflops = num(j, "attn_gflops", 1e-3, 1e7);
   if (j.contains("vision_attn_gflops")) d.vision_attn_gflops = num(j, "vision_attn_gflops", 1e-3, 1e7);  // optional
   d.attn_decode_gbs = num(j, "attn_decode_gbs", 1e-3, 1e5);
+  if (j.contains("norm_ns")) {  // optional: calibrations before 2026-12-05 lack them
+    d.norm_ns = num(j, "norm_ns", 0, 1e6);
+    d.rope_store_ns = num(j, "rope_store_ns", 0, 1e6);
+    d.swiglu_ns = num(j, "swiglu_ns", 0, 1e6);
+  }
   d.op_us = num(j, "op_us", 0, 1e6);
   d.preprocess_ns_src = num(j, "preprocess_ns_src", 0, 1e9);
   d.preprocess_ns_out = num(j, "preprocess_ns_out", 0, 1e9);
@@ -593,6 +639,11 @@ DeviceProfile apple_device(const std::string& name, int memory_gb, const DeviceP
   d.attn_gflops = here.attn_gflops * fl;
   d.vision_attn_gflops = here.vision_attn_gflops * fl;
   d.attn_decode_gbs = here.attn_decode_gbs * fl;  // compute-bound at these lengths, like the encoder's
+  // the element-wise ops: per core (the norms run on one), at the compute ratio per core
+  const double fl_core = (chip->cpu_fp32_gflops / chip->p_cores) / (here_fp32 / std::max(1, here.threads));
+  d.norm_ns = here.norm_ns / fl_core;
+  d.rope_store_ns = here.rope_store_ns / fl;
+  d.swiglu_ns = here.swiglu_ns / fl;
   d.op_us = here.op_us;
   d.process_bytes = here.process_bytes;
   const double px = here_fp32 / chip->cpu_fp32_gflops;

@@ -35,6 +35,12 @@ struct DeviceProfile {
   // calibrations before it was; the GEMM's rate stands in)
   double vision_attn_gflops = 0;
   double attn_decode_gbs = 0;  // one token's attention: cache bytes per second (fp16, 4096 positions)
+  // A text layer's element-wise work, ns per element, as the session runs it over a 256-token
+  // batch: the two (add+)RMSNorms, one token after another (per element of the width); RoPE of q
+  // and k with the K/V stores into the f16 cache, tokens over the threads (per element of q, k
+  // and v); SwiGLU over the threads (per element of the FFN). 0: not measured (calibrations before
+  // 2026-12-05), no term.
+  double norm_ns = 0, rope_store_ns = 0, swiglu_ns = 0;
   double op_us = 0;         // fixed cost of one kernel call (dispatch to the thread pool and back)
   // image resampling (SmolVLM's, Qwen3-VL's): ns per source pixel and per output pixel
   double preprocess_ns_src = 0, preprocess_ns_out = 0, qwen_preprocess_ns_src = 0, qwen_preprocess_ns_out = 0;

@@ -162,11 +162,19 @@ double gemm_rate(const DeviceProfile& d, const WeightTensor& t, int tokens, bool
   return r;
 }
 
+// The layers' element-wise work for n tokens, seconds (the calibrated per-element costs; 0 where
+// the profile has none): two norms over the width, RoPE and the K/V stores, SwiGLU over the FFN.
+double elementwise_s(const LlamaConfig& c, const DeviceProfile& d, int n) {
+  const double kv = static_cast<double>(c.n_head_kv) * c.head_dim;
+  return static_cast<double>(n) * c.n_layer *
+         (2.0 * c.n_embd * d.norm_ns + (c.q_dim() + 2 * kv) * d.rope_store_ns + static_cast<double>(c.n_ff) * d.swiglu_ns) * 1e-9;
+}
+
 }  // namespace
 
 double prefill_ms(const ModelSpec& m, const DeviceProfile& d, int n, int depth, int n_batch, bool q8) {
   if (n <= 0) return 0;
-  double s = 0;
+  double s = elementwise_s(m.text, d, n);
   const int per_pass = std::min(n, n_batch);
   for_each_layer_matrix(m, [&](const WeightTensor& t) {
     s += 2.0 * n * static_cast<double>(t.rows) * static_cast<double>(t.cols) / (gemm_rate(d, t, per_pass, q8) * 1e9);
@@ -182,7 +190,7 @@ double prefill_ms(const ModelSpec& m, const DeviceProfile& d, int n, int depth, 
 }
 
 double decode_ms(const ModelSpec& m, const DeviceProfile& d, int pos, DType kv_type, bool q8) {
-  double s = 0;
+  double s = elementwise_s(m.text, d, 1);
   for_each_layer_matrix(m, [&](const WeightTensor& t) { s += static_cast<double>(t.bytes()) / (decode_rate(d, t, q8) * 1e9); });
   const WeightTensor& h = head(m);
   s += static_cast<double>(h.bytes()) / (decode_rate(d, h, q8) * 1e9);
