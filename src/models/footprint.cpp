@@ -64,11 +64,29 @@ Qwen3VLPreprocessConfig qwen3vl_preprocess_config(const Qwen3VLVisionConfig& c) 
   return p;
 }
 
-int64_t qwen3vl_patches(const Qwen3VLVisionConfig& c, int64_t max_pixels, int w, int h) {
+namespace {
+
+// The smart-resized size of a w x h screen (the processor's first step).
+struct Resized {
+  int w = 0, h = 0;
+};
+Resized qwen3vl_resized(const Qwen3VLVisionConfig& c, int64_t max_pixels, int w, int h) {
   const Qwen3VLPreprocessConfig pc = qwen3vl_preprocess_config(c).with_max_pixels(max_pixels);
-  int rh = 0, rw = 0;
-  qwen3vl_smart_resize(h, w, pc.factor(), pc.min_pixels, pc.max_pixels, rh, rw);
-  return static_cast<int64_t>(rh / pc.patch) * (rw / pc.patch);
+  Resized r;
+  qwen3vl_smart_resize(h, w, pc.factor(), pc.min_pixels, pc.max_pixels, r.h, r.w);
+  return r;
+}
+
+int64_t patches_of(const Qwen3VLVisionConfig& c, Resized r) { return static_cast<int64_t>(r.h / c.patch) * (r.w / c.patch); }
+
+size_t resize_scratch_of(int w, int h, Resized r) {
+  return resize_scratch_bytes({{static_cast<size_t>(w), static_cast<size_t>(h), static_cast<size_t>(r.w), static_cast<size_t>(r.h)}});
+}
+
+}  // namespace
+
+int64_t qwen3vl_patches(const Qwen3VLVisionConfig& c, int64_t max_pixels, int w, int h) {
+  return patches_of(c, qwen3vl_resized(c, max_pixels, w, h));
 }
 
 size_t qwen3vl_buffer_bytes(const Qwen3VLVisionConfig& c, int64_t patches) {
@@ -78,18 +96,16 @@ size_t qwen3vl_buffer_bytes(const Qwen3VLVisionConfig& c, int64_t patches) {
 }
 
 size_t qwen3vl_resize_scratch_bytes(const Qwen3VLVisionConfig& c, int64_t max_pixels, int w, int h) {
-  const Qwen3VLPreprocessConfig pc = qwen3vl_preprocess_config(c).with_max_pixels(max_pixels);
-  int rh = 0, rw = 0;
-  qwen3vl_smart_resize(h, w, pc.factor(), pc.min_pixels, pc.max_pixels, rh, rw);
-  return resize_scratch_bytes({{static_cast<size_t>(w), static_cast<size_t>(h), static_cast<size_t>(rw), static_cast<size_t>(rh)}});
+  return resize_scratch_of(w, h, qwen3vl_resized(c, max_pixels, w, h));
 }
 
 size_t qwen3vl_frame_bytes(const Qwen3VLVisionConfig& c, int64_t max_pixels, int w, int h) {
-  const int64_t n = qwen3vl_patches(c, max_pixels, w, h);
+  const Resized r = qwen3vl_resized(c, max_pixels, w, h);  // once: the resize is the frame's two terms
+  const int64_t n = patches_of(c, r);
   const size_t K = static_cast<size_t>(3 * c.temporal * c.patch * c.patch);
   const size_t tokens = static_cast<size_t>(n / (c.merge * c.merge));
   return 2 * static_cast<size_t>(w) * static_cast<size_t>(h) * 3 + 2 * static_cast<size_t>(n) * K * sizeof(float) +
-         5 * tokens * static_cast<size_t>(qwen3vl_out_row(c)) * sizeof(float) + qwen3vl_resize_scratch_bytes(c, max_pixels, w, h);
+         5 * tokens * static_cast<size_t>(qwen3vl_out_row(c)) * sizeof(float) + resize_scratch_of(w, h, r);
 }
 
 }  // namespace tessera

@@ -50,7 +50,12 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-// Median seconds of `reps` calls of f, after one warm-up call.
+// The middle of the samples (the upper one of an even count).
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
 // The median time of `reps` calls of f, `before` run (untimed) ahead of each.
 template <class F, class B>
 double median_timed(int reps, F&& f, B&& before) {
@@ -61,10 +66,10 @@ double median_timed(int reps, F&& f, B&& before) {
     f();
     t.push_back(seconds_since(t0));
   }
-  std::sort(t.begin(), t.end());
-  return t[t.size() / 2];
+  return median_of(std::move(t));
 }
 
+// Median seconds of `reps` calls of f, after one warm-up call.
 template <class F>
 double median_seconds(int reps, F&& f) {
   f();  // warm
@@ -234,11 +239,6 @@ struct EncoderSampler {
   }
 };
 
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
-
 }  // namespace
 
 DeviceProfile calibrate_this_machine(int threads) {
@@ -375,17 +375,13 @@ DeviceProfile calibrate_this_machine(int threads) {
         run_matmul(m[i], x.data(), 64, k, y.data(), r, xq, pool);
         if (round > 0) t_short[i].push_back(seconds_since(t0));
       }
-    const auto median = [](std::vector<double>& v) {
-      std::sort(v.begin(), v.end());
-      return v[v.size() / 2];
-    };
     for (size_t i = 0; i < m.size(); ++i) {
       const double flops = 2.0 * static_cast<double>(r) * k / 1e9;
       const DType type = m[i].w.type;
       const bool q8 = m[i].q8;
       (narrow ? (q8 ? d.q8_prefill_gflops_narrow : d.prefill_gflops_narrow) : (q8 ? d.q8_prefill_gflops : d.prefill_gflops))[type] =
-          256 * flops / median(t[i]);
-      if (narrow) (q8 ? d.q8_prefill_gflops_short : d.prefill_gflops_short)[type] = 64 * flops / median(t_short[i]);
+          256 * flops / median_of(t[i]);
+      if (narrow) (q8 ? d.q8_prefill_gflops_short : d.prefill_gflops_short)[type] = 64 * flops / median_of(t_short[i]);
     }
   }
   encoder.sample();
