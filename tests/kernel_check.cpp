@@ -102,6 +102,23 @@ int main() {
     swiglu(got.data(), u.data(), n);
     check(std::memcmp(want.data(), got.data(), got.size() * 4) == 0, "swiglu", DType::F32, n, 0);
   }
+  {  // the fp16 store: bitwise the scalar twin on every upper half-word with tie patterns below
+    std::vector<float> x;
+    for (uint32_t hi = 0; hi < 65536; ++hi)
+      for (uint32_t lo : {0x0000u, 0x0fffu, 0x1000u, 0x1001u, 0x3000u, 0xffffu}) {
+        const uint32_t b = hi << 16 | lo;
+        float f;
+        std::memcpy(&f, &b, 4);
+        x.push_back(f);
+      }
+    for (int64_t step : {1, 16}) {
+      const int64_t len = step == 1 ? static_cast<int64_t>(x.size()) : 1031;
+      std::vector<uint16_t> want(static_cast<size_t>(len * step), 0xabcd), got = want;
+      ref::store_f16(x.data(), len, want.data(), step);
+      store_f16(x.data(), len, got.data(), step);
+      check(want == got, "store_f16", DType::F16, len, step);
+    }
+  }
   {  // GELU-tanh against float64 on a dense grid, softmax rows against float64 (docs/numerics.md)
     std::vector<float> v(200'001);
     for (size_t i = 0; i < v.size(); ++i) v[i] = -20.0f + 40.0f * static_cast<float>(i) / 200'000.0f;

@@ -376,6 +376,37 @@ TEST(Kernels, SwigluMatchesScalarTwinAndFloat64) {
   }
 }
 
+// The fp16 store (the KV cache's): every level bitwise float_to_fp16 (round to nearest even) on
+// every upper half-word of a float with low half-words at and around the rounding ties, then on a
+// random sample, contiguous and strided (the K tile's step of 16), tails included.
+TEST(Kernels, Fp16StoreMatchesScalarTwinBitwise) {
+  std::vector<uint32_t> bits;
+  for (uint32_t hi = 0; hi < 65536; ++hi)
+    for (uint32_t lo : {0x0000u, 0x0001u, 0x0fffu, 0x1000u, 0x1001u, 0x2fffu, 0x3000u, 0x3001u, 0x8000u, 0xffffu})
+      bits.push_back(hi << 16 | lo);
+  std::mt19937 rng(5);
+  for (int i = 0; i < 1'000'003; ++i) bits.push_back(static_cast<uint32_t>(rng()));
+  std::vector<float> x(bits.size());
+  std::memcpy(x.data(), bits.data(), bits.size() * 4);
+  const int64_t n = static_cast<int64_t>(x.size());
+  using Store = void (*)(const float*, int64_t, uint16_t*, int64_t);
+  std::vector<std::pair<const char*, Store>> levels = {{"active", store_f16}};
+  if (has_avx2()) levels.push_back({"avx2", avx2::store_f16});
+  if (has_avx512()) levels.push_back({"avx512", avx512::store_f16});
+  for (int64_t step : {1, 16}) {
+    const int64_t len = step == 1 ? n : 4099;  // strided: a tile-sized run with a tail
+    std::vector<uint16_t> want(static_cast<size_t>(len * step), 0xabcd), got;
+    ref::store_f16(x.data(), len, want.data(), step);
+    for (int64_t i = 0; i < len; ++i) ASSERT_EQ(want[static_cast<size_t>(i * step)], float_to_fp16(x[static_cast<size_t>(i)]));
+    for (const auto& [name, store] : levels) {
+      got.assign(want.size(), 0xabcd);
+      store(x.data(), len, got.data(), step);
+      for (size_t i = 0; i < got.size(); ++i)
+        ASSERT_EQ(got[i], want[i]) << name << " step " << step << " at " << i << " (bits " << std::hex << bits[i / step] << ")";
+    }
+  }
+}
+
 // RMS and Layer norms (with and without the fused residual add): every level this CPU has (AVX2,
 // AVX-512 and NEON keep the statistics' eight partial sums in double vectors) bitwise the scalar
 // twins, tails included, and within a few float ulp of float64 (rows with a large common offset

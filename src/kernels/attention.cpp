@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "kernels/elementwise.h"
 #include "kernels/exp_poly.h"
 #include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
@@ -45,6 +46,10 @@ float store_values(DType t, const float* src, int head_dim, uint8_t* dst, size_t
     const float inv = amax > 0.0f ? 127.0f / amax : 0.0f;
     for (int d = 0; d < head_dim; ++d) dst[d * step] = static_cast<uint8_t>(static_cast<int8_t>(std::nearbyint(src[d] * inv)));
     return amax / 127.0f;
+  }
+  if (t == DType::F16) {  // the dispatched conversion (F16C, NEON): decode stores 2 rows per kv head and layer
+    store_f16(src, head_dim, reinterpret_cast<uint16_t*>(dst), static_cast<int64_t>(step));
+    return 1.0f;
   }
   const size_t e = kv_row_bytes(t, 1) * step;
   for (int d = 0; d < head_dim; ++d) {
@@ -186,12 +191,15 @@ void flash_attention(const AttentionShape& s, const float* q, int64_t n_q, int64
   const int64_t visible = s.causal ? std::min(s.n_kv, s.q_pos0 + n_q) : s.n_kv;
   const int64_t n_seg = std::max<int64_t>(1, (visible + kAttnSegment - 1) / kAttnSegment);
   const int64_t rows_per_kv = n_q * group, blocks = (rows_per_kv + kAttnRows - 1) / kAttnRows;
-  const int64_t part_len = hd + 2;
+  // a row's part (m, l, O) on cache lines of its own: neighbouring parts belong to other items,
+  // often run on the other thread, and a shared line written per block of keys cost decode's
+  // attention its parallel speed-up (3 kv heads on 2 threads took as long as on one)
+  const int64_t part_len = (hd + 2 + 15) / 16 * 16;
 
   thread_local std::vector<float> parts;  // grows to the largest call, then stays
-  const size_t need = static_cast<size_t>(n_q * s.n_head * n_seg * part_len);
+  const size_t need = static_cast<size_t>(n_q * s.n_head * n_seg * part_len) + 16;
   if (parts.size() < need) parts.resize(need);
-  float* P = parts.data();
+  float* P = parts.data() + (16 - reinterpret_cast<uintptr_t>(parts.data()) / 4 % 16) % 16;  // 64-byte aligned
   const auto block = kernels().attention_block;
 
   auto row_end = [&](int64_t i) { return s.causal ? std::min(s.n_kv, s.q_pos0 + i + 1) : s.n_kv; };

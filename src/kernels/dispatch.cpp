@@ -48,6 +48,7 @@ KernelTable scalar_table() {
   t.softmax_row = ref::softmax_row;
   t.gelu_tanh = ref::gelu_tanh;
   t.swiglu = ref::swiglu;
+  t.store_f16 = ref::store_f16;
   t.rms_norm = ref::rms_norm;
   t.add_rms_norm = ref::add_rms_norm;
   t.layer_norm = ref::layer_norm;
@@ -87,6 +88,7 @@ KernelTable make_table(Isa level) {
       if (cpu_features().sme) t.gemm_rows = neon::gemm_rows_sme;
 #endif
       t.swiglu = neon::swiglu;
+      t.store_f16 = neon::store_f16;
       t.softmax_row = neon::softmax_row_v16;
       t.gelu_tanh = neon::gelu_tanh_v16;
       t.rms_norm = neon::rms_norm;
@@ -111,6 +113,7 @@ KernelTable make_table(Isa level) {
       t.quantize_row_q8_1 = avx2::quantize_row_q8_1;
       t.matmul_q8_rows = avx2::matmul_q8_rows;
       t.swiglu = avx2::swiglu;
+      t.store_f16 = avx2::store_f16;
       t.rms_norm = avx2::rms_norm;
       t.add_rms_norm = avx2::add_rms_norm;
       t.layer_norm = avx2::layer_norm;
@@ -130,6 +133,7 @@ KernelTable make_table(Isa level) {
       t.softmax_row = avx512::softmax_row;
       t.gelu_tanh = avx512::gelu_tanh;
       t.swiglu = avx512::swiglu;
+      t.store_f16 = avx512::store_f16;
       t.rms_norm = avx512::rms_norm;
       t.add_rms_norm = avx512::add_rms_norm;
       t.layer_norm = avx512::layer_norm;
@@ -268,6 +272,7 @@ void parallel_row_groups(int64_t n_rows, ThreadPool& pool, RangeFn fn) {
 void softmax_row(float* x, int64_t n, float scale) { kernels().softmax_row(x, n, scale); }
 void gelu_tanh(float* x, int64_t n) { kernels().gelu_tanh(x, n); }
 void swiglu(float* g, const float* u, int64_t n) { kernels().swiglu(g, u, n); }
+void store_f16(const float* x, int64_t n, uint16_t* y, int64_t step) { kernels().store_f16(x, n, y, step); }
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) { kernels().rms_norm(x, w, y, n, eps); }
 void add_rms_norm(float* x, const float* d, const float* w, float* y, int64_t n, float eps) {
   kernels().add_rms_norm(x, d, w, y, n, eps);

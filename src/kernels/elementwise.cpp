@@ -1,4 +1,5 @@
 #include "kernels/elementwise.h"
+#include "core/fp16.h"
 #include "kernels/exp_poly.h"
 #include "kernels/kernels.h"
 
@@ -111,6 +112,10 @@ void add_inplace(float* y, const float* x, int64_t n) {
 }
 
 namespace ref {
+
+void store_f16(const float* x, int64_t n, uint16_t* y, int64_t step) {
+  for (int64_t i = 0; i < n; ++i) y[i * step] = float_to_fp16(x[i]);
+}
 
 void swiglu(float* g, const float* u, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {

@@ -34,6 +34,7 @@ struct KernelTable {
   void (*softmax_row)(float* x, int64_t n, float scale);
   void (*gelu_tanh)(float* x, int64_t n);
   void (*swiglu)(float* g, const float* u, int64_t n);
+  void (*store_f16)(const float* x, int64_t n, uint16_t* y, int64_t step);
   void (*rms_norm)(const float* x, const float* w, float* y, int64_t n, float eps);
   void (*add_rms_norm)(float* x, const float* d, const float* w, float* y, int64_t n, float eps);
   void (*layer_norm)(const float* x, const float* w, const float* b, float* y, int64_t n, float eps);

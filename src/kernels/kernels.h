@@ -117,7 +117,8 @@ void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq
                    int64_t xs, float* y, int64_t ys);                                            \
   void gemm_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m,       \
                  int64_t xs, float* y, int64_t ys);                                            \
-  void swiglu(float* g, const float* u, int64_t n);
+  void swiglu(float* g, const float* u, int64_t n);                                             \
+  void store_f16(const float* x, int64_t n, uint16_t* y, int64_t step);
 #define TESSERA_Q8_DECL                                                                          \
   void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq,        \
                       int64_t m, int64_t xq_stride, float* y, int64_t ys);

@@ -80,6 +80,10 @@ inline V16 f16x16(const uint16_t* p) {
   for (int i = 0; i < 4; ++i) r.v[i] = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(p + 4 * i)));
   return r;
 }
+// FPCR's rounding, nearest even unless a program changes it (tessera does not)
+inline void store_f16x16(uint16_t* p, V16 a) {
+  for (int i = 0; i < 4; ++i) vst1_u16(p + 4 * i, vreinterpret_u16_f16(vcvt_f16_f32(a.v[i])));
+}
 inline V16 bf16x16(const uint16_t* p) {
   V16 r;
   for (int i = 0; i < 4; ++i) r.v[i] = vreinterpretq_f32_u32(vshll_n_u16(vld1_u16(p + 4 * i), 16));
