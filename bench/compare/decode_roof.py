@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+"""Decode against the DRAM roof, measured in the same minute: rounds of `tessera probe` (its
+2-thread DRAM read rate) and `tessera bench` tgN (one repetition per binary, order shuffled), then
+the probe again. A round's roof is the mean of the probe before and after it; its fraction is
+decode t/s x bytes read per token / that roof. The bytes per token come from one `tessera profile`
+of the same decode (every decode op's bytes, weights and KV cache, divided by the tokens).
+
+On these shared VMs the host's DRAM rate moves between 11 and 55 GB/s from one minute to the
+next, so a roof measured once (models/probe.json) makes the fraction a statement about the
+calibration minute; here each round carries its own.
+
+  python3 bench/compare/decode_roof.py --rounds 7 --out bench/results/decode_roof_DATE_CLASS \
+      [--base /tmp/wt_base/build/tessera] [--model M] [--n 128] [--threads 2] [--isa avx2]
+"""
+import argparse
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def run(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"decode_roof: {' '.join(cmd)} failed: {r.stderr.strip().splitlines()[-1:]}")
+    return r.stdout
+
+
+def dram_gbs(tessera, threads, tmp):
+    run([tessera, "probe", "-t", str(threads), "-r", "3", "-o", tmp])
+    for m in json.load(open(tmp))["probe"]:
+        if m["name"] == "read_dram" and m["threads"] == threads:
+            return m["median"]
+    sys.exit("decode_roof: the probe wrote no read_dram row")
+
+
+def decode_tps(binary, args):
+    cmd = [binary, "bench", "-t", str(args.threads), "-p", "0", "-n", str(args.n), "-d", "0", "-r", "1", "--json"]
+    if args.model:
+        cmd += ["-m", args.model]
+    if args.isa:
+        cmd += ["--isa", args.isa]
+    out = json.loads(run(cmd))
+    for r in out["results"]:
+        if r["test"] == f"tg{args.n}":
+            return r["median"], out["machine"]
+    sys.exit(f"decode_roof: no tg{args.n} row from {binary}")
+
+
+def bytes_per_token(binary, args, tmp):
+    cmd = [binary, "profile", "-t", str(args.threads), "-n", str(args.n), "-p", "Write a long story about a robot.", "--json", tmp]
+    if args.model:
+        cmd += ["-m", args.model]
+    if args.isa:
+        cmd += ["--isa", args.isa]
+    run(cmd)
+    p = json.load(open(tmp))
+    ops = [o for o in p["ops"] if o["op"].startswith("decode / ")]
+    tokens = max(o["calls"] for o in ops if "lm_head" in o["op"] or "output" in o["op"])
+    return sum(o["bytes"] for o in ops) / tokens, tokens
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--tessera", default=os.path.join(ROOT, "build", "tessera"))
+    ap.add_argument("--base", help="a second tessera binary, measured in the same rounds")
+    ap.add_argument("--model")
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--n", type=int, default=128)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--isa", help="cap tessera's kernels (as --isa avx2 on an AVX-512 machine: the AVX2 proxy)")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    tmp = os.path.join(args.out, ".probe.json")
+    bpt, profiled = bytes_per_token(args.tessera, args, os.path.join(args.out, "profile.json"))
+    bins = {"tessera": args.tessera}
+    if args.base:
+        bins["base"] = args.base
+    rounds, machine = [], None
+    for i in range(args.rounds):
+        before = dram_gbs(args.tessera, args.threads, tmp)
+        order = list(bins)
+        random.shuffle(order)
+        tps = {}
+        for name in order:
+            tps[name], machine = decode_tps(bins[name], args)
+        after = dram_gbs(args.tessera, args.threads, tmp)
+        roof = (before + after) / 2
+        row = {"round": i + 1, "dram_before": before, "dram_after": after, "roof": roof}
+        for name, v in tps.items():
+            row[name + "_tps"] = v
+            row[name + "_fraction"] = v * bpt / 1e9 / roof
+        rounds.append(row)
+        print(json.dumps(row), flush=True)
+    os.remove(tmp)
+
+    def stat(key):
+        v = [r[key] for r in rounds]
+        return statistics.median(v), min(v), max(v)
+
+    lines = [f"# Decode against the DRAM roof, {args.rounds} interleaved rounds", "",
+             f"machine: `{json.dumps(machine)}`", "",
+             f"bytes read per decoded token: {bpt / 1e6:.1f} MB (`tessera profile`, {profiled} tokens); tg{args.n}, "
+             f"{args.threads} threads{'; --isa ' + args.isa if args.isa else ''}; a round's roof: the mean of `tessera probe`'s read_dram before and after it", "",
+             "| round | DRAM before GB/s | after | " + " | ".join(f"{n} t/s | {n} of roof" for n in bins) + " |",
+             "|---|---|---|" + "---|---|" * len(bins)]
+    for r in rounds:
+        lines.append(f"| {r['round']} | {r['dram_before']:.1f} | {r['dram_after']:.1f} | " +
+                     " | ".join(f"{r[n + '_tps']:.1f} | {100 * r[n + '_fraction']:.0f}%" for n in bins) + " |")
+    lines.append("")
+    for n in bins:
+        m, lo, hi = stat(n + "_fraction")
+        tm, tlo, thi = stat(n + "_tps")
+        lines.append(f"- {n} ({bins[n]}): {tm:.1f} t/s ({tlo:.1f}..{thi:.1f}); **{100 * m:.0f}%** of the roof "
+                     f"(rounds {100 * lo:.0f}..{100 * hi:.0f}%)")
+    m, lo, hi = stat("roof")
+    lines.append(f"- roof: {m:.1f} GB/s ({lo:.1f}..{hi:.1f})")
+    open(os.path.join(args.out, "decode_roof.md"), "w").write("\n".join(lines) + "\n")
+    json.dump({"bytes_per_token": bpt, "machine": machine, "rounds": rounds}, open(os.path.join(args.out, "decode_roof.json"), "w"), indent=1)
+    print("\n".join(lines[-len(bins) - 1:]))
+
+
+if __name__ == "__main__":
+    main()
