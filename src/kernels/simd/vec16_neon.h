@@ -95,6 +95,8 @@ inline V16 i8x16(const int8_t* p) {
   return {{vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo))),
            vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi)))}};
 }
+// The largest lane (max is exact: any order gives the same value; a ±0 tie may keep either zero).
+inline float reduce_max16(V16 a) { return vmaxvq_f32(vmaxq_f32(vmaxq_f32(a.v[0], a.v[1]), vmaxq_f32(a.v[2], a.v[3]))); }
 // reduce16's tree: (a[i] + a[i+8]) -> (+ [i+4]) -> (+ [i+2]) -> (+ [i+1])
 inline float reduce16(V16 a) {
   const float32x4_t s4 = vaddq_f32(vaddq_f32(a.v[0], a.v[2]), vaddq_f32(a.v[1], a.v[3]));

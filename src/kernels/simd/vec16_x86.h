@@ -64,6 +64,13 @@ inline V16 bf16x16(const uint16_t* p) {
 // 16 int8 in a register, as floats.
 inline V16 i8x16(__m128i b) { return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b))}; }
 inline V16 i8x16(const int8_t* p) { return i8x16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+// The largest lane (max is exact, so any order gives the same value; a ±0 tie may keep either zero).
+inline float reduce_max16(V16 a) {
+  const __m256 m8 = _mm256_max_ps(_mm512_castps512_ps256(a.v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a.v), 1)));
+  const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+  const __m128 m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  return _mm_cvtss_f32(_mm_max_ss(m2, _mm_shuffle_ps(m2, m2, 1)));
+}
 inline float reduce16(V16 a) {
   const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(a.v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a.v), 1)));
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
@@ -160,6 +167,12 @@ inline V16 i8x16(__m128i b) {
   return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)))};
 }
 inline V16 i8x16(const int8_t* p) { return i8x16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline float reduce_max16(V16 a) {  // as the AVX-512 one
+  const __m256 m8 = _mm256_max_ps(a.lo, a.hi);
+  const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));
+  const __m128 m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+  return _mm_cvtss_f32(_mm_max_ss(m2, _mm_shuffle_ps(m2, m2, 1)));
+}
 inline float reduce16(V16 a) {
   const __m256 s8 = _mm256_add_ps(a.lo, a.hi);
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
