@@ -191,10 +191,13 @@ void flash_attention(const AttentionShape& s, const float* q, int64_t n_q, int64
   const int64_t visible = s.causal ? std::min(s.n_kv, s.q_pos0 + n_q) : s.n_kv;
   const int64_t n_seg = std::max<int64_t>(1, (visible + kAttnSegment - 1) / kAttnSegment);
   const int64_t rows_per_kv = n_q * group, blocks = (rows_per_kv + kAttnRows - 1) / kAttnRows;
-  // a row's part (m, l, O) on cache lines of its own: neighbouring parts belong to other items,
-  // often run on the other thread, and a shared line written per block of keys cost decode's
-  // attention its parallel speed-up (3 kv heads on 2 threads took as long as on one)
-  const int64_t part_len = (hd + 2 + 15) / 16 * 16;
+  // with few rows per kv head (decode), a row's part (m, l, O) on cache lines of its own:
+  // neighbouring parts belong to other items, often run on the other thread, and a shared line
+  // written per block of keys cost decode's attention its parallel speed-up (3 kv heads on 2
+  // threads took as long as on one). Many rows (prefill, vision) keep them packed: there a part
+  // is one of hundreds written by the same item, and the buffer holds every row's parts at once
+  // (an 8160-patch Qwen3-VL image on the fp32 path: 551 MB; padded it would be 668).
+  const int64_t part_len = rows_per_kv <= kFewRows ? (hd + 2 + 15) / 16 * 16 : hd + 2;
 
   thread_local std::vector<float> parts;  // grows to the largest call, then stays
   const size_t need = static_cast<size_t>(n_q * s.n_head * n_seg * part_len) + 16;
