@@ -11,6 +11,7 @@
 #include "kernels/kernels.h"
 #include "kernels/q8_panels.h"
 #include "kernels/simd/deq16.h"
+#include "kernels/x86/prefetch_stream.h"
 
 namespace tessera::avx2 {
 
