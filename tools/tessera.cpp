@@ -361,7 +361,10 @@ int main(int argc, char** argv) {
   std::string probe_out;
   probe->add_option("-t,--threads", po.threads, "threads for the all-core figures (default: all cores)")->check(CLI::Range(1, 1024));
   probe->add_option("-r,--repetitions", po.repetitions, "timed runs per figure (median reported)")->check(CLI::Range(1, 100));
-  probe->add_option("-o,--output", probe_out, "write the results as JSON (default: models/probe.json)");
+  probe->add_option("-o,--output", probe_out, "write the results as JSON (default: models/probe.json; with --read-bytes, only when given)");
+  probe->add_option("--read-bytes", po.read_bytes,
+                    "only the read rates, plus read_set: reading this many bytes in all, split across the threads (a decode's bytes per token)")
+      ->check(CLI::Range(int64_t{1} << 16, int64_t{64} << 30));
 
   try {
     app.parse(argc, argv);
@@ -395,8 +398,9 @@ int main(int argc, char** argv) {
     if (*quantize) return cmd_quantize(common, qargs, quantize->count("-c") ? common.ctx : 512);
     if (*convert) return cmd_convert(conv_in, out_path, conv_type, tensor_types);
     if (*probe) {
-      const std::string path = probe_out.empty() ? std::string(TESSERA_SOURCE_DIR) + "/models/probe.json" : probe_out;
-      check_output_path(path);
+      // a read-only run does not replace the saved peaks the profiler reads
+      const std::string path = !probe_out.empty() ? probe_out : po.read_bytes > 0 ? "" : std::string(TESSERA_SOURCE_DIR) + "/models/probe.json";
+      if (!path.empty()) check_output_path(path);
       if (po.threads > 0) po.threads = cap_threads(po.threads);
       const auto res = run_probe(po);
       std::printf("| measure | threads | median | unit | min | max |\n|---|---|---|---|---|---|\n");
@@ -404,6 +408,7 @@ int main(int argc, char** argv) {
         const auto [mn, mx] = std::minmax_element(r.samples.begin(), r.samples.end());
         std::printf("| %s | %d | %.1f | %s | %.1f | %.1f |\n", r.name.c_str(), r.threads, r.value, r.unit.c_str(), *mn, *mx);
       }
+      if (path.empty()) return 0;
       write_output_file(path, probe_to_json(res));
       std::fprintf(stderr, "saved %s\n", path.c_str());
       return 0;

@@ -1,13 +1,18 @@
 #!/usr/bin/env python3
-"""Decode against the DRAM roof, measured in the same minute: rounds of `tessera probe` (its
-2-thread DRAM read rate) and `tessera bench` tgN (one repetition per binary, order shuffled), then
-the probe again. A round's roof is the mean of the probe before and after it; its fraction is
-decode t/s x bytes read per token / that roof. The bytes per token come from one `tessera profile`
-of the same decode (every decode op's bytes, weights and KV cache, divided by the tokens).
+"""Decode against the bandwidth roof of the bytes it reads, measured in the same minute: rounds of
+`tessera probe --read-bytes B` (the 2-thread read rate over a buffer of B bytes, B = the bytes one
+decoded token reads, split across the threads; and the DRAM rate), `tessera bench` tgN (one
+repetition per binary, order shuffled), then the probe again. A round's roof is the mean of the
+read_set rates before and after it; its fraction is decode t/s x bytes read per token / that roof.
+The bytes per token come from one `tessera profile` of the same decode (every decode op's bytes,
+weights and KV cache, divided by the tokens).
 
-On these shared VMs the host's DRAM rate moves between 11 and 55 GB/s from one minute to the
-next, so a roof measured once (models/probe.json) makes the fraction a statement about the
-calibration minute; here each round carries its own.
+The roof is the working set's: a model whose bytes per token fit the last-level cache (SmolLM2's
+101 MB on a Xeon with a 260 MiB L3) is read at the L3 rate, not DRAM's; one that does not (a 2B
+model's 1.1 GB) at DRAM's. The DRAM fraction is reported beside it. On these shared VMs the host's
+DRAM rate moves between 11 and 55 GB/s from one minute to the next, so a roof measured once
+(models/probe.json) makes the fraction a statement about the calibration minute; here each round
+carries its own.
 
   python3 bench/compare/decode_roof.py --rounds 7 --out bench/results/decode_roof_DATE_CLASS \
       [--base /tmp/wt_base/build/tessera] [--model M] [--n 128] [--threads 2] [--isa avx2]
@@ -30,12 +35,13 @@ def run(cmd):
     return r.stdout
 
 
-def dram_gbs(tessera, threads, tmp):
-    run([tessera, "probe", "-t", str(threads), "-r", "3", "-o", tmp])
-    for m in json.load(open(tmp))["probe"]:
-        if m["name"] == "read_dram" and m["threads"] == threads:
-            return m["median"]
-    sys.exit("decode_roof: the probe wrote no read_dram row")
+def read_gbs(tessera, threads, set_bytes, tmp):
+    """(read_set, read_dram) at `threads` threads, GB/s."""
+    run([tessera, "probe", "-t", str(threads), "-r", "3", "--read-bytes", str(int(set_bytes)), "-o", tmp])
+    got = {m["name"]: m["median"] for m in json.load(open(tmp))["probe"] if m["threads"] == threads}
+    if "read_set" not in got or "read_dram" not in got:
+        sys.exit("decode_roof: the probe wrote no read_set / read_dram row")
+    return got["read_set"], got["read_dram"]
 
 
 def decode_tps(binary, args):
@@ -83,18 +89,19 @@ def main():
         bins["base"] = args.base
     rounds, machine = [], None
     for i in range(args.rounds):
-        before = dram_gbs(args.tessera, args.threads, tmp)
+        before, dram_before = read_gbs(args.tessera, args.threads, bpt, tmp)
         order = list(bins)
         random.shuffle(order)
         tps = {}
         for name in order:
             tps[name], machine = decode_tps(bins[name], args)
-        after = dram_gbs(args.tessera, args.threads, tmp)
-        roof = (before + after) / 2
-        row = {"round": i + 1, "dram_before": before, "dram_after": after, "roof": roof}
+        after, dram_after = read_gbs(args.tessera, args.threads, bpt, tmp)
+        roof, dram = (before + after) / 2, (dram_before + dram_after) / 2
+        row = {"round": i + 1, "set_before": before, "set_after": after, "roof": roof, "dram": dram}
         for name, v in tps.items():
             row[name + "_tps"] = v
             row[name + "_fraction"] = v * bpt / 1e9 / roof
+            row[name + "_of_dram"] = v * bpt / 1e9 / dram
         rounds.append(row)
         print(json.dumps(row), flush=True)
     os.remove(tmp)
@@ -103,26 +110,32 @@ def main():
         v = [r[key] for r in rounds]
         return statistics.median(v), min(v), max(v)
 
-    lines = [f"# Decode against the DRAM roof, {args.rounds} interleaved rounds", "",
+    lines = [f"# Decode against the read roof of its working set, {args.rounds} interleaved rounds", "",
              f"machine: `{json.dumps(machine)}`", "",
              f"bytes read per decoded token: {bpt / 1e6:.1f} MB (`tessera profile`, {profiled} tokens); tg{args.n}, "
-             f"{args.threads} threads{'; --isa ' + args.isa if args.isa else ''}; a round's roof: the mean of `tessera probe`'s read_dram before and after it", "",
-             "| round | DRAM before GB/s | after | " + " | ".join(f"{n} t/s | {n} of roof" for n in bins) + " |",
-             "|---|---|---|" + "---|---|" * len(bins)]
+             f"{args.threads} threads{'; --isa ' + args.isa if args.isa else ''}; a round's roof: the mean of "
+             f"`tessera probe --read-bytes {int(bpt)}`'s read_set before and after it (read_dram beside it)", "",
+             "| round | set GB/s before | after | DRAM GB/s | " + " | ".join(f"{n} t/s | {n} of roof | of DRAM" for n in bins) + " |",
+             "|---|---|---|---|" + "---|---|---|" * len(bins)]
     for r in rounds:
-        lines.append(f"| {r['round']} | {r['dram_before']:.1f} | {r['dram_after']:.1f} | " +
-                     " | ".join(f"{r[n + '_tps']:.1f} | {100 * r[n + '_fraction']:.0f}%" for n in bins) + " |")
+        lines.append(f"| {r['round']} | {r['set_before']:.1f} | {r['set_after']:.1f} | {r['dram']:.1f} | " +
+                     " | ".join(f"{r[n + '_tps']:.1f} | {100 * r[n + '_fraction']:.0f}% | {100 * r[n + '_of_dram']:.0f}%" for n in bins) + " |")
     lines.append("")
     for n in bins:
         m, lo, hi = stat(n + "_fraction")
         tm, tlo, thi = stat(n + "_tps")
+        dm, _, _ = stat(n + "_of_dram")
         lines.append(f"- {n} ({bins[n]}): {tm:.1f} t/s ({tlo:.1f}..{thi:.1f}); **{100 * m:.0f}%** of the roof "
-                     f"(rounds {100 * lo:.0f}..{100 * hi:.0f}%)")
+                     f"(rounds {100 * lo:.0f}..{100 * hi:.0f}%); {100 * dm:.0f}% of DRAM's")
+    if args.base:
+        r = [x["tessera_tps"] / x["base_tps"] for x in rounds]
+        lines.append(f"- tessera / base, per round: {statistics.median(r):.3f}x ({min(r):.3f}..{max(r):.3f})")
     m, lo, hi = stat("roof")
-    lines.append(f"- roof: {m:.1f} GB/s ({lo:.1f}..{hi:.1f})")
+    dm, dlo, dhi = stat("dram")
+    lines.append(f"- roof (read_set): {m:.1f} GB/s ({lo:.1f}..{hi:.1f}); DRAM {dm:.1f} GB/s ({dlo:.1f}..{dhi:.1f})")
     open(os.path.join(args.out, "decode_roof.md"), "w").write("\n".join(lines) + "\n")
     json.dump({"bytes_per_token": bpt, "machine": machine, "rounds": rounds}, open(os.path.join(args.out, "decode_roof.json"), "w"), indent=1)
-    print("\n".join(lines[-len(bins) - 1:]))
+    print("\n".join(lines[-len(bins) - 1 - bool(args.base):]))
 
 
 if __name__ == "__main__":

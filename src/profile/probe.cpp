@@ -146,21 +146,29 @@ std::vector<ProbeResult> run_probe(const ProbeOptions& opt) {
   if (!reader || loops.empty()) fail("the probe needs AVX2+FMA (x86-64) or NEON (AArch64); this CPU has neither");
   const auto scaled = [&](int64_t n) { return std::max<int64_t>(1, static_cast<int64_t>(static_cast<double>(n) * opt.scale)); };
   std::vector<ProbeResult> out;
-  for (const ComputeLoop& c : loops)
-    for (int t : counts) {
-      const int64_t iters = scaled(c.iters);
-      out.push_back(measure(c.name, c.unit, 1e9, t, opt.repetitions, [&](int) { return c.loop(iters); }));
-    }
-  // read bandwidth: per-thread buffers of L2, L3 and DRAM size
+  if (opt.read_bytes <= 0)
+    for (const ComputeLoop& c : loops)
+      for (int t : counts) {
+        const int64_t iters = scaled(c.iters);
+        out.push_back(measure(c.name, c.unit, 1e9, t, opt.repetitions, [&](int) { return c.loop(iters); }));
+      }
+  // read bandwidth: per-thread buffers of L2, L3 and DRAM size; a set of read_bytes in all
   struct Level {
     const char* name;
-    size_t bytes;
+    size_t bytes;  // per thread; 0: read_bytes split across the threads
     int passes;
   };
-  for (const Level& lv : {Level{"read_l2", size_t{512} << 10, 4000}, Level{"read_l3", size_t{16} << 20, 60}, Level{"read_dram", size_t{512} << 20, 2}}) {
-    const size_t bytes = std::max<size_t>(size_t{64} << 10, static_cast<size_t>(static_cast<double>(lv.bytes) * std::min(1.0, opt.scale * 100)) / 64 * 64);
+  std::vector<Level> levels = {{"read_l2", size_t{512} << 10, 4000}, {"read_l3", size_t{16} << 20, 60}, {"read_dram", size_t{512} << 20, 2}};
+  if (opt.read_bytes > 0) {
+    if (opt.read_bytes > (int64_t{64} << 30)) fail("probe: --read-bytes %lld is over 64 GiB", static_cast<long long>(opt.read_bytes));
+    // at least 2 passes and about 1 GB read per timed run
+    levels.push_back({"read_set", 0, static_cast<int>(std::max<int64_t>(2, (int64_t{1} << 30) / opt.read_bytes))});
+  }
+  for (const Level& lv : levels) {
     const int passes = static_cast<int>(std::max<int64_t>(1, scaled(lv.passes)));
     for (int t : counts) {
+      const size_t want = lv.bytes ? lv.bytes : static_cast<size_t>(opt.read_bytes / t);
+      const size_t bytes = std::max<size_t>(size_t{64} << 10, static_cast<size_t>(static_cast<double>(want) * std::min(1.0, opt.scale * 100)) / 64 * 64);
       std::vector<std::unique_ptr<float, decltype(&std::free)>> bufs;
       for (int i = 0; i < t; ++i) {
         float* p = static_cast<float*>(std::aligned_alloc(64, bytes));

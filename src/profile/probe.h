@@ -2,7 +2,8 @@
 // and of the profiler's roofline. Compute, for each vector level the CPU has: fp32 FMA (AVX2,
 // AVX-512, NEON), int8 dot products (AVX2 vpmaddubsw, AVX512-VNNI, NEON SDOT and SMMLA), bf16
 // (AVX512-BF16), AMX bf16 and int8 when the OS grants tile data (AMX bf16 also with its tile
-// loads, the ceiling a GEMM can reach). Bandwidth: reads from L2-, L3- and DRAM-sized buffers.
+// loads, the ceiling a GEMM can reach). Bandwidth: reads from L2-, L3- and DRAM-sized buffers
+// (and, when asked, from a buffer of a given size: a decode's working set).
 // Each figure is the median of repeated timed runs, on 1 thread and on all threads.
 #pragma once
 #include <string>
@@ -21,6 +22,10 @@ struct ProbeOptions {
   int threads = 0;  // 0: all cores
   int repetitions = 5;
   double scale = 1.0;  // iterations and buffer sizes × scale: < 1 for a quick run (under qemu), whose figures mean nothing
+  // > 0: read rates only (no compute loops), plus "read_set": the read rate over this many bytes
+  // in all, split across the threads -- the roof of a decode that reads this many bytes per token
+  // (L3- or DRAM-bound as the machine's caches decide)
+  int64_t read_bytes = 0;
 };
 
 std::vector<ProbeResult> run_probe(const ProbeOptions& opt);
