@@ -186,6 +186,40 @@ TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
   }
 }
 
+// q, k, v (and gate, up) in one pass of the pool: every output bitwise what its own matmul_q8
+// gives, for decode and prefill, row counts that are not whole panels, 1 to 3 threads.
+TEST(Kernels, MatmulQ8GroupEqualsSeparateCalls) {
+  const int64_t K = 576, nb = K / 32;
+  for (DType t : {DType::Q4_1, DType::Q8_0, DType::Q4_K}) {
+    if (K % info(t).block_elems) continue;
+    const int64_t rows[3] = {72, 24, 29};
+    std::vector<RandomMatrix> W;
+    std::vector<PackedWeights> P;
+    for (int i = 0; i < 3; ++i) W.push_back(make_matrix(t, rows[i], K, static_cast<uint32_t>(11 + i)));
+    for (int i = 0; i < 3; ++i) P.push_back(pack_q8_panels(W[static_cast<size_t>(i)].w));
+    for (int64_t M : {1, 7}) {
+      const std::vector<float> x = random_x(M, K, static_cast<uint32_t>(M + 2));
+      std::vector<BlockQ8_1> xq(static_cast<size_t>(M * nb));
+      for (int64_t i = 0; i < M; ++i) quantize_row_q8_1(x.data() + i * K, xq.data() + i * nb, K);
+      for (int threads : {1, 2, 3}) {
+        ThreadPool pool(threads);
+        std::vector<std::vector<float>> want(3), got(3);
+        Q8Output outs[3];
+        for (int i = 0; i < 3; ++i) {
+          want[static_cast<size_t>(i)].assign(static_cast<size_t>(M * rows[i]), 0.0f);
+          got[static_cast<size_t>(i)].assign(static_cast<size_t>(M * rows[i]), -1.0f);
+          matmul_q8(P[static_cast<size_t>(i)].matrix, xq.data(), M, nb, want[static_cast<size_t>(i)].data(), rows[i], pool);
+          outs[i] = {&P[static_cast<size_t>(i)].matrix, got[static_cast<size_t>(i)].data(), rows[i]};
+        }
+        matmul_q8_group(outs, 3, xq.data(), M, nb, pool);
+        for (int i = 0; i < 3; ++i)
+          ASSERT_EQ(want[static_cast<size_t>(i)], got[static_cast<size_t>(i)])
+              << dtype_name(t) << " M=" << M << " threads=" << threads << " output " << i;
+      }
+    }
+  }
+}
+
 // Prefill long enough to be split into token chunks (VNNI: 256 tokens; the 256-bit kernel: its
 // L2-sized chunks, 108 tokens here, in tiles of 6) and 16-row panels, with a row range that starts
 // mid-panel; the AVX2 kernel too where the CPU has it.

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <random>
 #include <vector>
 
 #include "core/error.h"
@@ -11,6 +13,28 @@ TEST(Sampler, GreedyPicksArgmaxLowestIdOnTies) {
   Sampler s(SamplerOptions{});
   std::vector<float> l = {0.1f, 3.0f, -1.0f, 3.0f};
   EXPECT_EQ(s.sample(l.data(), 4), 1);
+}
+
+// The two-pass greedy argmax against the plain `>` scan it replaced: ties (the first wins), NaNs
+// anywhere (never chosen; a NaN first logit keeps token 0), signed zeros, lengths around the
+// 8-wide unroll.
+TEST(Sampler, GreedyMatchesAScanWithTiesNansAndTails) {
+  std::mt19937 rng(5);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  for (int trial = 0; trial < 2000; ++trial) {
+    const int n = 1 + static_cast<int>(rng() % 40);
+    std::vector<float> l(static_cast<size_t>(n));
+    for (float& v : l) {
+      const uint32_t r = rng() % 10;
+      v = r == 0 ? nan : r == 1 ? 0.0f : r == 2 ? -0.0f : static_cast<float>(static_cast<int>(rng() % 7) - 3);
+    }
+    int32_t want = 0;
+    float best = l[0];
+    for (int i = 1; i < n; ++i)
+      if (l[static_cast<size_t>(i)] > best) best = l[static_cast<size_t>(i)], want = i;
+    Sampler s(SamplerOptions{});
+    ASSERT_EQ(s.sample(l.data(), n), want) << "trial " << trial;
+  }
 }
 
 TEST(Sampler, SeededSamplingIsReproducibleAndSeedsDiffer) {

@@ -309,4 +309,28 @@ void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq
   pool.parallel_for(w.rows, grain, [&](int64_t r0, int64_t r1) { rows(w, r0, r1, xq, m, xq_stride, y, ys); });
 }
 
+void matmul_q8_group(const Q8Output* outs, int n_outs, const BlockQ8_1* xq, int64_t m, int64_t xq_stride, ThreadPool& pool) {
+  constexpr int kMaxOuts = 8;
+  if (n_outs < 1 || n_outs > kMaxOuts) fail("matmul_q8_group: %d outputs (1..%d)", n_outs, kMaxOuts);
+  // each matrix's rows padded to whole 16-row panels, stacked: ranges never split a panel
+  int64_t at[kMaxOuts + 1] = {0};
+  for (int i = 0; i < n_outs; ++i) {
+    const WeightMatrix& w = *outs[i].w;
+    if (!supports_q8_activations(w.type)) fail("8-bit activations are not supported for %s weights", dtype_name(w.type));
+    if (!w.panels) fail("matmul_q8: the %s weights were not repacked (pack_q8_panels)", dtype_name(w.type));
+    if (w.cols != outs[0].w->cols) fail("matmul_q8_group: the matrices take rows of different lengths");
+    at[i + 1] = at[i] + (w.rows + 15) / 16 * 16;
+  }
+  const auto rows = kernels().matmul_q8_rows;
+  const int64_t total = at[n_outs];
+  const int64_t grain = m == 1 ? std::max<int64_t>(16, (decode_grain(total, m, pool) + 15) / 16 * 16) : 16;
+  pool.parallel_for(total, grain, [&](int64_t a, int64_t b) {
+    for (int i = 0; i < n_outs; ++i) {
+      const int64_t r0 = std::max(a, at[i]) - at[i], r1 = std::min(b, at[i + 1]) - at[i];
+      const WeightMatrix& w = *outs[i].w;
+      if (r0 < std::min(r1, w.rows)) rows(w, r0, std::min(r1, w.rows), xq, m, xq_stride, outs[i].y, outs[i].ys);
+    }
+  });
+}
+
 }  // namespace tessera

@@ -109,6 +109,15 @@ void quantize_rows_q8_1(const float* x, int64_t n, int64_t xs, BlockQ8_1* y, int
 // w must carry panels (pack_q8_panels); the *_rows versions take any row range [r0, r1).
 void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq_stride, float* y,
                int64_t ys, ThreadPool& pool);
+// Several matmul_q8 on the same activations (q, k and v; gate and up) in one pass of the pool:
+// their rows are split across the threads as if stacked, so a decode step wakes the pool once, not
+// once per matrix. Each output is bitwise what matmul_q8 gives.
+struct Q8Output {
+  const WeightMatrix* w;  // carries q8 panels
+  float* y;
+  int64_t ys;
+};
+void matmul_q8_group(const Q8Output* outs, int n_outs, const BlockQ8_1* xq, int64_t m, int64_t xq_stride, ThreadPool& pool);
 
 // Per-ISA implementations (row range [r0, r1) of the output), entries of the kernel tables
 // (kernel_table.h) and called directly by tests.

@@ -27,14 +27,21 @@ void Sampler::accept(int32_t token) {
 
 int32_t Sampler::sample(const float* logits, int n_vocab) {
   if (opt_.temperature <= 0.0f && opt_.repeat_penalty == 1.0f && n_vocab > 0) {
-    // greedy without penalties: a plain argmax (the first of equal maxima, as below)
+    // greedy without penalties: a plain argmax, the first of equal maxima (as below), in two
+    // passes: the max over 8 independent running maxima (one dependent compare per logit took
+    // 68 µs for 49152 logits, 2.6% of a SmolLM2 token), then the first index holding it. NaN
+    // logits are never the max, as in a `>` scan; a NaN first logit (no `>` is ever true) keeps 0.
     int32_t best = 0;
-    float best_logit = logits[0];
-    for (int i = 1; i < n_vocab; ++i)
-      if (logits[i] > best_logit) {
-        best_logit = logits[i];
-        best = i;
-      }
+    if (!std::isnan(logits[0])) {
+      float m[8];
+      std::fill(m, m + 8, logits[0]);
+      int i = 0;
+      for (; i + 8 <= n_vocab; i += 8)
+        for (int j = 0; j < 8; ++j) m[j] = logits[i + j] > m[j] ? logits[i + j] : m[j];
+      for (; i < n_vocab; ++i) m[0] = logits[i] > m[0] ? logits[i] : m[0];
+      for (int j = 1; j < 8; ++j) m[0] = m[j] > m[0] ? m[j] : m[0];
+      while (!(logits[best] == m[0])) ++best;
+    }
     accept(best);
     return best;
   }

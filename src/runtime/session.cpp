@@ -131,6 +131,40 @@ void Session::linear(const WeightMatrix& w, const float* x, int n, int64_t xs, f
   matmul_q8(it->second.matrix, xq_.data(), n, nb, y, ys, pool_);
 }
 
+void Session::linear_group(std::initializer_list<LinearOut> outs, const float* x, int n, int64_t xs, const char* what) {
+  const WeightMatrix& first = *outs.begin()->w;
+  Q8Output q8[4];
+  int k = 0;
+  bool fused = q8_act_ && outs.size() <= std::size(q8);
+  OpCost cost;
+  for (const LinearOut& o : outs) {
+    const auto it = packed_.find(o.w->data);
+    fused = fused && it != packed_.end() && o.w->type == first.type && o.w->cols == first.cols;
+    if (!fused) break;
+    q8[k++] = {&it->second.matrix, o.y, o.ys};
+    const OpCost c = matmul_cost(*o.w, n);
+    cost.flops += c.flops, cost.bytes += c.bytes;
+  }
+  if (!fused) {  // one at a time; x quantized once while the types agree
+    bool reuse = false;
+    for (const LinearOut& o : outs) {
+      linear(*o.w, x, n, xs, o.y, o.ys, reuse && o.w->type == first.type, o.what);
+      reuse = true;
+    }
+    return;
+  }
+  char detail[96] = "";
+  if (prof::on()) {
+    int64_t rows = 0;
+    for (const LinearOut& o : outs) rows += o.w->rows;
+    std::snprintf(detail, sizeof detail, "%s %s %lldx%lld", what, dtype_name(first.type), static_cast<long long>(rows),
+                  static_cast<long long>(first.cols));
+  }
+  prof::OpScope op("matmul_q8", detail, cost);
+  quantize_rows_q8_1(x, n, xs, xq_.data(), first.cols, pool_);
+  matmul_q8_group(q8, k, xq_.data(), n, first.cols / 32, pool_);
+}
+
 void Session::truncate(int n) {
   n_past_ = std::clamp(n, 0, n_past_);
   while (!rope_offsets_.empty() && rope_offsets_.back().since > n_past_) rope_offsets_.pop_back();
@@ -347,9 +381,7 @@ void Session::attention_block(int l, int n) {
       else add_rms_norm(&x_[i * E], &tmp_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
     }
   }
-  linear(L.wq, xn_.data(), n, E, q_.data(), QD, false, "q");
-  linear(L.wk, xn_.data(), n, E, k_.data(), KV, L.wk.type == L.wq.type, "k");
-  linear(L.wv, xn_.data(), n, E, v_.data(), KV, L.wv.type == L.wq.type, "v");
+  linear_group({{&L.wq, q_.data(), QD, "q"}, {&L.wk, k_.data(), KV, "k"}, {&L.wv, v_.data(), KV, "v"}}, xn_.data(), n, E, "qkv");
   {
     prof::OpScope op(c.qk_norm ? "qk_norm+rope+kv store" : "rope+kv store", "", rope_kv_store_cost(n, QD, KV, static_cast<double>(pos_bytes)));
     const auto rope = c.rope_neox ? rope_neox : rope_pairs;
@@ -423,17 +455,19 @@ void Session::ffn_block(int l, int n) {
     prof::OpScope op("add+rms_norm", "", rms_norm_cost(n, E, true));
     for (int i = 0; i < n; ++i) add_rms_norm(&x_[i * E], &tmp_[i * E], L.ffn_norm.data(), &xn_[i * E], E, c.rms_eps);
   }
-  linear(L.w_gate, xn_.data(), n, E, gate_.data(), FF, false, "gate");
-  linear(L.w_up, xn_.data(), n, E, up_.data(), FF, L.w_up.type == L.w_gate.type, "up");
+  linear_group({{&L.w_gate, gate_.data(), FF, "gate"}, {&L.w_up, up_.data(), FF, "up"}}, xn_.data(), n, E, "gate+up");
   {
     prof::OpScope op(c.gelu_ffn ? "geglu" : "swiglu", "", swiglu_cost(static_cast<int64_t>(n) * FF));
     float* g = gate_.data();
     const float* u = up_.data();
-    pool_.parallel_for(static_cast<int64_t>(n) * FF, 256, [&](int64_t i0, int64_t i1) {
+    const auto act = [&](int64_t i0, int64_t i1) {
       if (!c.gelu_ffn) return swiglu(g + i0, u + i0, i1 - i0);
       gelu_tanh(g + i0, i1 - i0);  // Gemma: gelu_tanh(gate) * up
       for (int64_t k = i0; k < i1; ++k) g[k] *= u[k];
-    });
+    };
+    // a decode row's few thousand values take less time than waking the pool
+    if (static_cast<int64_t>(n) * FF <= 8192) act(0, static_cast<int64_t>(n) * FF);
+    else pool_.parallel_for(static_cast<int64_t>(n) * FF, 256, act);
   }
   linear(L.w_down, gate_.data(), n, FF, tmp_.data(), E, false, "down");  // added in the next norm
   if (c.post_norms) post_norm(L.post_ffn_norm, n);

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -107,6 +108,15 @@ class Session {
   // y = W x for n rows of x (row length W.cols, stride xs): fp32 or 8-bit activations.
   void linear(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, int64_t ys, bool reuse_quantized,
               const char* what);
+  // Several linear() on the same x (q, k, v; gate, up): with 8-bit activations and one weight
+  // type, x is quantized once and the matrices share one pass of the pool (matmul_q8_group).
+  struct LinearOut {
+    const WeightMatrix* w;
+    float* y;
+    int64_t ys;
+    const char* what;
+  };
+  void linear_group(std::initializer_list<LinearOut> outs, const float* x, int n, int64_t xs, const char* what);
 
   const LlamaModel& model_;
   ThreadPool pool_;
