@@ -94,7 +94,9 @@ def main():
         random.shuffle(order)
         tps = {}
         for name in order:
-            tps[name], machine = decode_tps(bins[name], args)
+            tps[name], fp = decode_tps(bins[name], args)
+            if name == "tessera":  # the fingerprint (commit included) of the binary measured, not the base's
+                machine = fp
         after, dram_after = read_gbs(args.tessera, args.threads, bpt, tmp)
         roof, dram = (before + after) / 2, (dram_before + dram_after) / 2
         row = {"round": i + 1, "set_before": before, "set_after": after, "roof": roof, "dram": dram}
