@@ -35,6 +35,7 @@ DeviceProfile round_device() {
     d.prefill_gflops[t] = d.prefill_gflops_narrow[t] = 100;
   }
   d.vision_gflops = 200, d.attn_gflops = 50, d.attn_decode_gbs = 20, d.op_us = 0;
+  d.vision_bf16 = true;
   return d;
 }
 
@@ -241,6 +242,11 @@ TEST(Plan, VisionTermsFollowTheProcessors) {
   da.vision_attn_gflops = 100;
   const double h = q.qwen.hidden, n = pq4.patches;
   EXPECT_NEAR(predict(q, s, da).vision_ms - pq4.vision_ms, q.qwen.depth * 4 * n * n * h / 200e9 * 1e3, 1e-6);
+  // fp32 GEMMs that are merely faster than fp32 attention (the Xeon without AMX: 291 against 161
+  // GFLOP/s): the attention at its own fp32 rate, 50 here, not the GEMM's 200
+  DeviceProfile df = d;
+  df.vision_bf16 = false;
+  EXPECT_NEAR(predict(q, s, df).vision_ms - pq4.vision_ms, q.qwen.depth * 4 * n * n * h * (1 / 50e9 - 1 / 200e9) * 1e3, 1e-6);
 }
 
 // The saved calibration is read back exactly and checked like any input; an Apple device scales it.
@@ -259,6 +265,20 @@ TEST(Plan, DeviceProfilesRoundTripAndScale) {
   EXPECT_EQ(r.q8_prefill_gflops_short, d.q8_prefill_gflops_short);
   EXPECT_TRUE(r.q8_prefill_gflops.empty());
   EXPECT_EQ(r.vision_attn_gflops, 123);
+  EXPECT_TRUE(r.vision_bf16);
+  d.vision_bf16 = false;
+  EXPECT_FALSE(device_from_json(device_to_json(d), "test.json").vision_bf16);
+  {  // a calibration from before the flag: inferred from the rates (vision 200 > attention 50)
+    std::string old_file = device_to_json(d);
+    const size_t at = old_file.find("\"vision_bf16\": false,");
+    ASSERT_NE(at, std::string::npos);
+    old_file.erase(at, std::string("\"vision_bf16\": false,").size());
+    EXPECT_TRUE(device_from_json(old_file, "old.json").vision_bf16);
+    std::string wrong = device_to_json(d);
+    wrong.replace(wrong.find("\"vision_bf16\": false"), 21, "\"vision_bf16\": 1");
+    EXPECT_THROW(device_from_json(wrong, "x.json"), Error);
+  }
+  d.vision_bf16 = true;
   EXPECT_EQ(r.prefill_gflops_short, d.prefill_gflops_short);
   EXPECT_EQ(r.decode_gbs, d.decode_gbs);
   EXPECT_EQ(r.prefill_gflops, d.prefill_gflops);

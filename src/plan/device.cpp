@@ -386,6 +386,7 @@ DeviceProfile calibrate_this_machine(int threads) {
   }
   encoder.sample();
   // the encoder's rates: the medians of the three samples taken across the calibration
+  d.vision_bf16 = encoder.bf16;
   d.vision_gflops = median_of(encoder.vision_gflops);
   d.attn_gflops = median_of(encoder.attn_gflops);
   if (!encoder.vision_attn_gflops.empty()) d.vision_attn_gflops = median_of(encoder.vision_attn_gflops);
@@ -504,6 +505,7 @@ std::string device_to_json(const DeviceProfile& d) {
     for (const auto& [t, v] : *m) j["q8_activations"][key][dtype_name(t)] = v;
   j["vision_gflops"] = d.vision_gflops, j["attn_gflops"] = d.attn_gflops, j["op_us"] = d.op_us;
   if (d.vision_attn_gflops > 0) j["vision_attn_gflops"] = d.vision_attn_gflops;
+  j["vision_bf16"] = d.vision_bf16;
   j["attn_decode_gbs"] = d.attn_decode_gbs;
   if (d.norm_ns > 0) j["norm_ns"] = d.norm_ns, j["rope_store_ns"] = d.rope_store_ns, j["swiglu_ns"] = d.swiglu_ns;
   j["preprocess_ns_src"] = d.preprocess_ns_src, j["preprocess_ns_out"] = d.preprocess_ns_out;
@@ -534,6 +536,9 @@ DeviceProfile device_from_json(const std::string& text, const std::string& path)
   d.vision_gflops = num(j, "vision_gflops", 1e-3, 1e7);
   d.attn_gflops = num(j, "attn_gflops", 1e-3, 1e7);
   if (j.contains("vision_attn_gflops")) d.vision_attn_gflops = num(j, "vision_attn_gflops", 1e-3, 1e7);  // optional
+  if (!j.contains("vision_bf16")) d.vision_bf16 = d.vision_gflops > d.attn_gflops;  // optional: see device.h
+  else if (j["vision_bf16"].is_boolean()) d.vision_bf16 = j["vision_bf16"].get<bool>();
+  else fail("%s: 'vision_bf16' must be true or false", path.c_str());
   d.attn_decode_gbs = num(j, "attn_decode_gbs", 1e-3, 1e5);
   if (j.contains("norm_ns")) {  // optional: calibrations before 2026-12-05 lack them
     d.norm_ns = num(j, "norm_ns", 0, 1e6);
@@ -631,6 +636,7 @@ DeviceProfile apple_device(const std::string& name, int memory_gb, const DeviceP
   for (const auto& [t, v] : here.q8_prefill_gflops) d.q8_prefill_gflops[t] = v * fl;
   for (const auto& [t, v] : here.q8_prefill_gflops_narrow) d.q8_prefill_gflops_narrow[t] = v * fl;
   for (const auto& [t, v] : here.q8_prefill_gflops_short) d.q8_prefill_gflops_short[t] = v * fl;
+  d.vision_bf16 = here.vision_bf16;  // the rates below are those of this machine's path, scaled
   d.vision_gflops = here.vision_gflops * fl;
   d.attn_gflops = here.attn_gflops * fl;
   d.vision_attn_gflops = here.vision_attn_gflops * fl;

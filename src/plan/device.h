@@ -30,6 +30,11 @@ struct DeviceProfile {
   // empty in calibrations made before it was the default (the fp32 rates stand in).
   std::map<DType, double> q8_decode_gbs, q8_decode_gbs_small, q8_prefill_gflops, q8_prefill_gflops_narrow, q8_prefill_gflops_short;
   double vision_gflops = 0; // the vision encoder's GEMM (bf16 where this CPU has it, else fp32)
+  // whether the encoder runs bf16 GEMMs there (bf16_gemm_fast(): AMX, or AVX512-BF16 on AMD); with
+  // them its attention is bf16 and its weights are held as bf16 tiles. Calibrations made before
+  // it was recorded: inferred from the rates (vision_gflops > attn_gflops), which an fp32 GEMM that
+  // is simply faster than fp32 attention (the Xeon without AMX) also passes
+  bool vision_bf16 = false;
   double attn_gflops = 0;   // fused attention over a 1024-token encoder tile / a long prompt
   // the encoder's bf16 attention over a 1024-token tile, where bf16 GEMMs run (0: not measured, as in
   // calibrations before it was; the GEMM's rate stands in)

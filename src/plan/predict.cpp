@@ -90,7 +90,7 @@ VisionWork qwen_image_work(const Qwen3VLVisionConfig& v, double N) {
 double vision_ms(const VisionWork& w, const DeviceProfile& d) {
   // with bf16 GEMMs the encoder's attention is bf16 too: at its calibrated rate (369 GFLOP/s where
   // the GEMM ran at 447 on Zen 4), or the GEMM's in calibrations without it
-  const bool bf16 = d.vision_gflops > d.attn_gflops;
+  const bool bf16 = d.vision_bf16;
   const double attn_rate = !bf16 ? d.attn_gflops : d.vision_attn_gflops > 0 ? d.vision_attn_gflops : d.vision_gflops;
   return (w.gemm_flops / (d.vision_gflops * 1e9) + w.attn_flops / (attn_rate * 1e9)) * 1e3 + w.calls * d.op_us * 1e-3;
 }
@@ -205,7 +205,7 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
   if (s.screen_w < 1 || s.screen_h < 1) fail("the screen size must be positive");
   Prediction p;
   const LlamaConfig& c = m.text;
-  const bool bf16 = d.vision_gflops > d.attn_gflops;  // the calibration timed the bf16 GEMM where it is fast
+  const bool bf16 = d.vision_bf16;  // the calibration timed the bf16 GEMM where it is fast
   int rows = 0;
   if (m.vision == VisionFamily::Idefics3) {
     Idefics3PreprocessConfig pc = m.idefics3;
