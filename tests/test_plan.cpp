@@ -186,6 +186,25 @@ TEST(Plan, CostTermsByHand) {
   const double ew = c.n_layer * (2.0 * c.n_embd * 1 + (c.q_dim() + 2.0 * c.n_head_kv * c.head_dim) * 2 + c.n_ff * 3.0) * 1e-6;  // ms
   EXPECT_NEAR(decode_ms(m, de, 0, DType::F16) - decode_ms(m, d, 0, DType::F16), ew, 1e-9);
   EXPECT_NEAR(prefill_ms(m, de, 100, 0, 512) - prefill_ms(m, d, 100, 0, 512), 100 * ew, 1e-6);
+  // decode from the cache: this model's ~101 MB per token on a read curve flat at 60 GB/s to 64
+  // MiB, 40 at 128 MiB and 30 at 512 (DRAM). At its bytes the curve reads (log-linear between 64
+  // and 128 MiB) r, so its share of the 16 MiB set's 1.5x cached ratio is (r - 30) / (60 - 30).
+  DeviceProfile dc = d8;
+  const double MiB = 1 << 20;
+  dc.read_curve = {{16 * MiB, 60}, {64 * MiB, 60}, {128 * MiB, 40}, {512 * MiB, 30}};
+  dc.q8_decode_cached_ratio = 1.5;
+  const double bytes = stream + head;  // the cache at position 0 adds none
+  const double r = 60 + std::log2(bytes / (64 * MiB)) * (40 - 60);
+  ASSERT_GT(r, 40);
+  ASSERT_LT(r, 60);
+  EXPECT_NEAR(read_rate_at(dc, bytes), r, 1e-9);
+  EXPECT_NEAR(decode_ms(m, dc, 0, DType::F16), decode_ms(m, d8, 0, DType::F16) / (1 + (r - 30) / 30 * 0.5), 1e-9);
+  EXPECT_NEAR(decode_ms(m, dc, 0, DType::F16, false), decode_ms(m, d, 0, DType::F16), 1e-12);  // no fp32 ratio
+  DeviceProfile flat = dc;  // a plateau within 10% of DRAM: no scaling
+  flat.read_curve = {{16 * MiB, 30}, {1024 * MiB, 29}};
+  EXPECT_NEAR(decode_ms(m, flat, 0, DType::F16), decode_ms(m, d8, 0, DType::F16), 1e-12);
+  EXPECT_EQ(read_rate_at(flat, 1.0), 30);
+  EXPECT_EQ(read_rate_at(flat, 1e12), 29);
 
   Scenario s;
   s.n_ctx = 1024;
@@ -279,6 +298,22 @@ TEST(Plan, DeviceProfilesRoundTripAndScale) {
     EXPECT_THROW(device_from_json(wrong, "x.json"), Error);
   }
   d.vision_bf16 = true;
+  d.read_curve = {{16.0 * (1 << 20), 57}, {1024.0 * (1 << 20), 31}};
+  d.decode_cached_ratio = 1.25, d.q8_decode_cached_ratio = 1.5;
+  const DeviceProfile rc = device_from_json(device_to_json(d), "test.json");
+  EXPECT_EQ(rc.read_curve, d.read_curve);
+  EXPECT_EQ(rc.decode_cached_ratio, 1.25);
+  EXPECT_EQ(rc.q8_decode_cached_ratio, 1.5);
+  for (const char* bad : {"[[1048576, 57], [1048576, 31]]", "[[1048576, 57], [2097152]]", "[[1048576, -1]]", "{}"}) {
+    std::string f = device_to_json(d);
+    const size_t a = f.find("\"read_curve\": [");
+    const size_t e = f.find("\n ],", a);
+    ASSERT_NE(e, std::string::npos);
+    f.replace(a, e + 3 - a, std::string("\"read_curve\": ") + bad);
+    EXPECT_THROW(device_from_json(f, "x.json"), Error) << bad;
+  }
+  d.read_curve.clear();
+  d.decode_cached_ratio = d.q8_decode_cached_ratio = 0;
   EXPECT_EQ(r.prefill_gflops_short, d.prefill_gflops_short);
   EXPECT_EQ(r.decode_gbs, d.decode_gbs);
   EXPECT_EQ(r.prefill_gflops, d.prefill_gflops);

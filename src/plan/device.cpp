@@ -352,6 +352,44 @@ DeviceProfile calibrate_this_machine(int threads) {
       rates[st.type] = static_cast<double>(st.mb) * static_cast<double>(st.m.size()) / st.t[st.t.size() / 2] / 1e9;
     }
   }
+  // decode from the cache (device.h): the read curve, then Q4_1 (8-bit path) and F16 (fp32 path)
+  // one-token matmuls cycled through 16 MiB against the same through 128 MiB above
+  {
+    const size_t most = std::min<size_t>(size_t{1} << 30, static_cast<size_t>(d.mem_bytes / 8)) / 64 * 64;
+    std::vector<float> buf(most / sizeof(float), 1.0f);
+    for (size_t bytes = size_t{16} << 20; bytes <= most; bytes *= 2) {
+      const size_t share = bytes / static_cast<size_t>(d.threads) / 64 * 64;
+      const int passes = static_cast<int>(std::max<size_t>(1, (size_t{256} << 20) / bytes));
+      const auto read = [&] {
+        pool.parallel_for(d.threads, 1, [&](int64_t a, int64_t b) {
+          for (int64_t i = a; i < b; ++i)
+            for (int p = 0; p < passes; ++p) probe_read_pass(buf.data() + static_cast<size_t>(i) * share / sizeof(float), share);
+        });
+      };
+      read();  // brings the set into whatever cache holds it
+      const double sec = median_seconds(3, read);
+      d.read_curve.emplace_back(static_cast<double>(bytes), static_cast<double>(share) * d.threads * passes / sec / 1e9);
+    }
+    for (int q8 = 0; q8 < 2; ++q8) {
+      const DType type = q8 ? DType::Q4_1 : DType::F16;
+      const auto& rates = q8 ? d.q8_decode_gbs : d.decode_gbs;
+      if (!rates.count(type)) continue;
+      const double big = rates.at(type);
+      const int64_t r = 4096, k = 2048;
+      const size_t mb = row_bytes(type, static_cast<uint64_t>(k)) * static_cast<size_t>(r);
+      std::vector<TestMatrix> m(std::max<size_t>(1, static_cast<size_t>(kCachedSetBytes) / mb));
+      const std::vector<uint8_t> base = quantized_rows(type, r, k, 256);
+      for (TestMatrix& t : m) set_matrix(t, type, r, k, base, q8);
+      std::vector<float> y(static_cast<size_t>(r));
+      std::vector<BlockQ8_1> xq;
+      const auto all = [&] {
+        for (const TestMatrix& t : m) run_matmul(t, x.data(), 1, k, y.data(), r, xq, pool);
+      };
+      all();
+      const double sec = median_seconds(9, all);
+      (q8 ? d.q8_decode_cached_ratio : d.decode_cached_ratio) = static_cast<double>(mb) * static_cast<double>(m.size()) / sec / 1e9 / big;
+    }
+  }
   encoder.sample();
   // prefill: 256 tokens through a wide matrix (2048 x 2048) and a narrow one (1536 x 512, a small
   // model's MLP)
@@ -491,6 +529,18 @@ DeviceProfile calibrate_this_machine(int threads) {
   return d;
 }
 
+double read_rate_at(const DeviceProfile& d, double bytes) {
+  const auto& c = d.read_curve;
+  if (c.empty()) return 0;
+  if (bytes <= c.front().first) return c.front().second;
+  for (size_t i = 1; i < c.size(); ++i)
+    if (bytes <= c[i].first) {
+      const double f = std::log2(bytes / c[i - 1].first) / std::log2(c[i].first / c[i - 1].first);
+      return c[i - 1].second + f * (c[i].second - c[i - 1].second);
+    }
+  return c.back().second;
+}
+
 std::string device_to_json(const DeviceProfile& d) {
   json j;
   j["name"] = d.name, j["source"] = d.source, j["measured"] = d.measured;
@@ -506,6 +556,12 @@ std::string device_to_json(const DeviceProfile& d) {
   j["vision_gflops"] = d.vision_gflops, j["attn_gflops"] = d.attn_gflops, j["op_us"] = d.op_us;
   if (d.vision_attn_gflops > 0) j["vision_attn_gflops"] = d.vision_attn_gflops;
   j["vision_bf16"] = d.vision_bf16;
+  if (!d.read_curve.empty()) {
+    j["read_curve"] = json::array();
+    for (const auto& [b, g] : d.read_curve) j["read_curve"].push_back({b, g});
+  }
+  if (d.decode_cached_ratio > 0) j["decode_cached_ratio"] = d.decode_cached_ratio;
+  if (d.q8_decode_cached_ratio > 0) j["q8_decode_cached_ratio"] = d.q8_decode_cached_ratio;
   j["attn_decode_gbs"] = d.attn_decode_gbs;
   if (d.norm_ns > 0) j["norm_ns"] = d.norm_ns, j["rope_store_ns"] = d.rope_store_ns, j["swiglu_ns"] = d.swiglu_ns;
   j["preprocess_ns_src"] = d.preprocess_ns_src, j["preprocess_ns_out"] = d.preprocess_ns_out;
@@ -539,6 +595,20 @@ DeviceProfile device_from_json(const std::string& text, const std::string& path)
   if (!j.contains("vision_bf16")) d.vision_bf16 = d.vision_gflops > d.attn_gflops;  // optional: see device.h
   else if (j["vision_bf16"].is_boolean()) d.vision_bf16 = j["vision_bf16"].get<bool>();
   else fail("%s: 'vision_bf16' must be true or false", path.c_str());
+  if (j.contains("read_curve")) {  // optional, as the two ratios: see device.h
+    const json& c = j["read_curve"];
+    if (!c.is_array() || c.size() > 64) fail("%s: 'read_curve' must be a list of at most 64 [bytes, GB/s] pairs", path.c_str());
+    for (const json& e : c) {
+      if (!e.is_array() || e.size() != 2 || !e[0].is_number() || !e[1].is_number())
+        fail("%s: 'read_curve' must be a list of [bytes, GB/s] pairs", path.c_str());
+      const double b = e[0].get<double>(), g = e[1].get<double>();
+      if (!(b >= 1024 && b <= 1e15) || !(g > 1e-3 && g < 1e5) || (!d.read_curve.empty() && !(b > d.read_curve.back().first)))
+        fail("%s: 'read_curve' needs ascending sizes and positive rates", path.c_str());
+      d.read_curve.emplace_back(b, g);
+    }
+  }
+  if (j.contains("decode_cached_ratio")) d.decode_cached_ratio = num(j, "decode_cached_ratio", 0.05, 20);
+  if (j.contains("q8_decode_cached_ratio")) d.q8_decode_cached_ratio = num(j, "q8_decode_cached_ratio", 0.05, 20);
   d.attn_decode_gbs = num(j, "attn_decode_gbs", 1e-3, 1e5);
   if (j.contains("norm_ns")) {  // optional: calibrations before 2026-12-05 lack them
     d.norm_ns = num(j, "norm_ns", 0, 1e6);

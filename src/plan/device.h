@@ -4,6 +4,7 @@
 #pragma once
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/dtype.h"
@@ -29,6 +30,15 @@ struct DeviceProfile {
   // matmul_q8 over q8 panels, the activations' quantization included), for the types it takes;
   // empty in calibrations made before it was the default (the fp32 rates stand in).
   std::map<DType, double> q8_decode_gbs, q8_decode_gbs_small, q8_prefill_gflops, q8_prefill_gflops_narrow, q8_prefill_gflops_short;
+  // Decode from the cache. The rates above stream from a 128 MiB set (kDecodeSetBytes): DRAM's
+  // rate on the machines seen, but a model whose bytes per token fit the last-level cache
+  // (SmolLM2's 101 MB on a Xeon with 260 MiB of L3) reads faster. read_curve: the all-thread read
+  // rate against the set's bytes (16 MiB .. 1 GiB, ascending); *_cached_ratio: a one-token
+  // matmul's rate through a 16 MiB set over its rate through the 128 MiB one (Q4_1 on the 8-bit
+  // path, F16 on the fp32 one); plan/predict.cpp's cache_speedup combines them. Empty / 0: not
+  // measured (calibrations before 2026-12-05 afternoon, Apple devices): no scaling.
+  std::vector<std::pair<double, double>> read_curve;  // (bytes, GB/s)
+  double decode_cached_ratio = 0, q8_decode_cached_ratio = 0;
   double vision_gflops = 0; // the vision encoder's GEMM (bf16 where this CPU has it, else fp32)
   // whether the encoder runs bf16 GEMMs there (bf16_gemm_fast(): AMX, or AVX512-BF16 on AMD); with
   // them its attention is bf16 and its weights are held as bf16 tiles. Calibrations made before
@@ -55,6 +65,12 @@ struct DeviceProfile {
   bool sme = false;
   bool measured = false;    // true: calibrated here; false: modelled from the table
 };
+
+constexpr double kDecodeSetBytes = 128.0 * (1 << 20);  // the decode rates' set (see above)
+constexpr double kCachedSetBytes = 16.0 * (1 << 20);   // the cached ratios' set
+// The read rate over a set of `bytes` from read_curve (log-linear between its points, its ends
+// beyond them); 0 without a curve.
+double read_rate_at(const DeviceProfile& d, double bytes);
 
 std::string device_to_json(const DeviceProfile& d);
 DeviceProfile device_from_json(const std::string& text, const std::string& path);

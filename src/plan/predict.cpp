@@ -141,6 +141,24 @@ double decode_rate(const DeviceProfile& d, const WeightTensor& t, bool q8) {
   return std::max(0.5 * small, small + f * (large - small));
 }
 
+// How much faster than the calibrated decode rates a token that reads `bytes` runs. Those rates
+// stream a 128 MiB set, which reads at DRAM's rate on the machines seen (on the Xeon VM's 260 MiB
+// L3 it sits at the cliff: Q4_1 on the 8-bit path at 28 GB/s, DRAM 31). The read curve places
+// `bytes` between DRAM (its largest set) and the cache's plateau (its fastest set up to 128 MiB);
+// that share of the calibrated cached ratio (a 16 MiB set) is the speed-up. 1 without a curve,
+// without a ratio, or where the plateau is within 10% of DRAM (noise would set the scale).
+double cache_speedup(const DeviceProfile& d, double bytes, bool q8) {
+  const double ratio = q8 && d.q8_decode_cached_ratio > 0 ? d.q8_decode_cached_ratio : d.decode_cached_ratio;
+  if (d.read_curve.size() < 2 || ratio <= 1) return 1;
+  double hi = 0;
+  for (const auto& [b, g] : d.read_curve)
+    if (b <= kDecodeSetBytes) hi = std::max(hi, g);
+  const double lo = d.read_curve.back().second;
+  if (hi < 1.1 * lo) return 1;
+  const double f = std::clamp((read_rate_at(d, bytes) - lo) / (hi - lo), 0.0, 1.0);
+  return 1 + f * (ratio - 1);
+}
+
 // A matmul's rate over `tokens` rows for a matrix of this row length: the two calibrated shapes,
 // between them on a log scale of the row length; below 256 tokens, scaled down toward the 64-token
 // rate on a log scale of the token count (a short prompt's matmul amortizes its weights' unpacking
@@ -191,9 +209,15 @@ double prefill_ms(const ModelSpec& m, const DeviceProfile& d, int n, int depth, 
 
 double decode_ms(const ModelSpec& m, const DeviceProfile& d, int pos, DType kv_type, bool q8) {
   double s = elementwise_s(m.text, d, 1);
-  for_each_layer_matrix(m, [&](const WeightTensor& t) { s += static_cast<double>(t.bytes()) / (decode_rate(d, t, q8) * 1e9); });
   const WeightTensor& h = head(m);
-  s += static_cast<double>(h.bytes()) / (decode_rate(d, h, q8) * 1e9);
+  double per_token = static_cast<double>(h.bytes()) + kv_bytes_per_position(m, kv_type) * pos;
+  for_each_layer_matrix(m, [&](const WeightTensor& t) { per_token += static_cast<double>(t.bytes()); });
+  const double cached[2] = {cache_speedup(d, per_token, false), cache_speedup(d, per_token, true)};
+  const auto matrix_s = [&](const WeightTensor& t) {
+    return static_cast<double>(t.bytes()) / (decode_rate(d, t, q8) * cached[on_q8(t, q8)] * 1e9);
+  };
+  for_each_layer_matrix(m, [&](const WeightTensor& t) { s += matrix_s(t); });
+  s += matrix_s(h);
   // the cache: at the calibrated decode-attention rate (converting and multiplying the cache's
   // values costs more than reading them at these lengths), counted in the cache's bytes
   s += kv_bytes_per_position(m, kv_type) * pos / ((d.attn_decode_gbs > 0 ? d.attn_decode_gbs : d.dram_gbs) * 1e9);
