@@ -473,7 +473,17 @@ TEST(Model, SavedPrefixRestoresBitwise) {
 // Bounds hold with a margin over the measured values (printed);
 // docs/numerics.md has them, docs/eval.md the same comparison on real text with tessera eval.
 TEST(Model, QuantizedKvCacheStaysCloseToF16) {
+#if defined(__SANITIZE_ADDRESS__)
+  // Under the sanitizers (scripts/test.sh) this test took 5 of the build's 9 minutes: there it
+  // runs every path (both cache types, rotation on and off, the 7-token chunks) on the first 96
+  // positions and checks the chunking's bits; the statistics over all 677 are the plain build's.
+  constexpr bool kStatistics = false;
+  auto toks = fixture_tokens();
+  toks.resize(std::min<size_t>(toks.size(), 96));
+#else
+  constexpr bool kStatistics = true;
   const auto toks = fixture_tokens();
+#endif
   auto logits = [&](DType kv, bool rotation = true, int batch = 512) {
     SessionOptions o;
     o.n_ctx = 1024;
@@ -504,9 +514,11 @@ TEST(Model, QuantizedKvCacheStaysCloseToF16) {
     std::printf("%s%s KV cache against f16 over %zu positions: mean KL %.3g, max %.3g; same top-1 %zu/%zu\n", dtype_name(kv),
                 k == 2 ? " (no rotation)" : "", toks.size(), kl_of[k], st.max, st.same_top, toks.size());
     const double kl_ok[3] = {2e-3, 0.05, 0.2}, agree_ok[3] = {0.97, 0.85, 0.72};  // measured: 5.5e-4, 0.030, 0.127; 98.5%, 90.3%, 77.5%
+    if (!kStatistics) continue;
     EXPECT_LE(kl_of[k], kl_ok[k]) << dtype_name(kv) << " " << k;
     EXPECT_GE(agree, agree_ok[k]) << dtype_name(kv) << " " << k;
   }
+  if (!kStatistics) return;
   EXPECT_LT(kl_of[0], kl_of[1]);  // 8 bits closer than 4
   EXPECT_LT(kl_of[1], kl_of[2]);  // the rotation helps
 }
