@@ -301,12 +301,8 @@ void quantize_rows_q8_1(const float* x, int64_t n, int64_t xs, BlockQ8_1* y, int
 
 void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq_stride, float* y,
                int64_t ys, ThreadPool& pool) {
-  if (!supports_q8_activations(w.type)) fail("8-bit activations are not supported for %s weights", dtype_name(w.type));
-  if (!w.panels) fail("matmul_q8: the %s weights were not repacked (pack_q8_panels)", dtype_name(w.type));
-  const auto rows = kernels().matmul_q8_rows;
-  // Whole 16-row panels per range; a decode gets one contiguous run of panels per thread.
-  const int64_t grain = m == 1 ? std::max<int64_t>(16, (decode_grain(w.rows, m, pool) + 15) / 16 * 16) : 16;
-  pool.parallel_for(w.rows, grain, [&](int64_t r0, int64_t r1) { rows(w, r0, r1, xq, m, xq_stride, y, ys); });
+  const Q8Output out{&w, y, ys};
+  matmul_q8_group(&out, 1, xq, m, xq_stride, pool);
 }
 
 void matmul_q8_group(const Q8Output* outs, int n_outs, const BlockQ8_1* xq, int64_t m, int64_t xq_stride, ThreadPool& pool) {
@@ -323,6 +319,7 @@ void matmul_q8_group(const Q8Output* outs, int n_outs, const BlockQ8_1* xq, int6
   }
   const auto rows = kernels().matmul_q8_rows;
   const int64_t total = at[n_outs];
+  // Whole 16-row panels per range; a decode gets one contiguous run of panels per thread.
   const int64_t grain = m == 1 ? std::max<int64_t>(16, (decode_grain(total, m, pool) + 15) / 16 * 16) : 16;
   pool.parallel_for(total, grain, [&](int64_t a, int64_t b) {
     for (int i = 0; i < n_outs; ++i) {

@@ -100,6 +100,19 @@ struct TestMatrix {
   const WeightMatrix& m() const { return packed.data ? packed.matrix : w; }
 };
 
+// Every thread of the pool reading its share of [buf, buf + bytes) `passes` times over with the
+// probe's read loop: GB/s, from the median of `reps` timed runs.
+double read_gbs(ThreadPool& pool, const float* buf, size_t bytes, int passes, int reps) {
+  const size_t share = bytes / static_cast<size_t>(pool.size()) / 64 * 64;
+  const double s = median_seconds(reps, [&] {
+    pool.parallel_for(pool.size(), 1, [&](int64_t a, int64_t b) {
+      for (int64_t i = a; i < b; ++i)
+        for (int p = 0; p < passes; ++p) probe_read_pass(buf + static_cast<size_t>(i) * share / sizeof(float), share);
+    });
+  });
+  return static_cast<double>(share) * static_cast<double>(pool.size()) * passes / s / 1e9;
+}
+
 // The types the 8-bit-activation path takes, of those calibrated.
 bool q8_type(DType t) { return supports_q8_activations(t); }
 
@@ -260,13 +273,7 @@ DeviceProfile calibrate_this_machine(int threads) {
   {
     const size_t bytes = size_t{256} << 20;
     std::vector<float> buf(bytes / sizeof(float), 1.0f);
-    const size_t share = bytes / static_cast<size_t>(d.threads) / 64 * 64;
-    const double s = median_seconds(5, [&] {
-      pool.parallel_for(d.threads, 1, [&](int64_t a, int64_t b) {
-        for (int64_t i = a; i < b; ++i) probe_read_pass(buf.data() + static_cast<size_t>(i) * share / sizeof(float), share);
-      });
-    });
-    d.dram_gbs = static_cast<double>(share) * d.threads / s / 1e9;
+    d.dram_gbs = read_gbs(pool, buf.data(), bytes, 1, 5);
   }
   // fp32 FMA peak: the probe's loops (the best vector level), all threads
   {
@@ -358,17 +365,9 @@ DeviceProfile calibrate_this_machine(int threads) {
     const size_t most = std::min<size_t>(size_t{1} << 30, static_cast<size_t>(d.mem_bytes / 8)) / 64 * 64;
     std::vector<float> buf(most / sizeof(float), 1.0f);
     for (size_t bytes = size_t{16} << 20; bytes <= most; bytes *= 2) {
-      const size_t share = bytes / static_cast<size_t>(d.threads) / 64 * 64;
       const int passes = static_cast<int>(std::max<size_t>(1, (size_t{256} << 20) / bytes));
-      const auto read = [&] {
-        pool.parallel_for(d.threads, 1, [&](int64_t a, int64_t b) {
-          for (int64_t i = a; i < b; ++i)
-            for (int p = 0; p < passes; ++p) probe_read_pass(buf.data() + static_cast<size_t>(i) * share / sizeof(float), share);
-        });
-      };
-      read();  // brings the set into whatever cache holds it
-      const double sec = median_seconds(3, read);
-      d.read_curve.emplace_back(static_cast<double>(bytes), static_cast<double>(share) * d.threads * passes / sec / 1e9);
+      read_gbs(pool, buf.data(), bytes, passes, 1);  // brings the set into whatever cache holds it
+      d.read_curve.emplace_back(static_cast<double>(bytes), read_gbs(pool, buf.data(), bytes, passes, 3));
     }
     for (int q8 = 0; q8 < 2; ++q8) {
       const DType type = q8 ? DType::Q4_1 : DType::F16;
