@@ -12,6 +12,7 @@
 #include "formats/gguf_writer.h"
 #include "image/image.h"
 #include "kernels/bf16_tiles.h"
+#include "kernels/f16_tiles.h"
 #include "models/hf_loader.h"
 #include "models/qwen3vl/preprocess.h"
 #include "models/qwen3vl/qwen3vl.h"
@@ -328,22 +329,38 @@ TEST(Qwen3VL, Full2BMatchesTransformers) {
   EXPECT_LT(k, 1e-4);
 }
 
-// The bf16 path (the CLI's default where bf16_gemm_fast()): every GEMM and the attention with
-// inputs rounded to bf16; its distance from transformers' fp32 outputs on the tiny tower.
-TEST(Qwen3VL, Bf16VisionStaysCloseToTransformers) {
-  if (!bf16_gemm_available()) GTEST_SKIP() << "no AMX or AVX512-BF16 here";
+// The tiny tower switched to a 16-bit path by `use` (which must switch more than 20 matrices): its
+// merger output's relative error against transformers' fp32 on a real screenshot.
+double tiny_merger_err(int (Qwen3VLVision::*use)()) {
   auto v = Qwen3VLVision::load_mmproj(test::source_path(kTiny + "mmproj.gguf"));
-  EXPECT_GT(v->use_bf16_gemm(), 20);
+  EXPECT_GT(((*v).*use)(), 20);
   ThreadPool two(2);
   const Qwen3VLPatches p = preprocess_qwen3vl(load_image(test::source_path("tests/fixtures/vision/screens/xterm_700x450.png")), v->preprocess_config(), &two);
   const int n = p.n_tokens(v->preprocess_config()), W = v->out_row(), D = v->config().out_hidden;
   std::vector<float> out(static_cast<size_t>(n) * W), merged(static_cast<size_t>(n) * D);
   v->encode(p, out.data(), two);
   for (int i = 0; i < n; ++i) std::copy_n(&out[static_cast<size_t>(i) * W], D, &merged[static_cast<size_t>(i) * D]);
-  const double e = rel_err(merged.data(), test::load_npy(golden("xterm_700x450", "merger_out.npy")).f32().data(), merged.size());
+  return rel_err(merged.data(), test::load_npy(golden("xterm_700x450", "merger_out.npy")).f32().data(), merged.size());
+}
+
+// The bf16 path (the CLI's default where bf16_gemm_fast()): every GEMM and the attention with
+// inputs rounded to bf16; its distance from transformers' fp32 outputs on the tiny tower.
+TEST(Qwen3VL, Bf16VisionStaysCloseToTransformers) {
+  if (!bf16_gemm_available()) GTEST_SKIP() << "no AMX or AVX512-BF16 here";
+  const double e = tiny_merger_err(&Qwen3VLVision::use_bf16_gemm);
   std::printf("bf16 vision: merger output rel err %.2e against transformers' fp32\n", e);
   EXPECT_LT(e, 3e-2);
   EXPECT_GT(e, 1e-6);  // it did run in bf16
+}
+
+// The fp16 path (the default where f16_gemm_fast(): Intel without AMX): fp16 inputs, fp16 chunk
+// sums, closer than bf16.
+TEST(Qwen3VL, F16VisionStaysCloseToTransformers) {
+  if (!f16_gemm_available()) GTEST_SKIP() << "no AVX512-FP16 here";
+  const double e = tiny_merger_err(&Qwen3VLVision::use_f16_gemm);
+  std::printf("fp16 vision: merger output rel err %.2e against transformers' fp32\n", e);
+  EXPECT_LT(e, 1e-2);
+  EXPECT_GT(e, 1e-6);  // it did run in fp16
 }
 
 // A plain Qwen3 text GGUF (general.architecture "qwen3": the same decoder without multimodal

@@ -18,6 +18,7 @@
 #include "image/image.h"
 #include "image/resize.h"
 #include "kernels/bf16_tiles.h"
+#include "kernels/f16_tiles.h"
 #include "models/gguf_convert.h"
 #include "models/hf_loader.h"
 #include "models/smolvlm/idefics3.h"
@@ -409,27 +410,52 @@ TEST(Vision, QuantizedMmprojRunsOn8BitActivations) {
   EXPECT_LE(r_q8, 4e-2);       // plus 8-bit activations (docs/numerics.md)
 }
 
+// The tiny tower's first golden tile through v (already switched to a lower-precision path):
+// the encoder output, and the encoder's and connector's max relative errors against transformers'
+// fp32, after checking the connector's bits at 1, 2 and 3 threads.
+struct TinyTileErrors {
+  std::vector<float> chw, enc;
+  double encoder = 0, connector = 0;
+};
+// The tiny tower switched by `use` (which must switch every one of its 14 matrices, and none the
+// second time), or, where `available` is false, null after checking that `use` is a clear error.
+std::unique_ptr<Idefics3Vision> tiny_switched(int (Idefics3Vision::*use)(), bool available) {
+  auto v = Idefics3Vision::load_mmproj(test::source_path(kTiny + "mmproj.gguf"));
+  if (!available) {
+    EXPECT_THROW(((*v).*use)(), Error);
+    return nullptr;
+  }
+  EXPECT_EQ(((*v).*use)(), 1 + 2 * 6 + 1);  // patch embedding, q k v o fc1 fc2 per layer, projection
+  EXPECT_EQ(((*v).*use)(), 0);              // already switched
+  return v;
+}
+
+TinyTileErrors tiny_tile_errors(const Idefics3Vision& v) {
+  const SiglipConfig& c = v.config();
+  const size_t ne = static_cast<size_t>(c.n_patches()) * c.hidden, nc = static_cast<size_t>(c.tokens_per_tile()) * c.text_hidden;
+  TinyTileErrors r;
+  r.chw = first_golden_tile(v);
+  const std::vector<float> enc_want = test::load_npy(golden("xterm_1280x720", "encoder_out.npy")).f32();
+  const std::vector<float> con_want = test::load_npy(golden("xterm_1280x720", "connector_out.npy")).f32();
+  const std::vector<std::vector<float>> outs = connector_at_1_2_3_threads(v, r.chw, &r.enc);
+  EXPECT_EQ(outs[0], outs[1]);
+  EXPECT_EQ(outs[0], outs[2]);
+  r.encoder = max_rel_err(r.enc, enc_want.data(), ne), r.connector = max_rel_err(outs[0], con_want.data(), nc);
+  return r;
+}
+
 // The opt-in bf16 GEMM and attention on AMX (--bf16-vision): inputs rounded to bf16, so the
 // encoder moves by bf16 rounding only; bitwise the same for any thread count; a clear error
 // without AMX bf16.
 TEST(Vision, Bf16GemmOnAmxStaysCloseToTransformers) {
-  auto v = Idefics3Vision::load_mmproj(test::source_path(kTiny + "mmproj.gguf"));
-  if (!bf16_gemm_available()) {
-    EXPECT_THROW(v->use_bf16_gemm(), Error);
-    GTEST_SKIP() << "no AMX bf16 here";
-  }
-  EXPECT_EQ(v->use_bf16_gemm(), 1 + 2 * 6 + 1);  // patch embedding, q k v o fc1 fc2 per layer, projection
-  EXPECT_EQ(v->use_bf16_gemm(), 0);              // already switched
+  auto v = tiny_switched(&Idefics3Vision::use_bf16_gemm, bf16_gemm_available());
+  if (!v) GTEST_SKIP() << "no AMX bf16 here";
   const SiglipConfig& c = v->config();
-  const size_t ne = static_cast<size_t>(c.n_patches()) * c.hidden, nc = static_cast<size_t>(c.tokens_per_tile()) * c.text_hidden;
-  const std::vector<float> chw = first_golden_tile(*v);
-  const std::vector<float> enc_want = test::load_npy(golden("xterm_1280x720", "encoder_out.npy")).f32();
-  const std::vector<float> con_want = test::load_npy(golden("xterm_1280x720", "connector_out.npy")).f32();
-  std::vector<float> e;
-  const std::vector<std::vector<float>> outs = connector_at_1_2_3_threads(*v, chw, &e);
-  EXPECT_EQ(outs[0], outs[1]);
-  EXPECT_EQ(outs[0], outs[2]);
-  const double re = max_rel_err(e, enc_want.data(), ne), rc = max_rel_err(outs[0], con_want.data(), nc);
+  const size_t ne = static_cast<size_t>(c.n_patches()) * c.hidden;
+  const TinyTileErrors te = tiny_tile_errors(*v);
+  const std::vector<float>& chw = te.chw;
+  const std::vector<float>& e = te.enc;
+  const double re = te.encoder, rc = te.connector;
   std::printf("bf16 GEMM + attention: encoder max rel err %.2e, connector max rel err %.2e vs transformers (fp32)\n", re, rc);
   EXPECT_GT(rc, 1e-6);  // the inputs really were rounded
   EXPECT_LE(re, 1e-2);  // 4.2e-3 measured (docs/numerics.md)
@@ -465,6 +491,35 @@ TEST(Vision, Bf16GemmOnAmxStaysCloseToTransformers) {
   v->encode_tile_gated(chw2.data(), all, st, gated.data(), pool);
   EXPECT_EQ(gated, full2);
   EXPECT_NE(full2, full);
+}
+
+// The fp16 GEMMs and attention on AVX512-FP16 (--f16-vision; the default on Intel without AMX):
+// inputs rounded to fp16, fp16 sums over chunks, so the encoder moves by less than the bf16
+// path's rounding; bitwise the same for any thread count; gated re-encoding over the recorded
+// fp32 K/V gives the full encoding's bits; a clear error without AVX512-FP16.
+TEST(Vision, F16GemmStaysCloseToTransformers) {
+  auto v = tiny_switched(&Idefics3Vision::use_f16_gemm, f16_gemm_available());
+  if (!v) GTEST_SKIP() << "no AVX512-FP16 here";
+  EXPECT_STREQ(v->precision(), "f16");
+  const SiglipConfig& c = v->config();
+  const size_t ne = static_cast<size_t>(c.n_patches()) * c.hidden;
+  const TinyTileErrors te = tiny_tile_errors(*v);
+  const std::vector<float>& chw = te.chw;
+  const std::vector<float>& e = te.enc;
+  const double re = te.encoder, rc = te.connector;
+  std::printf("fp16 GEMM + attention: encoder max rel err %.2e, connector max rel err %.2e vs transformers (fp32)\n", re, rc);
+  EXPECT_GT(rc, 1e-6);  // the inputs really were rounded
+  EXPECT_LE(re, 4e-3);  // 1.6e-3 measured, against the bf16 path's 4.1e-3 (docs/numerics.md)
+  EXPECT_LE(rc, 4e-3);  // 2.3e-3 measured
+  ThreadPool pool(2);
+  Idefics3Vision::TileState st;
+  std::vector<float> full(ne), gated(ne);
+  v->encode_tile(chw.data(), full.data(), pool, &st);
+  EXPECT_EQ(full, e);
+  std::vector<int> some;
+  for (int i = c.n_patches() - 1; i >= 0; i -= 7) some.push_back(i);
+  v->encode_tile_gated(chw.data(), some, st, gated.data(), pool);
+  EXPECT_EQ(gated, full);
 }
 
 TEST(Vision, BadImagesAreClearErrors) {

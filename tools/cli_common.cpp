@@ -18,6 +18,7 @@
 #include "core/error.h"
 #include "core/output_file.h"
 #include "kernels/bf16_tiles.h"
+#include "kernels/f16_tiles.h"
 #include "kernels/kernels.h"
 
 namespace tessera::cli {
@@ -49,8 +50,14 @@ void add_common(CLI::App* app, CommonArgs& a) {
   auto* bf16 = app->add_flag("--bf16-vision", a.bf16_vision,
                              "vision encoder matmuls and attention in bf16 (inputs rounded to bf16, fp32 sums; needs AMX bf16 or "
                              "AVX512_BF16; the default where they are fast: AMX, AMD Zen 4 and later)");
-  app->add_flag("--fp32-vision", a.fp32_vision, "vision encoder in fp32 (the reference numerics) where bf16 would be the default")
-      ->excludes(bf16);
+  auto* f16 = app->add_flag("--f16-vision", a.f16_vision,
+                            "vision encoder matmuls in fp16 (inputs rounded to fp16, fp16 sums over 128 k, fp32 across them; "
+                            "needs AVX512-FP16; the default where bf16 is not fast: Intel without AMX)")
+                   ->excludes(bf16);
+  app->add_flag("--fp32-vision", a.fp32_vision,
+                "vision encoder in fp32 (the reference numerics) where bf16 or fp16 would be the default")
+      ->excludes(bf16)
+      ->excludes(f16);
   app->add_option("--isa", a.isa, "cap the kernel instruction set: scalar, neon, avx2, avx512, avx512vnni or amx")
       ->check(CLI::IsMember({"scalar", "neon", "avx2", "avx512", "avx512vnni", "amx"}));
 }
@@ -92,18 +99,34 @@ SessionOptions session_options(const CommonArgs& a) {
 
 void check_bf16_vision_applies(const CommonArgs& a, bool runs_vision, const char* what_runs_it) {
   if (a.bf16_vision && !runs_vision) fail("--bf16-vision applies to the vision encoder: give %s", what_runs_it);
+  if (a.f16_vision && !runs_vision) fail("--f16-vision applies to the vision encoder: give %s", what_runs_it);
   if (a.fp32_vision && !runs_vision) fail("--fp32-vision applies to the vision encoder: give %s", what_runs_it);
 }
 
+VisionPrecision vision_precision(const CommonArgs& a) {
+  if (a.bf16_vision) return VisionPrecision::Bf16;
+  if (a.f16_vision) return VisionPrecision::F16;
+  if (a.fp32_vision) return VisionPrecision::Fp32;
+  // by default the fastest 16-bit path this CPU has (kernels/bf16_tiles.h, kernels/f16_tiles.h;
+  // their quality cost: docs/numerics.md), else fp32
+  if (bf16_gemm_fast()) return VisionPrecision::Bf16;
+  if (f16_gemm_fast()) return VisionPrecision::F16;
+  return VisionPrecision::Fp32;
+}
+
 std::unique_ptr<Idefics3Vision> vision_options(const CommonArgs& a, std::unique_ptr<Idefics3Vision> v) {
-  if (v && a.q8_act) v->use_q8_activations();
-  // bf16 by default where it is fast (kernels/bf16_tiles.h; its quality cost: docs/numerics.md)
-  if (v && (a.bf16_vision || (!a.fp32_vision && bf16_gemm_fast()))) v->use_bf16_gemm();
+  if (!v) return v;
+  if (a.q8_act) v->use_q8_activations();
+  const VisionPrecision p = vision_precision(a);
+  if (p == VisionPrecision::Bf16) v->use_bf16_gemm();
+  if (p == VisionPrecision::F16) v->use_f16_gemm();
   return v;
 }
 
 void vision_options(const CommonArgs& a, Qwen3VLVision& v) {
-  if (a.bf16_vision || (!a.fp32_vision && bf16_gemm_fast())) v.use_bf16_gemm();
+  const VisionPrecision p = vision_precision(a);
+  if (p == VisionPrecision::Bf16) v.use_bf16_gemm();
+  if (p == VisionPrecision::F16) v.use_f16_gemm();
 }
 
 namespace {

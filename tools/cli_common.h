@@ -30,7 +30,8 @@ struct CommonArgs {
   bool f32_act = false;  // --f32-activations: the text model's matmuls on fp32 activations
   bool no_kv_rotation = false;
   bool bf16_vision = false;   // --bf16-vision: the bf16 vision path, failing where there is none
-  bool fp32_vision = false;   // --fp32-vision: the fp32 vision path even where bf16 is the default
+  bool f16_vision = false;    // --f16-vision: the fp16 vision GEMMs, failing where there are none
+  bool fp32_vision = false;   // --fp32-vision: the fp32 vision path even where bf16 or fp16 is the default
 };
 
 void add_common(CLI::App* app, CommonArgs& a);
@@ -49,6 +50,9 @@ std::unique_ptr<Idefics3Vision> vision_options(const CommonArgs& a, std::unique_
 // The same policy for Qwen3-VL's tower (no 8-bit-activation path there yet).
 void vision_options(const CommonArgs& a, Qwen3VLVision& v);
 // --bf16-vision where this command runs no vision encoder is an error, not a silent no-op.
+// The vision encoder's arithmetic: the flag given, else the fastest this CPU has.
+enum class VisionPrecision { Fp32, Bf16, F16 };
+VisionPrecision vision_precision(const CommonArgs& a);
 void check_bf16_vision_applies(const CommonArgs& a, bool runs_vision, const char* what_runs_it);
 void add_sampling(CLI::App* app, SamplerOptions& s);
 void print_stats(const GenerateStats& st);  // with note_context_full

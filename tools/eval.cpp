@@ -56,7 +56,7 @@ int cmd_eval_vision(CommonArgs& a, const EvalArgs& e) {
   HfModel model = load_any(a, e.mmproj);
   CommonArgs ra = a;
   if (!e.reference.empty()) ra.model = e.reference;
-  if (e.reference_fp32_vision) ra.bf16_vision = false, ra.fp32_vision = true;
+  if (e.reference_fp32_vision) ra.bf16_vision = ra.f16_vision = false, ra.fp32_vision = true;
   HfModel ref = load_any(ra, e.reference_mmproj.empty() ? e.mmproj : e.reference_mmproj);
   const VlmParts mp{model.text.get(), nullptr, model.qwen_vision.get()}, rp{ref.text.get(), nullptr, ref.qwen_vision.get()};
   VlmParts m = mp, r = rp;

@@ -123,7 +123,7 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
     else write_output_file(out_path, collected);
     note_context_full(st);
     std::fprintf(stderr, "\n[image %dx%d -> %dx%d patches, %d image tokens | %s vision | preprocess %.1f ms | vision encode %.1f ms]\n",
-                 image.width, image.height, ip.grid_w, ip.grid_h, ip.grid_w * ip.grid_h / 4, loaded.qwen_vision->bf16() ? "bf16" : "fp32",
+                 image.width, image.height, ip.grid_w, ip.grid_h, ip.grid_w * ip.grid_h / 4, loaded.qwen_vision->precision(),
                  ip.preprocess_s * 1e3, ip.encode_s * 1e3);
     std::fprintf(stderr, "[prefill: %d tokens, %.1f ms, %.1f tok/s | decode: %d tokens, %.1f ms, %.1f tok/s]\n", st.prompt_tokens,
                  st.prompt_seconds * 1e3, st.prompt_tps(), st.generated_tokens, st.generate_seconds * 1e3, st.generate_tps());
@@ -150,7 +150,7 @@ int cmd_run(CommonArgs& a, const std::string& prompt, int n_predict, bool raw, c
     else write_output_file(out_path, collected);
     note_context_full(st);
     std::fprintf(stderr, "\n[image %dx%d -> %d tiles (%dx%d grid + global) | %s vision | preprocess %.1f ms | vision encode %.1f ms (%.1f ms/tile) | connector %.1f ms]\n",
-                 image.width, image.height, ip.tiles, ip.rows, ip.cols, vision->bf16() ? "bf16" : "fp32", tm.preprocess_s * 1e3, tm.encode_total() * 1e3,
+                 image.width, image.height, ip.tiles, ip.rows, ip.cols, vision->precision(), tm.preprocess_s * 1e3, tm.encode_total() * 1e3,
                  tm.encode_total() * 1e3 / std::max(1, ip.tiles), tm.connector_s * 1e3);
     std::fprintf(stderr, "[prefill: %d tokens, %.1f ms, %.1f tok/s | decode: %d tokens, %.1f ms, %.1f tok/s]\n", st.prompt_tokens,
                  st.prompt_seconds * 1e3, st.prompt_tps(), st.generated_tokens, st.generate_seconds * 1e3, st.generate_tps());

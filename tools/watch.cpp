@@ -190,12 +190,12 @@ int cmd_watch(CommonArgs& a, const WatchArgs& w) {
   const TileCache empty_cache(0);
   const Watcher* tiled = dynamic_cast<const Watcher*>(watcher.get());
   const TileCache& c = tiled ? tiled->cache() : empty_cache;
-  const bool bf16 = qwen ? loaded.qwen_vision->bf16() : vision->bf16();
+  const char* precision = qwen ? loaded.qwen_vision->precision() : vision->precision();
   std::printf("{\"summary\": {\"vision\": \"%s\", \"frames\": %d, \"skipped\": %d, \"mean_encoder_work\": %.3f, \"mean_prefill_tokens\": %.3f, "
               "\"mean_time_vs_full\": %.3f, \"validated\": %d, \"bitwise_equal\": %d, \"same_answer\": %d, \"mean_next_token_kl\": %.3g, "
               "\"max_next_token_kl\": %.3g, \"busy_s\": %.2f, \"wall_s\": %.2f, \"cpu_s\": %.2f, \"cache\": {\"entries\": %zu, \"mb\": %.1f, "
               "\"hits\": %llu, \"misses\": %llu, \"evictions\": %llu, \"collisions\": %llu}}}\n",
-              bf16 ? "bf16" : "fp32", n, skipped, n ? sum_enc_work / n : 0, n ? sum_tok_work / n : 0, ratios ? sum_ratio / ratios : 0, validated, bitwise, same_answer,
+              precision, n, skipped, n ? sum_enc_work / n : 0, n ? sum_tok_work / n : 0, ratios ? sum_ratio / ratios : 0, validated, bitwise, same_answer,
               validated ? sum_kl / validated : 0, max_kl, busy_s, wall, cpu, c.entries(), c.bytes() / 1048576.0,
               static_cast<unsigned long long>(c.hits()), static_cast<unsigned long long>(c.misses()),
               static_cast<unsigned long long>(c.evictions()), static_cast<unsigned long long>(c.collisions()));

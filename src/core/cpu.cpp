@@ -36,6 +36,7 @@ const CpuFeatures& cpu_features() {
       c.avx512bw = (b >> 30) & 1;
       c.avx512vl = (b >> 31) & 1;
       c.avx512vnni = (cx >> 11) & 1;
+      c.avx512fp16 = (d >> 23) & 1;
       c.amx_bf16 = (d >> 22) & 1;
       c.amx_tile = (d >> 24) & 1;
       c.amx_int8 = (d >> 25) & 1;

@@ -6,6 +6,7 @@ namespace tessera {
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512vnni = false, avx512bf16 = false;
+  bool avx512fp16 = false;  // fp16 arithmetic (VFMADD231PH: Sapphire Rapids and later)
   bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
   bool os_avx = false, os_avx512 = false, os_amx = false;  // XCR0 has the register state enabled
   bool dotprod = false, i8mm = false, sme = false;         // AArch64 (HWCAP, HWCAP2)

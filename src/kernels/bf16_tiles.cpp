@@ -71,27 +71,32 @@ PackedWeights alloc_tiles(int64_t rows, int64_t cols) {
   return out;
 }
 
-void fill_tiles(const WeightMatrix& w, uint16_t* t) {
+void fill_tiles(const WeightMatrix& w, uint16_t* t, uint16_t (*round)(float)) {
   const int64_t nkb = bf16_padded_k(w.cols) / kBf16K;
   if (!supports_gemm_panels(w.type)) {  // a block type: each row dequantized, then rounded
     std::vector<float> row(static_cast<size_t>(w.cols));
     for (int64_t r = 0; r < w.rows; ++r) {
       dequantize_row(w.type, w.data + r * static_cast<int64_t>(w.row_stride), row.data(), w.cols);
-      for (int64_t k = 0; k < w.cols; ++k) t[bf16_weight_index(r, k, nkb)] = float_to_bf16(row[static_cast<size_t>(k)]);
+      for (int64_t k = 0; k < w.cols; ++k) t[bf16_weight_index(r, k, nkb)] = round(row[static_cast<size_t>(k)]);
     }
     return;
   }
   for (int64_t r = 0; r < w.rows; ++r)
-    for (int64_t k = 0; k < w.cols; ++k) t[bf16_weight_index(r, k, nkb)] = float_to_bf16(weight_at(w, r, k));
+    for (int64_t k = 0; k < w.cols; ++k) t[bf16_weight_index(r, k, nkb)] = round(weight_at(w, r, k));
 }
 
 }  // namespace
 
-PackedWeights pack_bf16_tiles(const WeightMatrix& w) {
+PackedWeights pack_tiles16(const WeightMatrix& w, uint16_t (*round)(float)) {
   check_repackable(w);
   PackedWeights out = alloc_tiles(w.rows, w.cols);
-  fill_tiles(w, reinterpret_cast<uint16_t*>(out.data.get()));
+  fill_tiles(w, reinterpret_cast<uint16_t*>(out.data.get()), round);
   out.matrix = w;
+  return out;
+}
+
+PackedWeights pack_bf16_tiles(const WeightMatrix& w) {
+  PackedWeights out = pack_tiles16(w, float_to_bf16);
   out.matrix.bf16_tiles = out.data.get();
   return out;
 }
@@ -116,7 +121,7 @@ StackedBf16Tiles stack_bf16_tiles(const std::vector<const WeightMatrix*>& parts)
   int64_t r0 = 0;
   for (const WeightMatrix* w : parts) {
     uint16_t* const t = base + bf16_weight_index(r0, 0, nkb);  // r0 is a multiple of 32: a group's start
-    fill_tiles(*w, t);
+    fill_tiles(*w, t, float_to_bf16);
     out.views.push_back(*w);
     out.views.back().bf16_tiles = reinterpret_cast<const uint8_t*>(t);
     r0 += w->rows;
@@ -130,17 +135,22 @@ StackedBf16Tiles stack_bf16_tiles(const std::vector<const WeightMatrix*>& parts)
   return out;
 }
 
-void round_rows_bf16(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t k, uint16_t* y, int64_t kp) {
+void round_rows16(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t k, uint16_t* y, int64_t kp,
+                  uint16_t (*round)(float)) {
   for (int64_t t = t0; t < t1; ++t)
     for (int64_t k0 = 0; k0 < kp; k0 += kBf16K) {  // one tile line: 32 contiguous values
       uint16_t* dst = y + bf16_act_index(t, k0, kp);
       const float* src = x + t * xs + k0;
       if (k0 + kBf16K <= k) {
-        for (int i = 0; i < kBf16K; ++i) dst[i] = float_to_bf16(src[i]);
+        for (int i = 0; i < kBf16K; ++i) dst[i] = round(src[i]);
       } else {
-        for (int i = 0; i < kBf16K; ++i) dst[i] = k0 + i < k ? float_to_bf16(src[i]) : 0;
+        for (int i = 0; i < kBf16K; ++i) dst[i] = k0 + i < k ? round(src[i]) : 0;
       }
     }
+}
+
+void round_rows_bf16(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t k, uint16_t* y, int64_t kp) {
+  round_rows16(x, t0, t1, xs, k, y, kp, float_to_bf16);
 }
 
 namespace ref {

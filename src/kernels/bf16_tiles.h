@@ -40,6 +40,9 @@ bool supports_bf16_tiles(DType t);
 // else from its rows (a type supports_bf16_tiles takes): each weight, as fp32, rounded to bf16.
 // Fails with a one-line error otherwise.
 PackedWeights pack_bf16_tiles(const WeightMatrix& w);
+// The same layout with each weight, as fp32, converted by `round` (float_to_bf16 here,
+// float_to_fp16 for gemm_f16: f16_tiles.h); neither tile pointer of the view is set.
+PackedWeights pack_tiles16(const WeightMatrix& w, uint16_t (*round)(float));
 
 // Matrices of one width and type stacked into one set of tiles (rows concatenated), for GEMMs
 // that read the same input (q, k and v: one call instead of three). Every part but the last has
@@ -64,6 +67,9 @@ constexpr int64_t bf16_act_index(int64_t t, int64_t k, int64_t kp) {
 }
 // Tokens [t0, t1) of x (xs floats apart, k used) rounded to bf16 into y in that layout.
 void round_rows_bf16(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t k, uint16_t* y, int64_t kp);
+// The same layout with each value converted by `round` (float_to_fp16 for gemm_f16).
+void round_rows16(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t k, uint16_t* y, int64_t kp,
+                  uint16_t (*round)(float));
 
 // y[t*ys + r] = bias[r] + sum_k bf16(W[r][k]) · bf16(x[t*xs + k]), fp32 sums; w must carry bf16
 // tiles. bias (w.rows floats, or null for none) is where each sum starts: the accumulator tiles

@@ -10,7 +10,9 @@
 #include "kernels/attention_bf16.h"
 #include "kernels/bf16_tiles.h"
 #include "kernels/decode_panels.h"
+#include "kernels/attention_f16.h"
 #include "kernels/elementwise.h"
+#include "kernels/f16_tiles.h"
 #include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
 #include "kernels/resample.h"
@@ -58,6 +60,11 @@ KernelTable scalar_table() {
   t.combine_rows_u8 = ref::combine_rows_u8;
   t.bf16_tiles = false;
   t.round_rows_bf16 = tessera::round_rows_bf16;
+  t.f16_tiles = false;
+  t.round_rows_f16 = tessera::round_rows_f16;
+  t.gemm_f16_rows = ref::gemm_f16_rows;
+  t.pack_kv_f16 = ref::pack_kv_f16;
+  t.softmax_rows_f16 = ref::softmax_rows_f16;
   t.gemm_bf16_rows = ref_gemm_bf16_rows;
   t.pack_attn_bf16 = ref::pack_attn_bf16;
   t.attention_bf16_rows = ref_attention_bf16_rows;
@@ -141,6 +148,8 @@ KernelTable make_table(Isa level) {
       t.attention_block = avx512::attention_block;
       t.attention_name = "avx512";
       t.combine_rows_u8 = avx512::combine_rows_u8;
+      t.pack_kv_f16 = avx512::pack_kv_f16;
+      t.softmax_rows_f16 = avx512::softmax_rows_f16;
       t.decode_panels = [](DType d) { return supports_decode_panels(d); };
       if (level == Isa::Avx512) break;
       t.isa = Isa::Avx512Vnni;
@@ -151,6 +160,11 @@ KernelTable make_table(Isa level) {
         t.gemm_bf16_rows = avx512::gemm_bf16_rows_vdp;
         t.pack_attn_bf16 = avx512::pack_attn_bf16;
         t.attention_bf16_rows = avx512::attention_bf16_rows_vdp;
+      }
+      if (cpu_features().avx512fp16) {  // the fp16 GEMM by VFMADD231PH (Sapphire Rapids and later)
+        t.f16_tiles = true;
+        t.round_rows_f16 = avx512::round_rows_f16;
+        t.gemm_f16_rows = avx512::gemm_f16_rows;
       }
       if (level == Isa::Avx512Vnni) break;
       t.isa = Isa::Amx;

@@ -43,6 +43,8 @@ struct WeightMatrix {
   const uint8_t* gemm_panels = nullptr;
   // The same weights as AMX bf16 tiles for gemm_bf16 (kernels/bf16_tiles.h), or null.
   const uint8_t* bf16_tiles = nullptr;
+  // The same weights as fp16 in that tile layout for gemm_f16 (kernels/f16_tiles.h), or null.
+  const uint8_t* f16_tiles = nullptr;
   // The same weights in 8-row groups for the fp32-activation decode kernels (AVX-512, and AVX2 and
   // NEON for the types v16_decode_panels lists; kernels/decode_panels.h), or null; other kernels read `data`.
   const uint8_t* row_panels = nullptr;

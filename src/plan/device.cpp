@@ -26,6 +26,8 @@
 #include "kernels/attention.h"
 #include "kernels/attention_bf16.h"
 #include "kernels/bf16_tiles.h"
+#include "kernels/attention_f16.h"
+#include "kernels/f16_tiles.h"
 #include "kernels/decode_panels.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm_panels.h"
@@ -201,9 +203,10 @@ std::unique_ptr<MappedFile> map_copies(const std::vector<uint8_t>& bytes, size_t
 
 // The vision encoders' kernels at one shape each, timed on demand (median of 3 calls): the GEMM,
 // 1024 tokens through a 1024 x 1024 fp16 matrix as the encoders run it (bf16 tiles where bf16 is
-// fast, fp32 panels otherwise); fused attention, 1024 queries over 1024 keys, 8 heads of 64, fp16
-// cache, bidirectional; and where the GEMMs are bf16 the encoders' bf16 attention over the same
-// shape from fp32 rows (its packing included; the encoders pack in their q/k/v GEMM instead).
+// fast, else f16 tiles where fp16 arithmetic is, fp32 panels otherwise); fused attention, 1024
+// queries over 1024 keys, 8 heads of 64, fp16 cache, bidirectional; and where the GEMMs are bf16
+// (fp16) the encoders' bf16 (fp16) attention over the same shape from fp32 rows (its packing
+// included; the encoders pack bf16 in their q/k/v GEMM instead).
 struct EncoderSampler {
   static constexpr int64_t W = 8 * 64;
   ThreadPool& pool;
@@ -211,6 +214,7 @@ struct EncoderSampler {
   TestMatrix t;
   PackedWeights pw;
   bool bf16 = bf16_gemm_fast();
+  bool f16 = !bf16 && f16_gemm_fast();
   AttentionShape sh;
   size_t row = kv_row_bytes(DType::F16, 64);
   std::vector<uint8_t> k, v;
@@ -222,7 +226,7 @@ struct EncoderSampler {
     std::normal_distribution<float> nd(0.0f, 1.0f);
     for (float& e : x) e = nd(rng);
     make_matrix(t, DType::F16, 1024, 1024, 1024);
-    pw = bf16 ? pack_bf16_tiles(t.w) : pack_gemm_panels(t.w);
+    pw = bf16 ? pack_bf16_tiles(t.w) : f16 ? pack_f16_tiles(t.w) : pack_gemm_panels(t.w);
     sh.n_head = sh.n_head_kv = 8, sh.head_dim = 64, sh.scale = 0.125f, sh.causal = false, sh.n_kv = 1024;
     k.resize(1024 * 8 * row), v.resize(1024 * 8 * row);
     q.resize(static_cast<size_t>(1024 * W)), o.resize(static_cast<size_t>(1024 * W));
@@ -231,7 +235,7 @@ struct EncoderSampler {
       kv_store_row(DType::F16, x.data() + (p % 256) * 64, 64, k.data() + static_cast<size_t>(p) * row);
       kv_store_row(DType::F16, x.data() + ((p + 7) % 256) * 64, 64, v.data() + static_cast<size_t>(p) * row);
     }
-    if (bf16 && attention_bf16_available()) {
+    if ((bf16 && attention_bf16_available()) || f16) {
       kf.resize(static_cast<size_t>(1024 * W)), vf.resize(static_cast<size_t>(1024 * W));
       for (size_t i = 0; i < kf.size(); ++i) kf[i] = x[(i + 7) % x.size()], vf[i] = x[(i + 13) % x.size()];
     }
@@ -239,6 +243,7 @@ struct EncoderSampler {
   void sample() {
     const double s = median_seconds(3, [&] {
       if (bf16) gemm_bf16(pw.matrix, x.data(), 1024, 1024, y.data(), 1024, pool);
+      else if (f16) gemm_f16(pw.matrix, x.data(), 1024, 1024, y.data(), 1024, pool);
       else gemm(pw.matrix, x.data(), 1024, 1024, y.data(), 1024, pool);
     });
     vision_gflops.push_back(2.0 * 1024 * 1024 * 1024 / s / 1e9);
@@ -246,7 +251,10 @@ struct EncoderSampler {
     const double sa = median_seconds(3, [&] { flash_attention(sh, q.data(), 1024, W, kv, o.data(), W, pool); });
     attn_gflops.push_back(4.0 * 1024 * 1024 * static_cast<double>(W) / sa / 1e9);
     if (!kf.empty()) {
-      const double sb = median_seconds(3, [&] { attention_bf16(sh, q.data(), 1024, W, kf.data(), vf.data(), W, o.data(), W, pool); });
+      const double sb = median_seconds(3, [&] {
+        if (f16) attention_f16(sh, q.data(), 1024, W, kf.data(), vf.data(), W, o.data(), W, pool);
+        else attention_bf16(sh, q.data(), 1024, W, kf.data(), vf.data(), W, o.data(), W, pool);
+      });
       vision_attn_gflops.push_back(4.0 * 1024 * 1024 * static_cast<double>(W) / sb / 1e9);
     }
   }
@@ -424,6 +432,7 @@ DeviceProfile calibrate_this_machine(int threads) {
   encoder.sample();
   // the encoder's rates: the medians of the three samples taken across the calibration
   d.vision_bf16 = encoder.bf16;
+  d.vision_f16 = encoder.f16;
   d.vision_gflops = median_of(encoder.vision_gflops);
   d.attn_gflops = median_of(encoder.attn_gflops);
   if (!encoder.vision_attn_gflops.empty()) d.vision_attn_gflops = median_of(encoder.vision_attn_gflops);
@@ -555,6 +564,7 @@ std::string device_to_json(const DeviceProfile& d) {
   j["vision_gflops"] = d.vision_gflops, j["attn_gflops"] = d.attn_gflops, j["op_us"] = d.op_us;
   if (d.vision_attn_gflops > 0) j["vision_attn_gflops"] = d.vision_attn_gflops;
   j["vision_bf16"] = d.vision_bf16;
+  j["vision_f16"] = d.vision_f16;
   if (!d.read_curve.empty()) {
     j["read_curve"] = json::array();
     for (const auto& [b, g] : d.read_curve) j["read_curve"].push_back({b, g});
@@ -594,6 +604,10 @@ DeviceProfile device_from_json(const std::string& text, const std::string& path)
   if (!j.contains("vision_bf16")) d.vision_bf16 = d.vision_gflops > d.attn_gflops;  // optional: see device.h
   else if (j["vision_bf16"].is_boolean()) d.vision_bf16 = j["vision_bf16"].get<bool>();
   else fail("%s: 'vision_bf16' must be true or false", path.c_str());
+  if (j.contains("vision_f16")) {  // optional: see device.h
+    if (!j["vision_f16"].is_boolean()) fail("%s: 'vision_f16' must be true or false", path.c_str());
+    d.vision_f16 = j["vision_f16"].get<bool>();
+  }
   if (j.contains("read_curve")) {  // optional, as the two ratios: see device.h
     const json& c = j["read_curve"];
     if (!c.is_array() || c.size() > 64) fail("%s: 'read_curve' must be a list of at most 64 [bytes, GB/s] pairs", path.c_str());
@@ -705,7 +719,7 @@ DeviceProfile apple_device(const std::string& name, int memory_gb, const DeviceP
   for (const auto& [t, v] : here.q8_prefill_gflops) d.q8_prefill_gflops[t] = v * fl;
   for (const auto& [t, v] : here.q8_prefill_gflops_narrow) d.q8_prefill_gflops_narrow[t] = v * fl;
   for (const auto& [t, v] : here.q8_prefill_gflops_short) d.q8_prefill_gflops_short[t] = v * fl;
-  d.vision_bf16 = here.vision_bf16;  // the rates below are those of this machine's path, scaled
+  d.vision_bf16 = here.vision_bf16, d.vision_f16 = here.vision_f16;  // the rates below are those of this machine's path, scaled
   d.vision_gflops = here.vision_gflops * fl;
   d.attn_gflops = here.attn_gflops * fl;
   d.vision_attn_gflops = here.vision_attn_gflops * fl;

@@ -45,8 +45,12 @@ struct DeviceProfile {
   // it was recorded: inferred from the rates (vision_gflops > attn_gflops), which an fp32 GEMM that
   // is simply faster than fp32 attention (the Xeon without AMX) also passes
   bool vision_bf16 = false;
+  // whether it runs fp16 GEMMs and attention instead (f16_gemm_fast(): AVX512-FP16 where bf16 is
+  // slow, the Intel Xeon without AMX); its weights are then fp16 tiles, as large as bf16 ones.
+  // Absent from calibrations made before 2026-12-05 evening: false.
+  bool vision_f16 = false;
   double attn_gflops = 0;   // fused attention over a 1024-token encoder tile / a long prompt
-  // the encoder's bf16 attention over a 1024-token tile, where bf16 GEMMs run (0: not measured, as in
+  // the encoder's bf16 (or fp16) attention over a 1024-token tile, where those GEMMs run (0: not measured, as in
   // calibrations before it was; the GEMM's rate stands in)
   double vision_attn_gflops = 0;
   double attn_decode_gbs = 0;  // one token's attention: cache bytes per second (fp16, 4096 positions)

@@ -88,10 +88,10 @@ VisionWork qwen_image_work(const Qwen3VLVisionConfig& v, double N) {
 }
 
 double vision_ms(const VisionWork& w, const DeviceProfile& d) {
-  // with bf16 GEMMs the encoder's attention is bf16 too: at its calibrated rate (369 GFLOP/s where
-  // the GEMM ran at 447 on Zen 4), or the GEMM's in calibrations without it
-  const bool bf16 = d.vision_bf16;
-  const double attn_rate = !bf16 ? d.attn_gflops : d.vision_attn_gflops > 0 ? d.vision_attn_gflops : d.vision_gflops;
+  // with bf16 (fp16) GEMMs the encoder's attention is bf16 (fp16) too: at its calibrated rate (369
+  // GFLOP/s where the GEMM ran at 447 on Zen 4), or the GEMM's in calibrations without it
+  const bool half = d.vision_bf16 || d.vision_f16;
+  const double attn_rate = !half ? d.attn_gflops : d.vision_attn_gflops > 0 ? d.vision_attn_gflops : d.vision_gflops;
   return (w.gemm_flops / (d.vision_gflops * 1e9) + w.attn_flops / (attn_rate * 1e9)) * 1e3 + w.calls * d.op_us * 1e-3;
 }
 
@@ -112,8 +112,8 @@ double resident_text_bytes(const WeightTensor& t, bool q8) {
 }
 
 // Vision weights as the engine holds them: repacked into fp32-GEMM panels in their own type, or,
-// where bf16 GEMMs run (this CPU's choice: bf16_gemm_fast()), into bf16 tiles, each matrix's
-// panels freed once its tiles exist.
+// where bf16 or fp16 GEMMs run (this CPU's choice: bf16_gemm_fast(), f16_gemm_fast()), into
+// 16-bit tiles, each matrix's panels freed once its tiles exist.
 double vision_resident(const ModelSpec& m, bool bf16) {
   double b = 0, largest = 0;
   for (const WeightTensor& t : m.tensors) {
@@ -229,7 +229,7 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
   if (s.screen_w < 1 || s.screen_h < 1) fail("the screen size must be positive");
   Prediction p;
   const LlamaConfig& c = m.text;
-  const bool bf16 = d.vision_bf16;  // the calibration timed the bf16 GEMM where it is fast
+  const bool bf16 = d.vision_bf16 || d.vision_f16;  // the calibration timed the 16-bit GEMM where it is fast
   int rows = 0;
   if (m.vision == VisionFamily::Idefics3) {
     Idefics3PreprocessConfig pc = m.idefics3;

@@ -33,6 +33,8 @@ Peaks load_peaks(const std::string& path, int threads) {
   } else if (isa == Isa::Avx512Vnni && kernels().bf16_tiles) {
     p.bf16_gflops = get("bf16_dot_avx512");
   }
+  // the fp16 GEMM and attention (AVX512-FP16) against VFMADD231PH
+  if (kernels().f16_tiles) p.f16_gflops = get("fp16_fma_avx512");
   p.dram_gbs = get("read_dram");
   p.l3_gbs = get("read_l3");
   p.source = path;

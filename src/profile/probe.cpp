@@ -19,6 +19,7 @@ namespace probe_x86 {
 double fma_loop(int64_t iters);
 double vnni_loop(int64_t iters);
 double bf16_dot_loop(int64_t iters);
+double fp16_fma_loop(int64_t iters);
 double amx_bf16_loop(int64_t iters);
 double amx_bf16_loads_loop(int64_t iters);
 double amx_int8_loop(int64_t iters);
@@ -101,6 +102,7 @@ std::vector<ComputeLoop> compute_loops() {
     v.push_back({"fp32_fma_avx512", "GFLOP/s", 20'000'000, probe_x86::fma_loop});
     if (f.avx512vnni) v.push_back({"int8_dot_vnni", "GOP/s", 20'000'000, probe_x86::vnni_loop});
     if (f.avx512bf16) v.push_back({"bf16_dot_avx512", "GFLOP/s", 10'000'000, probe_x86::bf16_dot_loop});
+    if (f.avx512fp16) v.push_back({"fp16_fma_avx512", "GFLOP/s", 20'000'000, probe_x86::fp16_fma_loop});
   }
   if (avx2) {
     v.push_back({"fp32_fma_avx2", "GFLOP/s", 20'000'000, probe_avx2::fma_loop});

@@ -55,6 +55,20 @@ double bf16_dot_loop(int64_t iters) {
   return static_cast<double>(iters) * 16 * 32 * 2;
 }
 
+// 16 independent vfmadd231ph chains (AVX512-FP16: 32 fp16 lanes); returns FLOPs done. Twice the
+// fp32 FMA rate where the FMA units take both (Sapphire Rapids): the fp16 GEMM's roof.
+double fp16_fma_loop(int64_t iters) {
+  __m512h a[16];
+  for (int i = 0; i < 16; ++i) a[i] = _mm512_set1_ph(static_cast<_Float16>(1.0f + i * 1e-3f));
+  const __m512h b = _mm512_set1_ph(static_cast<_Float16>(0.999f)), c = _mm512_set1_ph(static_cast<_Float16>(1e-3f));
+  for (int64_t it = 0; it < iters; ++it)
+    for (int i = 0; i < 16; ++i) a[i] = _mm512_fmadd_ph(a[i], b, c);
+  __m512h s = a[0];
+  for (int i = 1; i < 16; ++i) s = _mm512_add_ph(s, a[i]);
+  volatile float sink = static_cast<float>(_mm512_reduce_add_ph(s));
+  (void)sink;
+  return static_cast<double>(iters) * 16 * 32 * 2;
+}
 
 // 4 accumulator tiles, A/B tiles reused; returns FLOPs (bf16) or ops (int8) done.
 template <bool Bf16>

@@ -118,13 +118,15 @@ Verdict verdict(const std::string& op, double flops, double bytes, double second
 }  // namespace
 
 // Ops on 8-bit activations run on integer dot products, the bf16 GEMM and attention on AMX tiles or
-// VDPBF16PS:
-// against fp32 FMA they would read as several times "of roof".
+// VDPBF16PS, the fp16 ones on VFMADD231PH: against fp32 FMA they would read as several times "of
+// roof".
 double compute_roof(const std::string& op, const Peaks& p) {
   if (op.find("/ matmul_q8") != std::string::npos && p.int8_gops > 0) return p.int8_gops;
   if ((op.find("/ gemm_bf16") != std::string::npos || op.find("/ attention_bf16") != std::string::npos) &&
       p.bf16_gflops > 0)
     return p.bf16_gflops;
+  if ((op.find("/ gemm_f16") != std::string::npos || op.find("/ attention_f16") != std::string::npos) && p.f16_gflops > 0)
+    return p.f16_gflops;
   return p.gflops;
 }
 
@@ -321,8 +323,10 @@ std::string report_text(const Peaks& peaks) {
   std::ostringstream o;
   char buf[512];
   const double wall = r.wall_ns * 1e-9;
-  char amx[64] = "";
+  char amx[96] = "";
   if (peaks.bf16_gflops > 0) std::snprintf(amx, sizeof amx, "; bf16 ops: %.0f GFLOP/s", peaks.bf16_gflops);
+  if (peaks.f16_gflops > 0)
+    std::snprintf(amx + std::strlen(amx), sizeof amx - std::strlen(amx), "; fp16 ops: %.0f GFLOP/s", peaks.f16_gflops);
   std::snprintf(buf, sizeof buf, "profile: %.1f ms wall; roofline peaks %.0f GFLOP/s (int8 ops: %.0f GOP/s%s), DRAM %.1f GB/s (%d threads, %s)\n\n",
                 wall * 1e3, peaks.gflops, peaks.int8_gops > 0 ? peaks.int8_gops : peaks.gflops, amx, peaks.dram_gbs, peaks.threads,
                 peaks.source.empty() ? "no probe: run `tessera probe`" : peaks.source.c_str());
@@ -357,7 +361,7 @@ std::string report_text(const Peaks& peaks) {
 std::string report_json(const Peaks& peaks) {
   const Summary r = summarize();
   std::ostringstream o;
-  o << "{\"wall_ms\": " << r.wall_ns * 1e-6 << ", \"peaks\": {\"gflops\": " << peaks.gflops << ", \"int8_gops\": " << peaks.int8_gops << ", \"bf16_gflops\": " << peaks.bf16_gflops << ", \"dram_gbs\": " << peaks.dram_gbs
+  o << "{\"wall_ms\": " << r.wall_ns * 1e-6 << ", \"peaks\": {\"gflops\": " << peaks.gflops << ", \"int8_gops\": " << peaks.int8_gops << ", \"bf16_gflops\": " << peaks.bf16_gflops << ", \"f16_gflops\": " << peaks.f16_gflops << ", \"dram_gbs\": " << peaks.dram_gbs
     << ", \"threads\": " << peaks.threads << ", \"source\": \"" << json_escape(peaks.source) << "\"}, \"phases\": [";
   bool first = true;
   for (int p = 0; p < static_cast<int>(Phase::Count); ++p) {

@@ -71,6 +71,7 @@ void note_memory(const char* pool, uint64_t bytes);
 struct Peaks {
   double gflops = 0, dram_gbs = 0, l3_gbs = 0;
   double int8_gops = 0;  // the roof of 8-bit-activation ops ("matmul_q8 ..."), when the probe has it
+  double f16_gflops = 0;   // the roof of fp16 ops ("gemm_f16 ...", "attention_f16 ..."): VFMADD231PH, likewise
   double bf16_gflops = 0;  // the roof of bf16 ops ("gemm_bf16 ...", "attention_bf16 ..."): AMX or VDPBF16PS, likewise
   int threads = 1;
   std::string source;  // where they came from

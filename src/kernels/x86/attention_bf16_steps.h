@@ -16,27 +16,13 @@
 #include "kernels/attention_bf16.h"
 #include "kernels/bf16_tiles.h"
 #include "kernels/x86/bf16_round.h"
+#include "kernels/x86/exp2_lanes.h"
 
 namespace tessera::avx512 {
 
 template <class T>
 T* align64(T* p) {
   return reinterpret_cast<T*>((reinterpret_cast<uintptr_t>(p) + 63) & ~uintptr_t{63});
-}
-
-// 2^t sixteen lanes at a time: exp2_bf16attn's steps. VREDUCEPS with imm 8
-// (round to nearest even, precision exception suppressed) gives f = t -
-// round(t), exact for |f| <= 1/2; t - f is then round(t) exactly, and VSCALEFPS
-// multiplies by 2^round(t) exactly. (Rounding down would save the subtraction,
-// since VSCALEFPS floors its exponent, but t - floor(t) has to round for small
-// negative t, and VREDUCEPS's rounding of it differed from a scalar
-// subtraction's.)
-inline __m512 exp2_lanes(__m512 t) {
-  t = _mm512_max_ps(t, _mm512_set1_ps(-126.0f));
-  const __m512 f = _mm512_reduce_ps(t, 8);
-  __m512 p = _mm512_set1_ps(kExp2Poly[4]);
-  for (int i = 3; i >= 0; --i) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(kExp2Poly[i]));
-  return _mm512_scalef_ps(p, _mm512_sub_ps(t, f));
 }
 
 inline __m512bh ones_bf16() { return std::bit_cast<__m512bh>(_mm512_set1_epi16(0x3f80)); }

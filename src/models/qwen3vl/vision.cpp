@@ -9,7 +9,9 @@
 #include "core/preempt.h"
 #include "kernels/attention.h"
 #include "kernels/attention_bf16.h"
+#include "kernels/attention_f16.h"
 #include "kernels/bf16_tiles.h"
+#include "kernels/f16_tiles.h"
 #include "kernels/elementwise.h"
 #include "kernels/gemm_panels.h"
 #include "models/footprint.h"
@@ -29,12 +31,16 @@ Qwen3VLLinear linear(const TensorSource& s, const std::string& name, int64_t row
   return l;
 }
 
-// y[n][rows] (rows ys apart) = x[n][cols] W^T + b: the fp32 GEMM then the bias, or the bf16
-// GEMM starting its sums from the bias (use_bf16_gemm)
+// y[n][rows] (rows ys apart) = x[n][cols] W^T + b: the fp32 GEMM then the bias, or the bf16 or
+// fp16 GEMM starting its sums from the bias (use_bf16_gemm, use_f16_gemm)
 void apply(const Qwen3VLLinear& l, const float* x, int64_t n, float* y, int64_t ys, ThreadPool& pool, const char* what) {
   if (l.w.bf16_tiles) {
     prof::OpScope op("gemm_bf16", what, matmul_cost(l.w, n));
     return gemm_bf16(l.w, x, n, l.w.cols, y, ys, pool, l.b.data());
+  }
+  if (l.w.f16_tiles) {
+    prof::OpScope op("gemm_f16", what, matmul_cost(l.w, n));
+    return gemm_f16(l.w, x, n, l.w.cols, y, ys, pool, l.b.data());
   }
   {
     prof::OpScope op("gemm", what, matmul_cost(l.w, n));
@@ -181,10 +187,20 @@ int Qwen3VLVision::use_bf16_gemm() {
   s.causal = false;
   check_bf16_attn_shape(s);
   bf16_ = true;
+  return repack_dense(pack_bf16_tiles);
+}
+
+int Qwen3VLVision::use_f16_gemm() {
+  if (!f16_gemm_available()) fail("fp16 vision GEMM needs AVX512-FP16: this CPU gives none, or --isa/TESSERA_ISA caps below avx512vnni");
+  f16_ = true;
+  return repack_dense(pack_f16_tiles);
+}
+
+int Qwen3VLVision::repack_dense(PackedWeights (*pack)(const WeightMatrix&)) {
   int n = 0;
   for (WeightMatrix* w : dense_weights()) {
-    if (w->bf16_tiles || !supports_bf16_tiles(w->type)) continue;
-    PackedWeights pw = pack_bf16_tiles(*w);
+    if (w->bf16_tiles || w->f16_tiles || !supports_bf16_tiles(w->type)) continue;
+    PackedWeights pw = pack(*w);
     // the fp32 panels it was read from are no longer needed
     for (PackedWeights& old : packed_)
       if (old.matrix.gemm_panels && old.matrix.gemm_panels == w->gemm_panels) old.data.reset(), old.bytes = 0;
@@ -389,6 +405,9 @@ void Qwen3VLVision::encode(const Qwen3VLPatches& p, float* out, ThreadPool& pool
       if (bf16_) {
         prof::OpScope op("attention_bf16", "bidirectional", attention_cost(static_cast<double>(N) * N, H, N, N, 4.0 * H));
         attention_bf16(shape, qkv, N, stride, qkv + H, qkv + 2 * H, stride, att, H, pool);
+      } else if (f16_) {
+        prof::OpScope op("attention_f16", "bidirectional", attention_cost(static_cast<double>(N) * N, H, N, N, 4.0 * H));
+        attention_f16(shape, qkv, N, stride, qkv + H, qkv + 2 * H, stride, att, H, pool);
       } else {
         prof::OpScope op("attention", "bidirectional", attention_cost(static_cast<double>(N) * N, H, N, N, 4.0 * H));
         const KvView view{reinterpret_cast<const uint8_t*>(qkv + H), reinterpret_cast<const uint8_t*>(qkv + 2 * H), DType::F32,

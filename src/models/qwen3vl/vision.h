@@ -95,6 +95,11 @@ class Qwen3VLVision {
   // Returns the number of layers switched.
   int use_bf16_gemm();
   bool bf16() const { return bf16_; }
+  // Every linear layer as the fp16 GEMM on AVX512-FP16 (kernels/f16_tiles.h) and the attention as
+  // the fp16 attention (kernels/attention_f16.h), as SigLIP's use_f16_gemm. Fails with a one-line error where the CPU has no AVX512-FP16.
+  int use_f16_gemm();
+  // The GEMMs' arithmetic: "bf16", "f16" or "fp32".
+  const char* precision() const { return bf16_ ? "bf16" : f16_ ? "f16" : "fp32"; }
 
  private:
   Qwen3VLVision() = default;
@@ -120,7 +125,10 @@ class Qwen3VLVision {
   std::vector<Qwen3VLMerger> deepstack_;
   std::vector<PackedWeights> packed_;
   bool bf16_ = false;
+  bool f16_ = false;  // after use_f16_gemm()
   std::vector<WeightMatrix*> dense_weights();
+  // Every dense matrix not yet repacked and of a type the tiles take, repacked by `pack`.
+  int repack_dense(PackedWeights (*pack)(const WeightMatrix&));
 };
 
 }  // namespace tessera

@@ -9,8 +9,10 @@
 #include "core/preempt.h"
 #include "kernels/attention.h"
 #include "kernels/attention_bf16.h"
+#include "kernels/attention_f16.h"
 #include "kernels/bf16_tiles.h"
 #include "kernels/elementwise.h"
+#include "kernels/f16_tiles.h"
 #include "kernels/q8_panels.h"
 #include "models/gguf_source.h"
 #include "profile/profiler.h"
@@ -30,9 +32,10 @@ Linear linear(const TensorSource& s, const std::string& w, const std::string& b,
 
 // y[n][w.rows] = x[n][xs-strided rows of w.cols] W^T: the fp32 GEMM, or, on weights that carry
 // q8 panels (use_q8_activations), 8-bit activations and matmul_q8, or on weights that carry bf16
-// tiles (use_bf16_gemm), the bf16 GEMM.
+// tiles (use_bf16_gemm) or f16 tiles (use_f16_gemm), the bf16 or fp16 GEMM.
 // xb: x already rounded to bf16 tiles (bf16_tiles.h) for weights that carry bf16 tiles; x unused.
-// bias: taken by the bf16 GEMM as its sums' start (only with bf16 tiles; the caller adds it else).
+// bias: taken by the bf16 and fp16 GEMMs as their sums' start (only with their tiles; the caller
+// adds it else).
 // gelu_b16, qkv (with xb): the bf16 GEMM's epilogues (gemm_bf16_rounded); y is not written.
 void mm(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, ThreadPool& pool, const char* what,
         const uint16_t* xb = nullptr, const float* bias = nullptr, uint16_t* gelu_b16 = nullptr,
@@ -41,9 +44,11 @@ void mm(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, Thre
   if (prof::on())
     std::snprintf(detail, sizeof detail, "%s %s %lldx%lld", what, dtype_name(w.type), static_cast<long long>(w.rows),
                   static_cast<long long>(w.cols));
-  prof::OpScope op(w.panels ? "matmul_q8" : w.bf16_tiles ? "gemm_bf16" : "gemm", detail, matmul_cost(w, n));
+  prof::OpScope op(w.panels ? "matmul_q8" : w.bf16_tiles ? "gemm_bf16" : w.f16_tiles ? "gemm_f16" : "gemm", detail,
+                   matmul_cost(w, n));
   if (xb) return gemm_bf16_rounded(w, xb, n, y, w.rows, pool, bias, gelu_b16, qkv);
   if (w.bf16_tiles) return gemm_bf16(w, x, n, xs, y, w.rows, pool, bias);
+  if (w.f16_tiles) return gemm_f16(w, x, n, xs, y, w.rows, pool, bias);
   if (!w.panels) return gemm(w, x, n, xs, y, w.rows, pool);
   thread_local std::vector<BlockQ8_1> xq;  // workers get its pointer, never the vector
   const int64_t nb = w.cols / 32;
@@ -67,7 +72,7 @@ void mm(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, Thre
 void apply(const Linear& l, const float* x, int n, float* y, ThreadPool& pool, const char* what, bool gelu = false,
            const uint16_t* xb = nullptr, uint16_t* out_b16 = nullptr) {
   const float* const bias = l.b.empty() ? nullptr : l.b.data();
-  const bool bias_in_gemm = l.w.bf16_tiles != nullptr;
+  const bool bias_in_gemm = l.w.bf16_tiles || l.w.f16_tiles;
   // fc1 on rounded activations into fc2's: the GEMM applies the GELU and rounds as it goes, and y
   // is never written (the same bits as the pass below)
   if (gelu && xb && out_b16 && bias_in_gemm) return mm(l.w, x, n, l.w.cols, y, pool, what, xb, bias, out_b16);
@@ -92,7 +97,7 @@ void apply(const Linear& l, const float* x, int n, float* y, ThreadPool& pool, c
 
 // Bidirectional attention of n_q query rows over all of a tile's keys/values (n_patches x
 // hidden, f32, heads side by side): flash_attention, or with bf16 (use_bf16_gemm) the bf16
-// attention on AMX tiles.
+// attention on AMX tiles, or with f16 (use_f16_gemm) the fp16 attention.
 // out_b16 (bf16 only): the output rounded into the o projection's activation tiles instead.
 AttentionShape tile_attention_shape(const SiglipConfig& c) {
   AttentionShape shape;
@@ -105,14 +110,15 @@ AttentionShape tile_attention_shape(const SiglipConfig& c) {
 }
 
 void tile_attention(const SiglipConfig& c, const float* q, int n_q, const float* k, const float* v, int64_t stride,
-                    float* out, bool bf16, ThreadPool& pool, const char* what, uint16_t* out_b16 = nullptr) {
+                    float* out, bool bf16, bool f16, ThreadPool& pool, const char* what, uint16_t* out_b16 = nullptr) {
   const int N = c.n_patches(), H = c.hidden, hd = H / c.heads;
   const AttentionShape shape = tile_attention_shape(c);
   const KvView view{reinterpret_cast<const uint8_t*>(k), reinterpret_cast<const uint8_t*>(v), DType::F32,
                     stride * 4, static_cast<int64_t>(hd) * 4};
-  prof::OpScope op(bf16 ? "attention_bf16" : "attention", what,
+  prof::OpScope op(bf16 ? "attention_bf16" : f16 ? "attention_f16" : "attention", what,
                    attention_cost(static_cast<double>(n_q) * N, H, n_q, N, 4.0 * H));  // fp32 K/V
   if (bf16) return attention_bf16(shape, q, n_q, stride, k, v, stride, out, H, pool, out_b16);
+  if (f16) return attention_f16(shape, q, n_q, stride, k, v, stride, out, H, pool);
   flash_attention(shape, q, n_q, stride, view, out, H, pool);
 }
 
@@ -190,6 +196,7 @@ struct TilePlan {
   AttentionShape shape;
   Bf16AttnDims dims;
   bool bf16 = false;          // use_bf16_gemm was called
+  bool f16 = false;           // use_f16_gemm was called (the fp16 attention)
   bool packed_state = false;  // record->k16/v16 rather than record->k/v
   size_t nk = 0, nv = 0;      // elements of one layer's packed K and V
 };
@@ -258,7 +265,7 @@ void self_attention(const SiglipConfig& c, const SiglipLayer& L, size_t li, cons
       std::copy_n(kp + i * stride, H, record->k.begin() + static_cast<std::ptrdiff_t>(at));
       std::copy_n(vp + i * stride, H, record->v.begin() + static_cast<std::ptrdiff_t>(at));
     }
-  tile_attention(c, qp, N, kp, vp, stride, s.att.data(), plan.bf16, pool, "bidirectional", in.o);
+  tile_attention(c, qp, N, kp, vp, stride, s.att.data(), plan.bf16, plan.f16, pool, "bidirectional", in.o);
 }
 
 void check_config(const SiglipConfig& c, const std::string& file) {
@@ -399,7 +406,8 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
   prof::note_memory("vision weights (repacked)", packed_bytes_);
   TileScratch& s = tile_scratch(c, bf16_attention_);
   embed_patches(chw, nullptr, N, s.cols.data(), s.x.data(), pool, "patch");
-  const TilePlan plan = plan_tile(c, layers_, bf16_attention_, record != nullptr);
+  TilePlan plan = plan_tile(c, layers_, bf16_attention_, record != nullptr);
+  plan.f16 = f16_;
   if (record) {
     record->k = record->v = {};
     record->k16 = record->v16 = {};
@@ -488,7 +496,7 @@ void Idefics3Vision::encode_tile_gated(const float* chw, const std::vector<int>&
         std::copy(&kk[static_cast<size_t>(r) * H], &kk[static_cast<size_t>(r) * H] + H, K + at);
         std::copy(&vv[static_cast<size_t>(r) * H], &vv[static_cast<size_t>(r) * H] + H, V + at);
       }
-      tile_attention(c, q.data(), n, K, V, H, att.data(), bf16_attention_, pool, "gated");
+      tile_attention(c, q.data(), n, K, V, H, att.data(), bf16_attention_, f16_, pool, "gated");
     }
     apply(L.o, att.data(), n, tmp.data(), pool, "o (gated)");
     norm(L.ln2_w.data(), L.ln2_b.data(), tmp.data(), xn.data());
@@ -533,20 +541,36 @@ void Idefics3Vision::set_longest_edge(int edge) {
   pre_.longest_edge = edge;
 }
 
+void Idefics3Vision::drop_gemm_panels(WeightMatrix& w) {
+  // The fp32-GEMM panels a matrix's 16-bit tiles were made from are read no more: each is freed as
+  // soon as its tiles exist (as Qwen3-VL's tower does), which halves an fp16 tower's resident
+  // weights and keeps the conversion's peak to one matrix more.
+  const uint8_t* gp = w.gemm_panels;
+  w.gemm_panels = nullptr;
+  if (!gp) return;
+  for (PackedWeights& p : packed_)
+    if (p.data && p.matrix.gemm_panels == gp && !p.matrix.bf16_tiles && !p.matrix.f16_tiles)
+      packed_bytes_ -= p.bytes, p.data.reset(), p.bytes = 0;
+}
+
+int Idefics3Vision::repack_linear(PackedWeights (*pack)(const WeightMatrix&)) {
+  int n = 0;
+  for (WeightMatrix* w : linear_weights()) {
+    if (w->bf16_tiles || w->f16_tiles || w->panels || !supports_bf16_tiles(w->type)) continue;
+    packed_.push_back(pack(*w));
+    packed_bytes_ += packed_.back().bytes;
+    drop_gemm_panels(*w);
+    *w = packed_.back().matrix;
+    w->gemm_panels = nullptr;
+    ++n;
+  }
+  return n;
+}
+
 int Idefics3Vision::use_bf16_gemm() {
   if (!bf16_gemm_available()) fail("bf16 vision GEMM needs AVX512_BF16 or AMX bf16: this CPU or OS gives neither, or --isa/TESSERA_ISA caps below avx512vnni");
   bf16_attention_ = true;
   int n = 0;
-  // The fp32-GEMM panels a matrix's tiles were made from are read no more: each is freed as soon
-  // as its tiles exist (as Qwen3-VL's tower does), which halves an fp16 tower's resident weights
-  // and keeps the conversion's peak to one matrix more.
-  const auto drop_panels = [this](WeightMatrix& w) {
-    const uint8_t* gp = w.gemm_panels;
-    w.gemm_panels = nullptr;
-    if (!gp) return;
-    for (PackedWeights& p : packed_)
-      if (p.data && p.matrix.gemm_panels == gp && !p.matrix.bf16_tiles) packed_bytes_ -= p.bytes, p.data.reset(), p.bytes = 0;
-  };
   // q, k and v read the same normed rows: one stacked matrix makes them one GEMM (same bits,
   // faster than three calls: docs/measurements.md), and the three keep views into it for the
   // gated re-encoding
@@ -554,11 +578,11 @@ int Idefics3Vision::use_bf16_gemm() {
     const std::vector<const WeightMatrix*> parts = {&L.q.w, &L.k.w, &L.v.w};
     bool ok = true;
     for (const WeightMatrix* w : parts)
-      ok = ok && !w->bf16_tiles && !w->panels && supports_bf16_tiles(w->type) && w->type == L.q.w.type &&
+      ok = ok && !w->bf16_tiles && !w->f16_tiles && !w->panels && supports_bf16_tiles(w->type) && w->type == L.q.w.type &&
            w->cols == L.q.w.cols && w->rows % 32 == 0;
     if (!ok) continue;
     StackedBf16Tiles st = stack_bf16_tiles(parts);
-    for (Linear* l : {&L.q, &L.k, &L.v}) drop_panels(l->w);
+    for (Linear* l : {&L.q, &L.k, &L.v}) drop_gemm_panels(l->w);
     for (WeightMatrix& v : st.views) v.gemm_panels = nullptr;
     L.q.w = st.views[0], L.k.w = st.views[1], L.v.w = st.views[2];
     L.qkv.w = st.all.matrix;
@@ -572,16 +596,13 @@ int Idefics3Vision::use_bf16_gemm() {
     packed_.push_back(std::move(st.all));
     n += 3;
   }
-  for (WeightMatrix* w : linear_weights()) {
-    if (w->bf16_tiles || w->panels || !supports_bf16_tiles(w->type)) continue;
-    packed_.push_back(pack_bf16_tiles(*w));
-    packed_bytes_ += packed_.back().bytes;
-    drop_panels(*w);
-    *w = packed_.back().matrix;
-    w->gemm_panels = nullptr;
-    ++n;
-  }
-  return n;
+  return n + repack_linear(pack_bf16_tiles);
+}
+
+int Idefics3Vision::use_f16_gemm() {
+  if (!f16_gemm_available()) fail("fp16 vision GEMM needs AVX512-FP16: this CPU gives none, or --isa/TESSERA_ISA caps below avx512vnni");
+  f16_ = true;
+  return repack_linear(pack_f16_tiles);
 }
 
 int Idefics3Vision::use_q8_activations() {

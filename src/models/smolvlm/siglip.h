@@ -94,12 +94,25 @@ class Idefics3Vision {
   // the bf16 rounding of the inputs (docs/numerics.md). Returns the number of layers switched.
   int use_bf16_gemm();
   bool bf16() const { return bf16_attention_; }  // use_bf16_gemm() was called
+  // From now on, run every linear layer not on 8-bit activations or bf16 as the fp16 GEMM on
+  // AVX512-FP16 (kernels/f16_tiles.h: inputs rounded to fp16, products summed in fp16 over chunks
+  // of 128 k, the chunks in fp32), and the attention as the fp16 attention (attention_f16.h) over
+  // fp32 K/V rows (so a recorded state keeps fp32 K/V). Repacks those weights into f16 tiles
+  // once. Fails with a one-line error where the CPU has no AVX512-FP16. Bitwise invariant across
+  // thread counts and batch sizes, like every path. Returns the number of layers switched.
+  int use_f16_gemm();
+  // The GEMMs' arithmetic: "bf16", "f16" or "fp32".
+  const char* precision() const { return bf16_attention_ ? "bf16" : f16_ ? "f16" : "fp32"; }
 
  private:
   Idefics3Vision() = default;
   void load_weights(const TensorSource& src, bool gguf_names);
   // Every linear layer's weights: the patch embedding, q k v o fc1 fc2 per layer, the projection.
   std::vector<WeightMatrix*> linear_weights();
+  // Frees the fp32-GEMM panels w was read from (its 16-bit tiles replace them) and unlinks them.
+  void drop_gemm_panels(WeightMatrix& w);
+  // Every linear layer not yet repacked and of a type the tiles take, repacked by `pack`.
+  int repack_linear(PackedWeights (*pack)(const WeightMatrix&));
   // The patch embedding of n patches (patches[r], or all in order when null): im2col into cols,
   // the patch GEMM with its bias, and each patch's position embedding, into x.
   void embed_patches(const float* chw, const int* patches, int n, float* cols, float* x, ThreadPool& pool,
@@ -118,6 +131,7 @@ class Idefics3Vision {
   std::vector<PackedWeights> packed_;
   size_t packed_bytes_ = 0;
   bool bf16_attention_ = false;  // after use_bf16_gemm()
+  bool f16_ = false;             // after use_f16_gemm()
 };
 
 }  // namespace tessera
