@@ -11,8 +11,11 @@
 #include "core/cpu.h"
 #include "kernel_cases.h"
 #include "kernels/attention.h"
+#include "kernels/attention_f16.h"
+#include "kernels/bf16_tiles.h"
 #include "kernels/decode_panels.h"
 #include "kernels/elementwise.h"
+#include "kernels/f16_tiles.h"
 #include "kernels/gemm_panels.h"
 #include "kernels/q8_panels.h"
 
@@ -226,6 +229,40 @@ int main() {
       }
     }
   }
+  // the fp16 GEMM (AVX512-FP16 or NEON FP16 where present) against its scalar twin, and the fp16
+  // attention at this level against the scalar level's
+  if (f16_gemm_available()) std::printf("kernel_check: fp16 GEMM and attention in SIMD\n");
+  for (DType t : {DType::F32, DType::F16})
+    for (int64_t K : {16, 37, 200, 576})
+      for (int64_t N : {1, 17, 40}) {
+        const RandomMatrix W = make_matrix(t, N, K, static_cast<uint32_t>(3 * K + N));
+        const PackedWeights P = pack_f16_tiles(W.w);
+        const std::vector<float> bias = random_x(1, N, 3);
+        for (int64_t M : {1, 5, 19}) {
+          const std::vector<float> x = random_x(M, K, static_cast<uint32_t>(M + K));
+          const int64_t kp = bf16_padded_k(K);
+          std::vector<uint16_t> xh(static_cast<size_t>(bf16_act_elems(M, K)), 0);
+          round_rows_f16(x.data(), 0, M, K, K, xh.data(), kp);
+          std::vector<float> y_ref(static_cast<size_t>(M * N)), y(y_ref.size());
+          ref::gemm_f16_rows(P.matrix, 0, N, xh.data(), M, kp, y_ref.data(), N, bias.data());
+          gemm_f16(P.matrix, x.data(), M, K, y.data(), N, pool, bias.data());
+          check(std::memcmp(y.data(), y_ref.data(), y.size() * 4) == 0, "gemm_f16", t, K, M);
+        }
+      }
+  for (int hd : {40, 64})
+    for (int64_t n_kv : {7, 130}) {
+      AttentionShape s;
+      s.n_head = 4, s.n_head_kv = 2, s.head_dim = hd, s.causal = false, s.n_kv = n_kv, s.scale = 0.125f;
+      const int64_t n_q = 37, width = 4 * hd, kvw = 2 * hd;
+      const std::vector<float> q = random_x(n_q, width, 11), k = random_x(n_kv, kvw, 12), v = random_x(n_kv, kvw, 13);
+      std::vector<float> a(static_cast<size_t>(n_q * width)), b(a.size());
+      attention_f16(s, q.data(), n_q, width, k.data(), v.data(), kvw, a.data(), width, pool);
+      const Isa before = active_isa();
+      set_isa_cap(Isa::Scalar);
+      attention_f16(s, q.data(), n_q, width, k.data(), v.data(), kvw, b.data(), width, pool);
+      set_isa_cap(before);
+      check(std::memcmp(a.data(), b.data(), a.size() * 4) == 0, "attention_f16", DType::F16, hd, n_kv);
+    }
   std::printf("%d passed, %d failed\n", passed, failed);
   return failed == 0 ? 0 : 1;
 }

@@ -44,10 +44,12 @@ const CpuFeatures& cpu_features() {
     if (__get_cpuid_count(7, 1, &a, &b, &cx, &d)) c.avx512bf16 = (a >> 5) & 1;
 #elif defined(__aarch64__) && defined(__linux__)
     c.dotprod = (getauxval(AT_HWCAP) >> 20) & 1;  // HWCAP_ASIMDDP
+    c.fp16_arith = (getauxval(AT_HWCAP) >> 10) & 1;  // HWCAP_ASIMDHP
     c.i8mm = (getauxval(AT_HWCAP2) >> 13) & 1;    // HWCAP2_I8MM
     c.sme = (getauxval(AT_HWCAP2) >> 23) & 1;     // HWCAP2_SME
 #elif defined(__aarch64__) && defined(__APPLE__)
     c.dotprod = true;  // every Apple Silicon core (M1 and later)
+    c.fp16_arith = true;
 #endif
     return c;
   }();

@@ -10,6 +10,7 @@ struct CpuFeatures {
   bool amx_tile = false, amx_int8 = false, amx_bf16 = false;
   bool os_avx = false, os_avx512 = false, os_amx = false;  // XCR0 has the register state enabled
   bool dotprod = false, i8mm = false, sme = false;         // AArch64 (HWCAP, HWCAP2)
+  bool fp16_arith = false;  // AArch64 FP16 vector arithmetic (HWCAP_ASIMDHP: FMLA .8h)
   bool amd = false;  // vendor AuthenticAMD (where a check was measured on one vendor's cores only)
 };
 

@@ -44,6 +44,9 @@ TESSERA_ATTN_F16_DECL
 namespace avx512 {
 TESSERA_ATTN_F16_DECL
 }
+namespace neon {
+TESSERA_ATTN_F16_DECL
+}
 #undef TESSERA_ATTN_F16_DECL
 
 }  // namespace tessera

@@ -96,6 +96,13 @@ KernelTable make_table(Isa level) {
 #endif
       t.swiglu = neon::swiglu;
       t.store_f16 = neon::store_f16;
+      t.pack_kv_f16 = neon::pack_kv_f16;
+      t.softmax_rows_f16 = neon::softmax_rows_f16;
+      if (cpu_features().fp16_arith) {  // the fp16 GEMM by FMLA .8h (every Apple Silicon core)
+        t.f16_tiles = true;
+        t.round_rows_f16 = neon::round_rows_f16;
+        t.gemm_f16_rows = neon::gemm_f16_rows;
+      }
       t.softmax_row = neon::softmax_row_v16;
       t.gelu_tanh = neon::gelu_tanh_v16;
       t.rms_norm = neon::rms_norm;

@@ -13,7 +13,7 @@ namespace tessera {
 
 bool f16_gemm_available() { return kernels().f16_tiles; }
 
-bool f16_gemm_fast() { return f16_gemm_available() && !bf16_gemm_fast(); }
+bool f16_gemm_fast() { return f16_gemm_available() && kernels().isa != Isa::Neon && !bf16_gemm_fast(); }
 
 PackedWeights pack_f16_tiles(const WeightMatrix& w) {
   PackedWeights out = pack_tiles16(w, float_to_fp16);

@@ -29,10 +29,12 @@ namespace tessera {
 
 constexpr int64_t kF16ChunkK = 128;  // k per fp16 partial sum (four tile blocks of 32)
 
-// True where a SIMD fp16 GEMM runs at this ISA cap (AVX512-FP16 at Isa::Avx512Vnni and up).
+// True where a SIMD fp16 GEMM runs at this ISA cap (AVX512-FP16 at Isa::Avx512Vnni and up; NEON
+// with FP16 arithmetic at Isa::Neon).
 bool f16_gemm_available();
-// True where it is the fastest vision GEMM, so the CLI takes it by default: fp16 arithmetic and no
-// faster bf16 (bf16_gemm_fast(): AMX, or AMD's VDPBF16PS).
+// True where it is the fastest vision GEMM, so the CLI takes it by default: AVX512-FP16 and no
+// faster bf16 (bf16_gemm_fast(): AMX, or AMD's VDPBF16PS). Not on NEON: its speed on Apple's
+// cores is not measured yet (--f16-vision asks for it).
 bool f16_gemm_fast();
 
 // The matrix for gemm_f16 (its view plus `f16_tiles`): each weight, as fp32, rounded to fp16;
@@ -63,6 +65,11 @@ namespace avx512 {
 TESSERA_GEMM_F16_ROWS_DECL
 void round_rows_f16(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t k, uint16_t* y, int64_t kp);
 }  // namespace avx512
+// ARMv8.2 FP16 arithmetic (arm/f16_neon.cpp): the same numerics, bit for bit.
+namespace neon {
+TESSERA_GEMM_F16_ROWS_DECL
+void round_rows_f16(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t k, uint16_t* y, int64_t kp);
+}  // namespace neon
 #undef TESSERA_GEMM_F16_ROWS_DECL
 
 }  // namespace tessera
