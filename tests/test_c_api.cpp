@@ -82,6 +82,12 @@ TEST(CApi, SessionParams) {
   if (switched < 0) EXPECT_NE(std::string(tessera_last_error()).find("AMX"), std::string::npos);
   else EXPECT_EQ(switched, 14);
   tessera_vision_free(v);
+  v = tessera_vision_load(tessera::test::source_path("tests/fixtures/vision/tiny/mmproj.gguf").c_str());
+  EXPECT_EQ(tessera_vision_use_f16_gemm(nullptr), -1);
+  const int f16 = tessera_vision_use_f16_gemm(v);  // 14 layers with AVX512-FP16, else -1 and an error
+  if (f16 < 0) EXPECT_NE(std::string(tessera_last_error()).find("FP16"), std::string::npos);
+  else EXPECT_EQ(f16, 14);
+  tessera_vision_free(v);
 }
 
 // A screen capturer's path: a raw RGBA frame in memory, no files.

@@ -71,6 +71,10 @@ int tessera_vision_use_q8_activations(tessera_vision* vision);
  * from now on (--bf16-vision: inputs rounded to bf16, fp32 sums). Returns the layers switched, or
  * -1 (and an error) where the CPU or OS gives no AMX bf16. */
 int tessera_vision_use_bf16_gemm(tessera_vision* vision);
+/* Runs the float layers as the fp16 GEMM and the attention as the fp16 attention from now on
+ * (--f16-vision: inputs rounded to fp16, fp16 sums over 128 k, fp32 across; AVX512-FP16 or ARM
+ * FP16). Returns the layers switched, or -1 (and an error) where the CPU has no fp16 arithmetic. */
+int tessera_vision_use_f16_gemm(tessera_vision* vision);
 
 /* An image in memory: interleaved 8-bit RGB (channels 3) or RGBA (4, composited onto white),
  * rows `stride` bytes apart -- what a screen capturer hands over. */

@@ -171,6 +171,13 @@ int tessera_vision_use_bf16_gemm(tessera_vision* vision) {
   }, -1);
 }
 
+int tessera_vision_use_f16_gemm(tessera_vision* vision) {
+  return guarded([&]() -> int {
+    if (!vision) tessera::fail("vision is NULL");
+    return vision->vision->use_f16_gemm();
+  }, -1);
+}
+
 int tessera_ask_image(tessera_session* session, const tessera_vision* vision, const tessera_frame* frame,
                       const char* question, const tessera_generate_params* params, tessera_piece_fn on_piece,
                       void* user, tessera_image_timings* timings) {

@@ -191,7 +191,7 @@ int Qwen3VLVision::use_bf16_gemm() {
 }
 
 int Qwen3VLVision::use_f16_gemm() {
-  if (!f16_gemm_available()) fail("fp16 vision GEMM needs AVX512-FP16: this CPU gives none, or --isa/TESSERA_ISA caps below avx512vnni");
+  if (!f16_gemm_available()) fail("fp16 vision GEMM needs AVX512-FP16 or ARM FP16 arithmetic: this CPU gives neither, or --isa/TESSERA_ISA caps below avx512vnni (neon on ARM)");
   f16_ = true;
   return repack_dense(pack_f16_tiles);
 }

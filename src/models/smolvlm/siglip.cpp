@@ -600,7 +600,7 @@ int Idefics3Vision::use_bf16_gemm() {
 }
 
 int Idefics3Vision::use_f16_gemm() {
-  if (!f16_gemm_available()) fail("fp16 vision GEMM needs AVX512-FP16: this CPU gives none, or --isa/TESSERA_ISA caps below avx512vnni");
+  if (!f16_gemm_available()) fail("fp16 vision GEMM needs AVX512-FP16 or ARM FP16 arithmetic: this CPU gives neither, or --isa/TESSERA_ISA caps below avx512vnni (neon on ARM)");
   f16_ = true;
   return repack_linear(pack_f16_tiles);
 }
