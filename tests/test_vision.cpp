@@ -520,6 +520,16 @@ TEST(Vision, F16GemmStaysCloseToTransformers) {
   for (int i = c.n_patches() - 1; i >= 0; i -= 7) some.push_back(i);
   v->encode_tile_gated(chw.data(), some, st, gated.data(), pool);
   EXPECT_EQ(gated, full);
+  // pixels far past any image's range overflow fp16 in the patch embedding: a one-line error, not
+  // NaN embeddings
+  std::vector<float> huge(chw);
+  for (float& x : huge) x *= 1e6f;
+  try {
+    v->encode_tile(huge.data(), full.data(), pool);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("--fp32-vision"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Vision, BadImagesAreClearErrors) {

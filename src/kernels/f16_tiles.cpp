@@ -25,6 +25,12 @@ void round_rows_f16(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t 
   round_rows16(x, t0, t1, xs, k, y, kp, float_to_fp16);
 }
 
+void check_f16_vision_output(const float* x, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (!std::isfinite(x[i]))
+      fail("fp16 vision: an activation overflowed fp16's range (the encoder's output is not finite); run with --fp32-vision");
+}
+
 namespace ref {
 
 namespace {

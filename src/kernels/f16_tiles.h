@@ -50,6 +50,12 @@ void round_rows_f16(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t 
 void gemm_f16(const WeightMatrix& w, const float* x, int64_t m, int64_t xs, float* y, int64_t ys, ThreadPool& pool,
               const float* bias = nullptr);
 
+// The fp16 path rounds activations to fp16, whose range ends at 65504: a value past it becomes inf
+// and the encoder's output NaN. Never seen on an encoder's GEMM inputs (LayerNorm, GELU and
+// attention outputs), but a wrong answer must not pass silently: the encoders check their n
+// outputs with this, which fails with a one-line error naming --fp32-vision where one is not finite.
+void check_f16_vision_output(const float* x, size_t n);
+
 // Rows [r0, r1) (whole 32-row groups but the last) for activations already rounded (xh: m tokens
 // padded to a multiple of 32 with zero tokens, kp per token).
 #define TESSERA_GEMM_F16_ROWS_DECL                                                                           \

@@ -422,6 +422,7 @@ void Qwen3VLVision::encode(const Qwen3VLPatches& p, float* out, ThreadPool& pool
     }
   }
   merge(merger_, x.data(), N, out, W, pool);
+  if (f16_) check_f16_vision_output(out, static_cast<size_t>(N / (M * M)) * static_cast<size_t>(W));
   if (record) record->out.assign(out, out + static_cast<size_t>(N / (M * M)) * static_cast<size_t>(W));
 }
 
@@ -468,6 +469,7 @@ void Qwen3VLVision::encode_gated(const Qwen3VLPatches& p, const std::vector<int>
       }
     }
     merge(merger_, x.data(), n, o.data(), W, pool);
+    if (f16_) check_f16_vision_output(o.data(), static_cast<size_t>(nb) * static_cast<size_t>(W));
     for (int b = 0; b < nb; ++b)
       std::copy(&o[static_cast<size_t>(b) * W], &o[static_cast<size_t>(b + 1) * W], st.out.begin() + static_cast<std::ptrdiff_t>(changed_blocks[static_cast<size_t>(b)]) * W);
   }

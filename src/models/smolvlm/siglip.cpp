@@ -436,6 +436,7 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     pending = s.tmp.data();
   }
   norm_rows(s.x.data(), N, H, c.eps, post_w_.data(), post_b_.data(), pending, encoded, nullptr, pool);
+  if (f16_) check_f16_vision_output(encoded, NH);
   if (record) std::copy(encoded, encoded + NH, record->encoded.begin());
 }
 
@@ -506,6 +507,7 @@ void Idefics3Vision::encode_tile_gated(const float* chw, const std::vector<int>&
     ++li;
   }
   norm(post_w_.data(), post_b_.data(), pending, xn.data());
+  if (f16_) check_f16_vision_output(xn.data(), static_cast<size_t>(n) * H);
   for (int r = 0; r < n; ++r)
     std::copy(&xn[static_cast<size_t>(r) * H], &xn[static_cast<size_t>(r) * H] + H,
               st.encoded.begin() + static_cast<std::ptrdiff_t>(static_cast<size_t>(changed[static_cast<size_t>(r)]) * H));
