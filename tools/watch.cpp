@@ -44,7 +44,7 @@ void add_watch_options(CLI::App* sub, WatchArgs& w) {
       ->check(CLI::Range(0.0, 1.0));
   sub->add_flag("--validate-fp32-vision", w.validate_fp32_vision,
                "compare against a full recompute with the default fp32 vision path (a second copy of the vision model): "
-               "the embedding error and next-token KL of --bf16-vision or --q8-activations");
+               "the embedding error and next-token KL of the bf16 or fp16 vision path or --q8-activations");
   sub->add_option("--reference-mmproj", w.reference_mmproj,
                   "with --validate-fp32-vision: the reference's vision model (default: --mmproj), e.g. the f16 file a Q8_0 one was made from");
 }
