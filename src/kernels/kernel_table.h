@@ -59,13 +59,13 @@ struct KernelTable {
   void (*attention_bf16_rows)(const Bf16AttnDims& D, const Bf16AttnBuffers& b, int64_t h, int64_t i0, float* out,
                               int64_t out_stride, uint16_t* out_b16);
 
-  // The fp16 GEMM (f16_tiles.h): AVX512-FP16 at the Avx512Vnni level and up where the CPU has it,
-  // the scalar twins elsewhere.
+  // The fp16 GEMM (f16_tiles.h): AVX512-FP16 at the Avx512Vnni level and up, and NEON FP16 at the
+  // Neon level, where the CPU has them; the scalar twins elsewhere.
   bool f16_tiles;  // a SIMD kernel is in use
   void (*round_rows_f16)(const float* x, int64_t t0, int64_t t1, int64_t xs, int64_t k, uint16_t* y, int64_t kp);
   void (*gemm_f16_rows)(const WeightMatrix& w, int64_t r0, int64_t r1, const uint16_t* xh, int64_t m, int64_t kp,
                         float* y, int64_t ys, const float* bias);
-  // The fp16 attention's steps (attention_f16.h): AVX-512 at the Avx512 level and up.
+  // The fp16 attention's steps (attention_f16.h): AVX-512 at the Avx512 level and up, NEON at Neon.
   void (*pack_kv_f16)(const float* k, const float* v, int64_t kv_stride, int g, int64_t hd, int64_t n_kv, int64_t j0,
                       int64_t j1, uint16_t* kt, uint16_t* vt);
   void (*softmax_rows_f16)(const float* S, int64_t ss, int64_t rows, int64_t n_kv, float c, uint16_t* P, float* l);

@@ -96,7 +96,8 @@ class Qwen3VLVision {
   int use_bf16_gemm();
   bool bf16() const { return bf16_; }
   // Every linear layer as the fp16 GEMM on AVX512-FP16 (kernels/f16_tiles.h) and the attention as
-  // the fp16 attention (kernels/attention_f16.h), as SigLIP's use_f16_gemm. Fails with a one-line error where the CPU has no AVX512-FP16.
+  // the fp16 attention (kernels/attention_f16.h), as SigLIP's use_f16_gemm. Fails with a one-line
+  // error where the CPU has no AVX512-FP16 or ARM FP16 arithmetic.
   int use_f16_gemm();
   // The GEMMs' arithmetic: "bf16", "f16" or "fp32".
   const char* precision() const { return bf16_ ? "bf16" : f16_ ? "f16" : "fp32"; }

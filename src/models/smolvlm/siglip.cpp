@@ -201,10 +201,11 @@ struct TilePlan {
   size_t nk = 0, nv = 0;      // elements of one layer's packed K and V
 };
 
-TilePlan plan_tile(const SiglipConfig& c, const std::vector<SiglipLayer>& layers, bool bf16, bool recording) {
+TilePlan plan_tile(const SiglipConfig& c, const std::vector<SiglipLayer>& layers, bool bf16, bool f16, bool recording) {
   TilePlan p;
   p.shape = tile_attention_shape(c);
   p.bf16 = bf16;
+  p.f16 = f16;
   if (bf16) check_bf16_attn_shape(p.shape);
   p.dims = bf16_attn_dims(p.shape, c.n_patches());
   p.packed_state = recording && bf16;
@@ -406,8 +407,7 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
   prof::note_memory("vision weights (repacked)", packed_bytes_);
   TileScratch& s = tile_scratch(c, bf16_attention_);
   embed_patches(chw, nullptr, N, s.cols.data(), s.x.data(), pool, "patch");
-  TilePlan plan = plan_tile(c, layers_, bf16_attention_, record != nullptr);
-  plan.f16 = f16_;
+  const TilePlan plan = plan_tile(c, layers_, bf16_attention_, f16_, record != nullptr);
   if (record) {
     record->k = record->v = {};
     record->k16 = record->v16 = {};
