@@ -21,13 +21,18 @@ void set_chunk_observer(const ChunkObserver* observer) { g_chunk_observer.store(
 
 static constexpr int kSpinIterations = 20000;  // ~100 µs of spinning before sleeping
 static constexpr int kChunksPerThread = 4;
+static constexpr int kStealAfter = 16;  // the caller's polls of a worker that has not started before it takes its chunk
+
+// Epochs wrap; a claim is older than epoch e when it is behind it in the wrapped order.
+static bool before(uint32_t a, uint32_t e) { return static_cast<int32_t>(a - e) < 0; }
 
 ThreadPool::ThreadPool(int n_threads)
     : n_threads_(std::max(1, n_threads)),
       // more threads than cores: a spinning waiter takes the core from the thread it waits for,
       // so waiters sleep (workers) or yield (the caller) at once
-      oversubscribed_(n_threads_ > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {
-  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this] { worker_loop(); });
+      oversubscribed_(n_threads_ > static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+      per_(new PerThread[static_cast<size_t>(n_threads_)]) {
+  for (int i = 1; i < n_threads_; ++i) workers_.emplace_back([this, i] { worker_loop(i); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -37,23 +42,42 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_chunks(uint32_t epoch) {
+void ThreadPool::run_chunk(uint32_t idx) {
+  const int64_t begin = static_cast<int64_t>(idx) * chunk_;
+  if (abort_ && abort_->load(std::memory_order_relaxed))
+    skipped_.store(true, std::memory_order_relaxed);  // preempted: the caller throws after the join
+  else
+    (*fn_)(begin, std::min(n_, begin + chunk_));
+}
+
+// Thread t's home chunk for `epoch`, unless someone took it (or that job is over: a later claim).
+bool ThreadPool::claim_home(int t, uint32_t epoch) {
+  std::atomic<uint32_t>& h = per_[static_cast<size_t>(t)].home;
+  uint32_t c = h.load();
+  while (before(c, epoch))
+    if (h.compare_exchange_weak(c, epoch)) return true;
+  return false;
+}
+
+void ThreadPool::report(int t, uint32_t epoch, uint32_t done) {
+  per_[static_cast<size_t>(t)].progress.store(static_cast<uint64_t>(epoch) << 32 | done, std::memory_order_release);
+}
+
+// Shared chunks of `epoch` until none is left; returns `done` plus the chunks run.
+uint32_t ThreadPool::run_shared(uint32_t epoch, int t, uint32_t done) {
   for (;;) {
     uint64_t c = claim_.load();
-    if (static_cast<uint32_t>(c >> 32) != epoch) return;  // that job is over
+    if (static_cast<uint32_t>(c >> 32) != epoch) return done;  // that job is over
     const uint32_t idx = static_cast<uint32_t>(c);
-    if (idx >= chunks_) return;
+    if (idx >= chunks_.load(std::memory_order_relaxed)) return done;  // a newer job's count only makes the CAS fail
     if (!claim_.compare_exchange_weak(c, c + 1)) continue;
-    const int64_t begin = static_cast<int64_t>(idx) * chunk_;
-    if (abort_ && abort_->load(std::memory_order_relaxed))
-      skipped_.store(true, std::memory_order_relaxed);  // preempted: the caller throws after the join
-    else
-      (*fn_)(begin, std::min(n_, begin + chunk_));
-    done_.fetch_add(1);
+    run_chunk(idx);
+    ++done;
+    if (t > 0) report(t, epoch, done);
   }
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::worker_loop(int t) {
   uint32_t seen = 0;
   for (;;) {
     uint32_t e;
@@ -64,7 +88,20 @@ void ThreadPool::worker_loop() {
     }
     seen = e;
     if (stop_.load()) return;
-    run_chunks(e);
+    uint32_t done = 0;
+    // the home chunk count comes with its epoch: a late worker must not take a newer job's
+    // count for its own (its home claim for epoch e would then succeed where job e had no home
+    // chunk for it, and run a chunk of the newer job twice)
+    const uint64_t job = job_.load();
+    if (static_cast<uint32_t>(job >> 32) != e) continue;  // job e is over: the loop sees the next
+    if (static_cast<uint32_t>(t) >= static_cast<uint32_t>(job)) {
+      report(t, e, 0);  // no home chunk: a progress word from 2^32 jobs ago must not match e
+    } else if (claim_home(t, e)) {
+      report(t, e, 0);  // started: the caller will not take this chunk over
+      run_chunk(static_cast<uint32_t>(t));
+      report(t, e, ++done);
+    }
+    run_shared(e, t, done);
   }
 }
 
@@ -90,27 +127,48 @@ void ThreadPool::run(int64_t n, int64_t grain, const RangeFn& fn) {
     fn(0, n);
     return;
   }
-  const int64_t chunks = std::min<int64_t>(blocks, static_cast<int64_t>(n_threads_) * kChunksPerThread);
-  // Retire the previous job's claim word first: a late worker's claim on it must fail before
-  // the job fields below change under it.
+  const int64_t want = std::min<int64_t>(blocks, static_cast<int64_t>(n_threads_) * kChunksPerThread);
+  // Retire the previous job's shared claims first: a late worker's claim on them must fail
+  // before the job fields below change under it.
   const uint32_t e = epoch_.load() + 1;
   claim_.store((static_cast<uint64_t>(e) << 32) | 0xffffffffu);
   fn_ = &fn;
   abort_ = detail::preempt_flag;  // an armed caller's work stops between chunks when it is raised
   skipped_.store(false, std::memory_order_relaxed);
   n_ = n;
-  chunk_ = (blocks + chunks - 1) / chunks * grain;
-  chunks_ = static_cast<uint32_t>((n + chunk_ - 1) / chunk_);
-  done_.store(0);
-  claim_.store(static_cast<uint64_t>(e) << 32);
+  chunk_ = (blocks + want - 1) / want * grain;
+  const uint32_t chunks = static_cast<uint32_t>((n + chunk_ - 1) / chunk_);
+  chunks_.store(chunks, std::memory_order_relaxed);
+  const uint32_t homes = std::min<uint32_t>(chunks, static_cast<uint32_t>(n_threads_));
+  job_.store(static_cast<uint64_t>(e) << 32 | homes);
+  claim_.store(static_cast<uint64_t>(e) << 32 | homes);
   epoch_.store(e);
   epoch_.notify_all();
-  run_chunks(e);
-  // only chunks already being run remain; their thread may have been descheduled, so after a
-  // short spin the caller yields its core rather than burn it
-  for (int spins = 0; done_.load() != chunks_;) {
+  uint32_t done = 0;
+  if (claim_home(0, e)) {
+    run_chunk(0);
+    ++done;
+  }
+  done = run_shared(e, 0, done);
+  // What the workers finished; a worker that has not started after a few polls (descheduled)
+  // has its home chunk taken over, and only chunks already being run are waited for; after a
+  // short spin the caller yields its core rather than burn it.
+  for (int spins = 0;;) {
+    uint32_t total = done;
+    for (int t = 1; t < n_threads_; ++t) {
+      const uint64_t p = per_[static_cast<size_t>(t)].progress.load(std::memory_order_acquire);
+      if (static_cast<uint32_t>(p >> 32) == e) total += static_cast<uint32_t>(p);
+      else if (static_cast<uint32_t>(t) < homes && spins >= kStealAfter && claim_home(t, e)) {
+        run_chunk(static_cast<uint32_t>(t));
+        ++done, ++total;
+      }
+    }
+    if (total == chunks) break;
     if (!oversubscribed_ && ++spins < kSpinIterations) TESSERA_PAUSE();
-    else std::this_thread::yield();
+    else {
+      ++spins;
+      std::this_thread::yield();
+    }
   }
   if (skipped_.load(std::memory_order_relaxed)) throw Preempted{};
 }

@@ -1,6 +1,8 @@
-// A small fork-join pool for data-parallel kernels. Work is cut into chunks that threads
-// claim from a shared counter, so the calling thread finishes everything itself when a worker
-// is descheduled (a laptop's cores are shared with the user's apps): no waiting on a sleeper.
+// A small fork-join pool for data-parallel kernels. Work is cut into chunks: each thread's
+// home chunk first (chunk t for thread t, the caller being 0), then the rest claimed from a
+// shared counter. A home chunk whose worker has not started is taken over by the caller, so
+// the calling thread finishes everything itself when a worker is descheduled (a laptop's cores
+// are shared with the user's apps): no waiting on a sleeper.
 // Chunk boundaries depend only on the range, never on timing, and each output is computed by
 // exactly one thread, so results are identical whoever runs which chunk.
 // Workers spin briefly on an epoch counter, then sleep on it (C++20 atomic wait); with more
@@ -61,22 +63,37 @@ class ThreadPool {
 
  private:
   void run(int64_t n, int64_t grain, const RangeFn& fn);
-  void worker_loop();
-  void run_chunks(uint32_t epoch);
+  void worker_loop(int t);
+  bool claim_home(int t, uint32_t epoch);
+  uint32_t run_shared(uint32_t epoch, int t, uint32_t done);
+  void run_chunk(uint32_t idx);
+  void report(int t, uint32_t epoch, uint32_t done);
 
   int n_threads_;
   bool oversubscribed_;  // more threads than the machine has cores
   std::vector<std::thread> workers_;
-  // the current job, valid while claim_ carries its epoch
+  // A job's first n_threads chunks are home chunks, chunk t for thread t (0: the caller); the
+  // rest are shared, claimed from a counter. Each home claim and each worker's progress has a
+  // cache line of its own, written by its thread, so a fork-join of one chunk per thread moves
+  // two lines between cores (the job to the worker, its progress back) where one shared claim
+  // counter and done counter moved five; the caller takes a home chunk over only when its
+  // worker has not started (descheduled), so a sleeper is still never waited for.
+  struct PerThread {
+    alignas(64) std::atomic<uint32_t> home{0};      // epoch of the last claim of this thread's home chunk
+    alignas(64) std::atomic<uint64_t> progress{0};  // epoch << 32 | chunks this thread finished in it
+  };
+  std::unique_ptr<PerThread[]> per_;
+  // The current job, valid while a claim for its epoch succeeds:
+  alignas(64) std::atomic<uint32_t> epoch_{0};
   const RangeFn* fn_ = nullptr;
   int64_t n_ = 0, chunk_ = 0;
-  uint32_t chunks_ = 0;
-  std::atomic<uint64_t> claim_{0};  // epoch << 32 | next chunk index
-  std::atomic<uint32_t> epoch_{0};
-  std::atomic<uint32_t> done_{0};
+  std::atomic<uint32_t> chunks_{0};  // read by late workers while the next job sets it
+  std::atomic<uint64_t> job_{0};  // epoch << 32 | home chunks (min(chunks, threads))
   std::atomic<bool> stop_{false};
   const std::atomic<bool>* abort_ = nullptr;  // the caller's preemption flag (core/preempt.h)
-  std::atomic<bool> skipped_{false};          // a chunk was skipped for it
+  alignas(64) std::atomic<uint64_t> claim_{0};  // epoch << 32 | next shared chunk index
+  std::atomic<bool> skipped_{false};            // a chunk was skipped for the preemption flag
+  char pad_[64 - sizeof(std::atomic<uint64_t>) - sizeof(std::atomic<bool>)];
 };
 
 }  // namespace tessera
