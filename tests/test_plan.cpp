@@ -238,6 +238,17 @@ TEST(Plan, VisionTermsFollowTheProcessors) {
   EXPECT_NEAR(p.vision_per_tile_ms, (per_tile / 200e9 + 12 * 4.0 * 1024 * 1024 * 768 / 200e9) * 1e3, 1e-6);
   EXPECT_NEAR(p.vision_ms, 13 * p.vision_per_tile_ms, 1e-9);
   EXPECT_EQ(p.vision_buffers, static_cast<double>(siglip_buffer_bytes(sm.siglip)));
+  // the element-wise passes: 25 LayerNorms over 1024 x 768, and on the fp16 and fp32 paths the
+  // GELU pass over 12 x 1024 x 3072 (SigLIP's bf16 GEMM applies GELU in its epilogue)
+  DeviceProfile de = d;
+  de.norm_ns = 1, de.swiglu_ns = 3, de.rope_store_ns = 2;
+  const double norms_ms = 25.0 * 1024 * 768 * 1e-6, gelu_ms = 12.0 * 1024 * 3072 * 3 * 1e-6;
+  de.vision_bf16 = true, de.vision_f16 = false;
+  EXPECT_NEAR(predict(sm, s, de).vision_per_tile_ms - p.vision_per_tile_ms, norms_ms, 1e-6);
+  de.vision_bf16 = false, de.vision_f16 = true;
+  DeviceProfile d16 = d;
+  d16.vision_bf16 = false, d16.vision_f16 = true;
+  EXPECT_NEAR(predict(sm, s, de).vision_per_tile_ms - predict(sm, s, d16).vision_per_tile_ms, norms_ms + gelu_ms, 1e-6);
   s.longest_edge = 512;
   EXPECT_EQ(predict(sm, s, d).tiles, 1);
 
@@ -261,6 +272,12 @@ TEST(Plan, VisionTermsFollowTheProcessors) {
   da.vision_attn_gflops = 100;
   const double h = q.qwen.hidden, n = pq4.patches;
   EXPECT_NEAR(predict(q, s, da).vision_ms - pq4.vision_ms, q.qwen.depth * 4 * n * n * h / 200e9 * 1e3, 1e-6);
+  // Qwen3-VL's GEMMs at their own calibrated rate where there is one (its layer's wider rows)
+  DeviceProfile dq = d;
+  dq.qwen_vision_gflops = 100;
+  const double gemm_flops = pq4.patches * 2.0 *
+                            (q.qwen.depth * (4.0 * h * h + 2.0 * h * q.qwen.ff) + 3.0 * q.qwen.temporal * q.qwen.patch * q.qwen.patch * h);
+  EXPECT_GT(predict(q, s, dq).vision_ms - pq4.vision_ms, gemm_flops * (1 / 100e9 - 1 / 200e9) * 1e3);
   // fp32 GEMMs that are merely faster than fp32 attention (the Xeon without AMX: 291 against 161
   // GFLOP/s): the attention at its own fp32 rate, 50 here, not the GEMM's 200
   DeviceProfile df = d;
@@ -273,6 +290,7 @@ TEST(Plan, DeviceProfilesRoundTripAndScale) {
   DeviceProfile d = round_device();
   d.preprocess_ns_src = 1, d.preprocess_ns_out = 2, d.qwen_preprocess_ns_src = 3, d.qwen_preprocess_ns_out = 4, d.process_bytes = 5e6;
   d.vision_attn_gflops = 123;
+  d.qwen_vision_gflops = 111;
   d.prefill_gflops_short[DType::Q4_K] = 45;
   d.q8_decode_gbs[DType::Q4_K] = 31, d.q8_prefill_gflops_short[DType::Q4_0] = 77;
   d.norm_ns = 0.25, d.rope_store_ns = 1.5, d.swiglu_ns = 0.125;
@@ -284,6 +302,7 @@ TEST(Plan, DeviceProfilesRoundTripAndScale) {
   EXPECT_EQ(r.q8_prefill_gflops_short, d.q8_prefill_gflops_short);
   EXPECT_TRUE(r.q8_prefill_gflops.empty());
   EXPECT_EQ(r.vision_attn_gflops, 123);
+  EXPECT_EQ(r.qwen_vision_gflops, 111);
   EXPECT_TRUE(r.vision_bf16);
   d.vision_bf16 = false;
   EXPECT_FALSE(device_from_json(device_to_json(d), "test.json").vision_bf16);

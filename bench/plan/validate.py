@@ -1,14 +1,16 @@
 #!/usr/bin/env python3
 """tessera plan's predictions against measurement on this machine (issue 32, point 5).
 
-For each case (a model file, a resolution knob, a weight precision) it runs `tessera plan --json`
-and then `tessera profile --json` on the same image, question and settings, and sets side by
-side: the phases' times (preprocess, vision encode + connector, prefill, decode per token, time to
-first token) and the resident memory after the question (the profiler's peak RSS). The machine's
-kernel rates are measured first (`tessera plan --calibrate`), so a noisy neighbour at calibration
-time moves every prediction alike; the report names the CPU.
+For each case (a model file, a resolution knob, a weight precision) it runs `tessera plan --json`,
+then `tessera run` on the same image, question and settings (--repeats times; each figure's
+median) and one `tessera profile --json`, and sets side by side: the phases' times (preprocess,
+vision encode + connector, prefill, decode per token, time to first token) from `run`'s timing
+lines, and the resident memory after the question (the profiler's peak RSS). The machine's
+kernel rates are measured (`tessera plan --calibrate`) just before each case, so that a case is
+predicted from rates of the same minute (with --calibrate-once, once first: a noisy neighbour at
+calibration time then moves every prediction alike); the report names the CPU.
 
-  python3 bench/plan/validate.py OUT_DIR [--cases smolvlm,qwen] [--quick]
+  python3 bench/plan/validate.py OUT_DIR [--cases smolvlm,qwen] [--quick] [--repeats 3] [--calibrate-once]
 
 Models (made by the project's scripts, git-ignored):
   .peers/smolvlm-full/{text.gguf,mmproj.gguf}  SmolVLM-256M shape (real SmolLM2 Q4_1 text, random vision)
@@ -19,6 +21,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -84,6 +87,10 @@ def main():
     ap.add_argument("--cases", default="smolvlm,qwen")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--threads", default="2")
+    ap.add_argument("--repeats", type=int, default=3, help="runs per case; the table shows each figure's median")
+    ap.add_argument("--calibrate-once", action="store_true",
+                    help="one calibration for every case (default: each case calibrated just before it: this host's "
+                         "speed moves by 10-30%% within minutes, and a prediction is only as current as its rates)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     calib = os.path.join(a.out, "device.json")
@@ -93,26 +100,38 @@ def main():
     for name, text, mm, prec, run_knob, plan_knob, res in cases(a.cases.split(","), os.path.join(a.out, "models"), a.quick):
         tag = re.sub(r"[^A-Za-z0-9]+", "_", f"{name}_{prec}_{res}")
         pj, mj = os.path.join(a.out, f"plan_{tag}.json"), os.path.join(a.out, f"profile_{tag}.json")
+        if not a.calibrate_once:  # rates measured in the same minute as the case they predict
+            calib = os.path.join(a.out, f"device_{tag}.json")
+            run([TESSERA, "plan", "--calibrate", "--calibration", calib] + t)
         run([TESSERA, "plan", "-m", text, "--mmproj", mm, "--screen", "1920x1080", "--calibration", calib, "--answer-tokens", str(ANSWER), "--question-tokens", str(QUESTION_TOKENS),
              "--json", pj] + t + plan_knob)
         t0 = time.time()
-        r = run([TESSERA, "profile", "-m", text, "--mmproj", mm, "--image", IMAGE, "-p", QUESTION, "-n", str(ANSWER), "--json", mj] + t + run_knob)
-        wall = time.time() - t0
-        m = re.search(r"\[prefill: (\d+) tokens, ([\d.]+) ms.*decode: (\d+) tokens, ([\d.]+) ms", r.stderr)
-        if not m:
-            sys.exit(f"no timing line from profile:\n{r.stderr[-1000:]}")
-        prompt, prefill, ntok, dec = int(m.group(1)), float(m.group(2)), int(m.group(3)), float(m.group(4))
-        prof = json.load(open(mj))
-        ph = {p["phase"]: p["ms"] for p in prof["phases"]}
-        meas = {
-            "prompt tokens": prompt,
-            "preprocess ms": ph.get("image preprocess", 0.0),
-            "vision ms": ph.get("vision encode", 0.0) + ph.get("connector", 0.0),
-            "prefill ms": prefill,
-            "decode ms/token": dec / max(1, ntok),
-            "resident MiB": prof["memory"]["peak_resident_bytes"] / 2**20,
-        }
-        meas["TTFT ms"] = meas["preprocess ms"] + meas["vision ms"] + prefill + meas["decode ms/token"]
+        # times from `tessera run` (what a user's question costs: the profiler's per-op clocks
+        # add 5-20% to a decode step), each the median over the repeats (one run on a shared VM is
+        # one draw); the resident memory from one `tessera profile` (its peak RSS)
+        runs = []
+        for rep in range(a.repeats):
+            r = run([TESSERA, "run", "-m", text, "--mmproj", mm, "--image", IMAGE, "-p", QUESTION, "-n", str(ANSWER)] + t + run_knob)
+            m = re.search(r"\[prefill: (\d+) tokens, ([\d.]+) ms.*decode: (\d+) tokens, ([\d.]+) ms", r.stderr)
+            im = re.search(r"preprocess ([\d.]+) ms \| vision encode ([\d.]+) ms[^|\]]*(?:\| connector ([\d.]+) ms)?", r.stderr)
+            if not m or not im:
+                sys.exit(f"no timing lines from run:\n{r.stderr[-1000:]}")
+            prompt, prefill, ntok, dec = int(m.group(1)), float(m.group(2)), int(m.group(3)), float(m.group(4))
+            one = {
+                "prompt tokens": prompt,
+                "preprocess ms": float(im.group(1)),
+                "vision ms": float(im.group(2)) + float(im.group(3) or 0.0),
+                "prefill ms": prefill,
+                "decode ms/token": dec / max(1, ntok),
+            }
+            one["TTFT ms"] = one["preprocess ms"] + one["vision ms"] + prefill + one["decode ms/token"]
+            runs.append(one)
+        run([TESSERA, "profile", "-m", text, "--mmproj", mm, "--image", IMAGE, "-p", QUESTION, "-n", str(ANSWER), "--json", mj] + t + run_knob)
+        for one in runs:
+            one["resident MiB"] = json.load(open(mj))["memory"]["peak_resident_bytes"] / 2**20
+        wall = (time.time() - t0) / a.repeats
+        meas = {k: statistics.median(x[k] for x in runs) for k in runs[0]}
+        spread = {k: [min(x[k] for x in runs), max(x[k] for x in runs)] for k in runs[0]}
         p = json.load(open(pj))
         pred = {
             "prompt tokens": p["prompt_tokens"],
@@ -123,11 +142,12 @@ def main():
             "resident MiB": p["memory"]["peak_question"] / 2**20,
             "TTFT ms": p["ms"]["ttft_cold"],
         }
-        rows.append({"model": name, "weights": prec, "resolution": res, "predicted": pred, "measured": meas, "wall_s": wall})
+        rows.append({"model": name, "weights": prec, "resolution": res, "predicted": pred, "measured": meas, "measured_range": spread,
+                     "repeats": a.repeats, "wall_s": wall})
         print(f"{name} {prec} {res}: " + ", ".join(f"{k} {pred[k]:.1f}/{meas[k]:.1f}" for k in pred), flush=True)
     json.dump({"cpu": cpu_model(), "threads": int(a.threads), "rows": rows}, open(os.path.join(a.out, "validation.json"), "w"), indent=1)
     keys = ["preprocess ms", "vision ms", "prefill ms", "decode ms/token", "TTFT ms", "resident MiB"]
-    lines = [f"CPU: {cpu_model()}, {a.threads} threads; predicted / measured (ratio)", "",
+    lines = [f"CPU: {cpu_model()}, {a.threads} threads; predicted / measured (ratio); measured: the median of {a.repeats} runs", "",
              "| model | weights | resolution | prompt tokens | " + " | ".join(keys) + " |",
              "|---" * (4 + len(keys)) + "|"]
     worst = {k: 0.0 for k in keys}

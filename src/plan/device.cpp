@@ -201,32 +201,44 @@ std::unique_ptr<MappedFile> map_copies(const std::vector<uint8_t>& bytes, size_t
   return m;
 }
 
-// The vision encoders' kernels at one shape each, timed on demand (median of 3 calls): the GEMM,
-// 1024 tokens through a 1024 x 1024 fp16 matrix as the encoders run it (bf16 tiles where bf16 is
-// fast, else f16 tiles where fp16 arithmetic is, fp32 panels otherwise); fused attention, 1024
+// The vision encoders' kernels, timed on demand (median of 3 calls): the GEMMs of one SigLIP
+// layer, 1024 tokens through its fp16 matrices as the encoders run them (bf16 tiles where bf16 is
+// fast, else f16 tiles where fp16 arithmetic is, fp32 panels otherwise): q, k, v and o (768 x
+// 768), fc1 (768 -> 3072) and fc2 (3072 -> 768), their rate the layer's FLOPs over its time (one
+// 1024^3 GEMM ran 7-10% faster than the encoders' own mix on the Xeon: fc2's long rows and the
+// square ones' short ones are slower); fused attention, 1024
 // queries over 1024 keys, 8 heads of 64, fp16 cache, bidirectional; and where the GEMMs are bf16
 // (fp16) the encoders' bf16 (fp16) attention over the same shape from fp32 rows (its packing
 // included; the encoders pack bf16 in their q/k/v GEMM instead).
 struct EncoderSampler {
   static constexpr int64_t W = 8 * 64;
   ThreadPool& pool;
-  std::vector<float> x = std::vector<float>(static_cast<size_t>(1024) * 1024), y = std::vector<float>(static_cast<size_t>(1024) * 1024);
-  TestMatrix t;
-  PackedWeights pw;
+  static constexpr int64_t kTokens = 1024, kHidden = 768, kFf = 3072, kQwenHidden = 1024, kQwenFf = 4096;
+  std::vector<float> x = std::vector<float>(static_cast<size_t>(kTokens) * kQwenFf), y = std::vector<float>(static_cast<size_t>(kTokens) * kQwenFf);
+  TestMatrix tsq, tfc1, tfc2, qsq, qfc1, qfc2;  // SigLIP's 768 x 768, 3072 x 768, 768 x 3072 (rows x cols); Qwen3-VL's at 1024 / 4096
+  PackedWeights psq, pfc1, pfc2, pqsq, pqfc1, pqfc2;
   bool bf16 = bf16_gemm_fast();
   bool f16 = !bf16 && f16_gemm_fast();
   AttentionShape sh;
   size_t row = kv_row_bytes(DType::F16, 64);
   std::vector<uint8_t> k, v;
   std::vector<float> q, o, kf, vf;
-  std::vector<double> vision_gflops, attn_gflops, vision_attn_gflops;
+  std::vector<double> vision_gflops, qwen_vision_gflops, attn_gflops, vision_attn_gflops;
 
   explicit EncoderSampler(ThreadPool& p) : pool(p) {
     std::mt19937 rng(5);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     for (float& e : x) e = nd(rng);
-    make_matrix(t, DType::F16, 1024, 1024, 1024);
-    pw = bf16 ? pack_bf16_tiles(t.w) : f16 ? pack_f16_tiles(t.w) : pack_gemm_panels(t.w);
+    const auto pack = [&](TestMatrix& t, int64_t rows, int64_t cols) {
+      make_matrix(t, DType::F16, rows, cols, std::min<int64_t>(rows, 1024));
+      return bf16 ? pack_bf16_tiles(t.w) : f16 ? pack_f16_tiles(t.w) : pack_gemm_panels(t.w);
+    };
+    psq = pack(tsq, kHidden, kHidden);
+    pfc1 = pack(tfc1, kFf, kHidden);
+    pfc2 = pack(tfc2, kHidden, kFf);
+    pqsq = pack(qsq, kQwenHidden, kQwenHidden);
+    pqfc1 = pack(qfc1, kQwenFf, kQwenHidden);
+    pqfc2 = pack(qfc2, kQwenHidden, kQwenFf);
     sh.n_head = sh.n_head_kv = 8, sh.head_dim = 64, sh.scale = 0.125f, sh.causal = false, sh.n_kv = 1024;
     k.resize(1024 * 8 * row), v.resize(1024 * 8 * row);
     q.resize(static_cast<size_t>(1024 * W)), o.resize(static_cast<size_t>(1024 * W));
@@ -241,12 +253,20 @@ struct EncoderSampler {
     }
   }
   void sample() {
-    const double s = median_seconds(3, [&] {
-      if (bf16) gemm_bf16(pw.matrix, x.data(), 1024, 1024, y.data(), 1024, pool);
-      else if (f16) gemm_f16(pw.matrix, x.data(), 1024, 1024, y.data(), 1024, pool);
-      else gemm(pw.matrix, x.data(), 1024, 1024, y.data(), 1024, pool);
-    });
-    vision_gflops.push_back(2.0 * 1024 * 1024 * 1024 / s / 1e9);
+    const auto run = [&](const PackedWeights& p) {
+      const WeightMatrix& w = p.matrix;
+      if (bf16) gemm_bf16(w, x.data(), kTokens, w.cols, y.data(), w.rows, pool);
+      else if (f16) gemm_f16(w, x.data(), kTokens, w.cols, y.data(), w.rows, pool);
+      else gemm(w, x.data(), kTokens, w.cols, y.data(), w.rows, pool);
+    };
+    // a layer: q, k, v and o as four square GEMMs (SigLIP's; Qwen3-VL's fused q/k/v is the same
+    // FLOPs in one call), fc1, fc2
+    const auto layer_gflops = [&](const PackedWeights& sq, const PackedWeights& f1, const PackedWeights& f2, double h, double f) {
+      const double s = 4 * median_seconds(3, [&] { run(sq); }) + median_seconds(3, [&] { run(f1); }) + median_seconds(3, [&] { run(f2); });
+      return 2.0 * kTokens * (4.0 * h * h + 2.0 * h * f) / s / 1e9;
+    };
+    vision_gflops.push_back(layer_gflops(psq, pfc1, pfc2, kHidden, kFf));
+    qwen_vision_gflops.push_back(layer_gflops(pqsq, pqfc1, pqfc2, kQwenHidden, kQwenFf));
     KvView kv{k.data(), v.data(), DType::F16, static_cast<int64_t>(8 * row), static_cast<int64_t>(row)};
     const double sa = median_seconds(3, [&] { flash_attention(sh, q.data(), 1024, W, kv, o.data(), W, pool); });
     attn_gflops.push_back(4.0 * 1024 * 1024 * static_cast<double>(W) / sa / 1e9);
@@ -434,6 +454,7 @@ DeviceProfile calibrate_this_machine(int threads) {
   d.vision_bf16 = encoder.bf16;
   d.vision_f16 = encoder.f16;
   d.vision_gflops = median_of(encoder.vision_gflops);
+  d.qwen_vision_gflops = median_of(encoder.qwen_vision_gflops);
   d.attn_gflops = median_of(encoder.attn_gflops);
   if (!encoder.vision_attn_gflops.empty()) d.vision_attn_gflops = median_of(encoder.vision_attn_gflops);
   // a layer's element-wise work on a 256-token batch of a 2B-like layer (width 2048, 16 query heads
@@ -562,6 +583,7 @@ std::string device_to_json(const DeviceProfile& d) {
   for (const auto& [key, m] : q8_rate_maps(d))
     for (const auto& [t, v] : *m) j["q8_activations"][key][dtype_name(t)] = v;
   j["vision_gflops"] = d.vision_gflops, j["attn_gflops"] = d.attn_gflops, j["op_us"] = d.op_us;
+  if (d.qwen_vision_gflops > 0) j["qwen_vision_gflops"] = d.qwen_vision_gflops;
   if (d.vision_attn_gflops > 0) j["vision_attn_gflops"] = d.vision_attn_gflops;
   j["vision_bf16"] = d.vision_bf16;
   j["vision_f16"] = d.vision_f16;
@@ -599,6 +621,7 @@ DeviceProfile device_from_json(const std::string& text, const std::string& path)
   d.dram_gbs = num(j, "dram_gbs", 1e-3, 1e5);
   d.fp32_peak_gflops = num(j, "fp32_peak_gflops", 1e-3, 1e7);
   d.vision_gflops = num(j, "vision_gflops", 1e-3, 1e7);
+  if (j.contains("qwen_vision_gflops")) d.qwen_vision_gflops = num(j, "qwen_vision_gflops", 1e-3, 1e7);  // optional
   d.attn_gflops = num(j, "attn_gflops", 1e-3, 1e7);
   if (j.contains("vision_attn_gflops")) d.vision_attn_gflops = num(j, "vision_attn_gflops", 1e-3, 1e7);  // optional
   if (!j.contains("vision_bf16")) d.vision_bf16 = d.vision_gflops > d.attn_gflops;  // optional: see device.h
@@ -721,6 +744,7 @@ DeviceProfile apple_device(const std::string& name, int memory_gb, const DeviceP
   for (const auto& [t, v] : here.q8_prefill_gflops_short) d.q8_prefill_gflops_short[t] = v * fl;
   d.vision_bf16 = here.vision_bf16, d.vision_f16 = here.vision_f16;  // the rates below are those of this machine's path, scaled
   d.vision_gflops = here.vision_gflops * fl;
+  d.qwen_vision_gflops = here.qwen_vision_gflops * fl;
   d.attn_gflops = here.attn_gflops * fl;
   d.vision_attn_gflops = here.vision_attn_gflops * fl;
   d.attn_decode_gbs = here.attn_decode_gbs * fl;  // compute-bound at these lengths, like the encoder's

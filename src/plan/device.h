@@ -39,7 +39,10 @@ struct DeviceProfile {
   // measured (calibrations before 2026-12-05 afternoon, Apple devices): no scaling.
   std::vector<std::pair<double, double>> read_curve;  // (bytes, GB/s)
   double decode_cached_ratio = 0, q8_decode_cached_ratio = 0;
-  double vision_gflops = 0; // the vision encoder's GEMM (bf16 where this CPU has it, else fp32)
+  double vision_gflops = 0; // the vision encoder's GEMM (bf16 where this CPU has it, else fp32), over SigLIP's layer
+  // the same over a Qwen3-VL tower layer (width 1024, FFN 4096: longer rows, 10-15% slower on the
+  // Xeon's fp16 path); 0 in calibrations before 2026-12-05 late: vision_gflops stands in
+  double qwen_vision_gflops = 0;
   // whether the encoder runs bf16 GEMMs there (bf16_gemm_fast(): AMX, or AVX512-BF16 on AMD); with
   // them its attention is bf16 and its weights are held as bf16 tiles. Calibrations made before
   // it was recorded: inferred from the rates (vision_gflops > attn_gflops), which an fp32 GEMM that

@@ -63,9 +63,14 @@ double kv_bytes_per_position(const ModelSpec& m, DType kv) {
          (static_cast<double>(kv_tile_bytes(kv, c.head_dim)) / kKvTile + static_cast<double>(kv_row_bytes(kv, c.head_dim)));
 }
 
-// Encoder FLOPs: GEMMs and attention, per SmolVLM tile or per Qwen3-VL image of n patches.
+// Encoder FLOPs: GEMMs and attention, per SmolVLM tile or per Qwen3-VL image of n patches; and
+// its element-wise passes, in elements: LayerNorms, the FFN's GELU (SigLIP's bf16 GEMM applies
+// it in its epilogue: no pass there), Qwen3-VL's 2-D RoPE of q and k.
 struct VisionWork {
   double gemm_flops = 0, attn_flops = 0, calls = 0;
+  bool qwen = false;  // Qwen3-VL's tower: its GEMMs at their own calibrated rate
+  double norm_elems = 0, gelu_elems = 0, rope_elems = 0;
+  bool gelu_in_bf16_gemm = false;
 };
 
 VisionWork siglip_tile_work(const SiglipConfig& v) {
@@ -74,6 +79,9 @@ VisionWork siglip_tile_work(const SiglipConfig& v) {
   w.gemm_flops = v.layers * 2 * N * (4 * H * H + 2 * H * F) + 2 * N * 3 * P * P * H + 2 * (N / s2) * (H * s2) * v.text_hidden;
   w.attn_flops = v.layers * 4 * N * N * H;
   w.calls = v.layers * 8 + 4;
+  w.norm_elems = (2.0 * v.layers + 1) * N * H;
+  w.gelu_elems = v.layers * N * F;
+  w.gelu_in_bf16_gemm = true;
   return w;
 }
 
@@ -84,6 +92,10 @@ VisionWork qwen_image_work(const Qwen3VLVisionConfig& v, double N) {
                  (1 + v.deepstack.size()) * 2 * (N / (v.merge * v.merge)) * (M * M + M * v.out_hidden);
   w.attn_flops = v.depth * 4 * N * N * H;
   w.calls = v.depth * 8 + 4 + 2 * (1 + v.deepstack.size());
+  w.norm_elems = 2.0 * v.depth * N * H + (1 + v.deepstack.size()) * N * H;
+  w.gelu_elems = v.depth * N * F + (1 + v.deepstack.size()) * (N / (v.merge * v.merge)) * M;
+  w.rope_elems = v.depth * 2 * N * H;
+  w.qwen = true;
   return w;
 }
 
@@ -92,7 +104,13 @@ double vision_ms(const VisionWork& w, const DeviceProfile& d) {
   // GFLOP/s where the GEMM ran at 447 on Zen 4), or the GEMM's in calibrations without it
   const bool half = d.vision_bf16 || d.vision_f16;
   const double attn_rate = !half ? d.attn_gflops : d.vision_attn_gflops > 0 ? d.vision_attn_gflops : d.vision_gflops;
-  return (w.gemm_flops / (d.vision_gflops * 1e9) + w.attn_flops / (attn_rate * 1e9)) * 1e3 + w.calls * d.op_us * 1e-3;
+  // element-wise passes at the text layer's calibrated rates (0 in calibrations without them):
+  // a LayerNorm element at an (add+)RMSNorm's, a GELU element at a SwiGLU's, a RoPE element at
+  // RoPE with the cache store's; together 3-4% of a SigLIP tile on the fp16 path
+  const double gelu = w.gelu_in_bf16_gemm && d.vision_bf16 ? 0 : w.gelu_elems;
+  const double elementwise_ms = (w.norm_elems * d.norm_ns + gelu * d.swiglu_ns + w.rope_elems * d.rope_store_ns) * 1e-6;
+  const double gemm_rate = w.qwen && d.qwen_vision_gflops > 0 ? d.qwen_vision_gflops : d.vision_gflops;
+  return (w.gemm_flops / (gemm_rate * 1e9) + w.attn_flops / (attn_rate * 1e9)) * 1e3 + w.calls * d.op_us * 1e-3 + elementwise_ms;
 }
 
 // Whether the session runs this text matrix on 8-bit activations (runtime/session.cpp: a
