@@ -127,8 +127,9 @@ def main():
             one["TTFT ms"] = one["preprocess ms"] + one["vision ms"] + prefill + one["decode ms/token"]
             runs.append(one)
         run([TESSERA, "profile", "-m", text, "--mmproj", mm, "--image", IMAGE, "-p", QUESTION, "-n", str(ANSWER), "--json", mj] + t + run_knob)
+        resident = json.load(open(mj))["memory"]["peak_resident_bytes"] / 2**20
         for one in runs:
-            one["resident MiB"] = json.load(open(mj))["memory"]["peak_resident_bytes"] / 2**20
+            one["resident MiB"] = resident
         wall = (time.time() - t0) / a.repeats
         meas = {k: statistics.median(x[k] for x in runs) for k in runs[0]}
         spread = {k: [min(x[k] for x in runs), max(x[k] for x in runs)] for k in runs[0]}

@@ -144,12 +144,8 @@ void ThreadPool::run(int64_t n, int64_t grain, const RangeFn& fn) {
   claim_.store(static_cast<uint64_t>(e) << 32 | homes);
   epoch_.store(e);
   epoch_.notify_all();
-  uint32_t done = 0;
-  if (claim_home(0, e)) {
-    run_chunk(0);
-    ++done;
-  }
-  done = run_shared(e, 0, done);
+  run_chunk(0);  // the caller's home chunk: only workers' home chunks are ever taken over
+  uint32_t done = run_shared(e, 0, 1);
   // What the workers finished; a worker that has not started after a few polls (descheduled)
   // has its home chunk taken over, and only chunks already being run are waited for; after a
   // short spin the caller yields its core rather than burn it.

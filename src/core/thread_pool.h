@@ -79,7 +79,7 @@ class ThreadPool {
   // counter and done counter moved five; the caller takes a home chunk over only when its
   // worker has not started (descheduled), so a sleeper is still never waited for.
   struct PerThread {
-    alignas(64) std::atomic<uint32_t> home{0};      // epoch of the last claim of this thread's home chunk
+    alignas(64) std::atomic<uint32_t> home{0};      // epoch of the last claim of this worker's home chunk (unused for the caller's, never contested)
     alignas(64) std::atomic<uint64_t> progress{0};  // epoch << 32 | chunks this thread finished in it
   };
   std::unique_ptr<PerThread[]> per_;

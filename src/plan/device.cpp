@@ -205,7 +205,7 @@ std::unique_ptr<MappedFile> map_copies(const std::vector<uint8_t>& bytes, size_t
 // layer, 1024 tokens through its fp16 matrices as the encoders run them (bf16 tiles where bf16 is
 // fast, else f16 tiles where fp16 arithmetic is, fp32 panels otherwise): q, k, v and o (768 x
 // 768), fc1 (768 -> 3072) and fc2 (3072 -> 768), their rate the layer's FLOPs over its time (one
-// 1024^3 GEMM ran 7-10% faster than the encoders' own mix on the Xeon: fc2's long rows and the
+// 1024^3 GEMM ran 4-10% faster than the encoders' own mix on the Xeon: fc2's long rows and the
 // square ones' short ones are slower); fused attention, 1024
 // queries over 1024 keys, 8 heads of 64, fp16 cache, bidirectional; and where the GEMMs are bf16
 // (fp16) the encoders' bf16 (fp16) attention over the same shape from fp32 rows (its packing
