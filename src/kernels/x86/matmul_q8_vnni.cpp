@@ -23,23 +23,34 @@ namespace tessera::avx512 {
 
 namespace {
 
+typedef int32_t unaligned_i32 __attribute__((may_alias, aligned(1)));
+
 inline int32_t dword_at(const int8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return v;
 }
 
-// One block (8 weight vectors g) against NT tokens' block b: the float steps of kernels.h.
+// s += g · (the 4 bytes at p in every lane), read by the instruction's own {1to16} broadcast.
+// GCC emits a separate vpbroadcastd instead, one more uop per vpdpbusd: in a prefill tile the
+// front end, not the vpdpbusd ports, was then the limit (1.09x from this alone).
+inline __m512i dpbusd_bcast(__m512i s, __m512i g, const int8_t* p) {
+  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(s) : "v"(g), "m"(*reinterpret_cast<const unaligned_i32*>(p)));
+  return s;
+}
+
+// One block (8 weight vectors g) against NT tokens' block b: the float steps of kernels.h, token
+// after token, with two half-length chains per token so that with one or two tokens a block's
+// 8 dependent vpdpbusd do not bound the tile by their latency (Q6_K's halves have their own
+// scales). Decode's tiles (one token, weights streamed from L3/DRAM) keep the compiler's broadcasts.
 template <DType T, int NT>
-inline void block_tokens(const __m512i g[8], __m512 d, __m512 m, const BlockQ8_1* x, int64_t xs, int64_t b,
-                         __m512 acc[NT]) {
+inline void block_tokens_chains(const __m512i g[8], __m512 d, __m512 m, const BlockQ8_1* x, int64_t xs, int64_t b,
+                                __m512 acc[NT]) {
 #pragma GCC unroll 8
   for (int t = 0; t < NT; ++t) {
     const BlockQ8_1& xb = x[t * xs + b];
     constexpr int off = q8_offset(T);
     __m512i s = _mm512_set1_epi32(-off * (T == DType::Q6_K ? xb.sum_lo : xb.sum));
-    // two half-length chains (integer sums: the same result), so a block's 8 dependent vpdpbusd
-    // do not bound the tile by their latency
     __m512i s2 = _mm512_set1_epi32(T == DType::Q6_K ? -off * (xb.sum - xb.sum_lo) : 0);
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
@@ -55,6 +66,59 @@ inline void block_tokens(const __m512i g[8], __m512 d, __m512 m, const BlockQ8_1
     s = _mm512_add_epi32(s, s2);
     acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, _mm512_set1_ps(xb.d)), acc[t]);
     if constexpr (q8_has_min(T)) acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(xb.s), acc[t]);
+  }
+}
+
+// The same for tiles of 4+ tokens (prefill): one vpdpbusd chain per token, the tokens
+// interleaved so that NT independent chains are in flight at each step (token after token, the
+// scheduler filled up with a chain's waiting vpdpbusd: 1.05x). Fewer tokens (decode) take
+// block_tokens_chains.
+template <DType T, int NT>
+inline void block_tokens(const __m512i g[8], __m512 d, __m512 m, const BlockQ8_1* x, int64_t xs, int64_t b,
+                         __m512 acc[NT]) {
+  if constexpr (NT < 4) {
+    block_tokens_chains<T, NT>(g, d, m, x, xs, b, acc);
+  } else if constexpr (T == DType::Q6_K) {  // two sums per token (the halves' scales): 4 tokens at a time
+    static_assert(NT % 4 == 0);
+    constexpr int off = q8_offset(T);
+#pragma GCC unroll 2
+    for (int t0 = 0; t0 < NT; t0 += 4) {
+      __m512i lo[4], hi[4];
+#pragma GCC unroll 4
+      for (int t = 0; t < 4; ++t) {
+        const BlockQ8_1& xb = x[(t0 + t) * xs + b];
+        lo[t] = _mm512_set1_epi32(-off * xb.sum_lo);
+        hi[t] = _mm512_set1_epi32(-off * (xb.sum - xb.sum_lo));
+      }
+#pragma GCC unroll 4
+      for (int v = 0; v < 4; ++v)
+#pragma GCC unroll 4
+        for (int t = 0; t < 4; ++t) {
+          const int8_t* q = x[(t0 + t) * xs + b].q;
+          lo[t] = dpbusd_bcast(lo[t], g[v], q + 4 * v);
+          hi[t] = dpbusd_bcast(hi[t], g[v + 4], q + 4 * v + 16);
+        }
+#pragma GCC unroll 4
+      for (int t = 0; t < 4; ++t) {  // d: the first half's d·sc, m: the second's
+        const __m512 dx = _mm512_set1_ps(x[(t0 + t) * xs + b].d);
+        acc[t0 + t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo[t]), _mm512_mul_ps(d, dx), acc[t0 + t]);
+        acc[t0 + t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi[t]), _mm512_mul_ps(m, dx), acc[t0 + t]);
+      }
+    }
+  } else {
+    __m512i s[NT];
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) s[t] = _mm512_set1_epi32(-q8_offset(T) * x[t * xs + b].sum);
+#pragma GCC unroll 8
+    for (int v = 0; v < 8; ++v)
+#pragma GCC unroll 8
+      for (int t = 0; t < NT; ++t) s[t] = dpbusd_bcast(s[t], g[v], x[t * xs + b].q + 4 * v);
+#pragma GCC unroll 8
+    for (int t = 0; t < NT; ++t) {
+      const BlockQ8_1& xb = x[t * xs + b];
+      acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s[t]), _mm512_mul_ps(d, _mm512_set1_ps(xb.d)), acc[t]);
+      if constexpr (q8_has_min(T)) acc[t] = _mm512_fmadd_ps(m, _mm512_set1_ps(xb.s), acc[t]);
+    }
   }
 }
 
