@@ -82,25 +82,24 @@ void rope_angles_mrope(int64_t t, int64_t h, int64_t w, const int sections[3], i
   }
 }
 
+// Heads outer, so the inner loop runs over contiguous values (the compiler vectorizes it).
 void rope_pairs(float* x, int n_heads, int head_dim, const float* cs) {
-  for (int i = 0; i < head_dim; i += 2) {
-    const float c = cs[i], s = cs[i + 1];
-    for (int h = 0; h < n_heads; ++h) {
-      float* p = x + h * head_dim + i;
-      const float a = p[0], b = p[1];
-      p[0] = a * c - b * s;
-      p[1] = a * s + b * c;
+  for (int h = 0; h < n_heads; ++h) {
+    float* p = x + h * head_dim;
+    for (int i = 0; i < head_dim; i += 2) {
+      const float c = cs[i], s = cs[i + 1], a = p[i], b = p[i + 1];
+      p[i] = a * c - b * s;
+      p[i + 1] = a * s + b * c;
     }
   }
 }
 
 void rope_neox(float* x, int n_heads, int head_dim, const float* cs) {
   const int half = head_dim / 2;
-  for (int i = 0; i < half; ++i) {
-    const float c = cs[2 * i], s = cs[2 * i + 1];
-    for (int h = 0; h < n_heads; ++h) {
-      float* p = x + h * head_dim;
-      const float a = p[i], b = p[i + half];
+  for (int h = 0; h < n_heads; ++h) {
+    float* p = x + h * head_dim;
+    for (int i = 0; i < half; ++i) {
+      const float c = cs[2 * i], s = cs[2 * i + 1], a = p[i], b = p[i + half];
       p[i] = a * c - b * s;
       p[i + half] = a * s + b * c;
     }

@@ -25,6 +25,19 @@ struct KvTypeName {
 };
 constexpr KvTypeName kKvTypes[] = {{"f16", DType::F16}, {"f32", DType::F32}, {"bf16", DType::BF16},
                                    {"q8", DType::I8},   {"q4", DType::Q4_0},  {"q4_0", DType::Q4_0}};
+
+// f(i) for rows [i0, i1), on the pool when they are many (a prefill's norms: on one thread they
+// were 3% of SmolLM2's pp512); a decode step's row takes less time than waking a worker.
+template <class F>
+void each_row(ThreadPool& pool, int i0, int i1, int64_t row_elems, const F& f) {
+  if (static_cast<int64_t>(i1 - i0) * row_elems <= 8192) {
+    for (int i = i0; i < i1; ++i) f(i);
+    return;
+  }
+  pool.parallel_for(i1 - i0, 8, [&](int64_t a, int64_t b) {
+    for (int64_t i = a; i < b; ++i) f(i0 + static_cast<int>(i));
+  });
+}
 }  // namespace
 
 const std::vector<std::string>& kv_type_choices() {
@@ -376,10 +389,10 @@ void Session::attention_block(int l, int n) {
 
   {  // the previous layer's residual add is fused into this norm (add_rms_norm)
     prof::OpScope op("add+rms_norm", "", rms_norm_cost(n, E, true));
-    for (int i = 0; i < n; ++i) {
+    each_row(pool_, 0, n, E, [&](int i) {
       if (l == 0) rms_norm(&x_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
       else add_rms_norm(&x_[i * E], &tmp_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
-    }
+    });
   }
   linear_group({{&L.wq, q_.data(), QD, "q"}, {&L.wk, k_.data(), KV, "k"}, {&L.wv, v_.data(), KV, "v"}}, xn_.data(), n, E, "qkv");
   {
@@ -444,7 +457,7 @@ void Session::post_norm(const std::vector<float>& w, int n) {
   const LlamaConfig& c = model_.config();
   const int64_t E = c.n_embd;
   prof::OpScope op("rms_norm", "post", rms_norm_cost(n, E, false));
-  for (int i = 0; i < n; ++i) rms_norm(&tmp_[i * E], w.data(), &tmp_[i * E], E, c.rms_eps);
+  each_row(pool_, 0, n, E, [&](int i) { rms_norm(&tmp_[i * E], w.data(), &tmp_[i * E], E, c.rms_eps); });
 }
 
 void Session::ffn_block(int l, int n) {
@@ -453,7 +466,8 @@ void Session::ffn_block(int l, int n) {
   const int64_t E = c.n_embd, FF = c.n_ff;
   {
     prof::OpScope op("add+rms_norm", "", rms_norm_cost(n, E, true));
-    for (int i = 0; i < n; ++i) add_rms_norm(&x_[i * E], &tmp_[i * E], L.ffn_norm.data(), &xn_[i * E], E, c.rms_eps);
+    each_row(pool_, 0, n, E,
+             [&](int i) { add_rms_norm(&x_[i * E], &tmp_[i * E], L.ffn_norm.data(), &xn_[i * E], E, c.rms_eps); });
   }
   linear_group({{&L.w_gate, gate_.data(), FF, "gate"}, {&L.w_up, up_.data(), FF, "up"}}, xn_.data(), n, E, "gate+up");
   {
@@ -482,8 +496,9 @@ void Session::output_logits(int n, int first, const std::function<void(size_t, c
   first = std::clamp(first, 0, n - 1);
   {
     prof::OpScope op("add+rms_norm", "output", rms_norm_cost(n - first, E, true));
-    for (int i = first; i < n; ++i)
+    each_row(pool_, first, n, E, [&](int i) {
       add_rms_norm(&x_[i * E], &tmp_[i * E], model_.output_norm().data(), &xn_[i * E], E, c.rms_eps);
+    });
   }
   for (int i = first; i < n; i += kLogitRows) {
     const int rows = std::min(kLogitRows, n - i);
