@@ -17,6 +17,7 @@
 #include "kernels/kernel_table.h"
 #include "kernels/q8_panels.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/quantize.h"
 #include "kernel_cases.h"
 
 using namespace tessera;
@@ -188,6 +189,47 @@ TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
 
 // q, k, v (and gate, up) in one pass of the pool: every output bitwise what its own matmul_q8
 // gives, for decode and prefill, row counts that are not whole panels, 1 to 3 threads.
+// Blocks at the quants' extremes (every weight +1 but one -1 per block: quants 0 and the top
+// value) against activations at ±127: the largest block sums the kernels can meet. The AVX2
+// kernel adds maddubs results in int16 before widening (as many as cannot overflow); an
+// overflow there would show as a difference from the scalar twin's int32 sums.
+TEST(Kernels, MatmulQ8ExtremeBlocksMatchScalarTwin) {
+  if (!has_avx2()) GTEST_SKIP() << "no AVX2";
+  constexpr int64_t K = 512, N = 16, M = 3;
+  for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::A4G64, DType::Q5_0, DType::Q5_1,
+                  DType::Q5_K, DType::Q6_K}) {
+    const size_t rb = row_bytes(t, K);
+    std::vector<uint8_t> bytes(rb * N);
+    std::vector<float> row(K);
+    for (int64_t r = 0; r < N; ++r) {
+      for (int64_t k = 0; k < K; ++k) row[k] = k % 32 == r % 32 ? (r % 2 ? 1.0f : -1.0f) : (r % 2 ? -1.0f : 1.0f);
+      quantize_row(t, row.data(), K, bytes.data() + r * rb);
+    }
+    const WeightMatrix w{t, N, K, bytes.data(), rb};
+    const PackedWeights P = pack_q8_panels(w);
+    std::vector<float> x(M * K);
+    for (int64_t k = 0; k < K; ++k) {
+      x[k] = 1.0f;            // every activation +127
+      x[K + k] = -1.0f;       // every activation -127
+      x[2 * K + k] = k % 2 ? 1.0f : -1.0f;
+    }
+    const int64_t nb = K / 32;
+    std::vector<BlockQ8_1> xq(M * nb);
+    for (int64_t i = 0; i < M; ++i) quantize_row_q8_1(x.data() + i * K, xq.data() + i * nb, K);
+    std::vector<float> y_ref(M * N), y(M * N);
+    ref::matmul_q8_rows(w, 0, N, xq.data(), M, nb, y_ref.data(), N);
+    for (int64_t i = 0; i < M; ++i)  // the twin itself: sum = ±(K − 2·blocks)·127·scales, nonzero
+      for (int64_t r = 0; r < 2; ++r) EXPECT_NE(y_ref[i * N + r], 0.0f) << dtype_name(t);
+    avx2::matmul_q8_rows(P.matrix, 0, N, xq.data(), M, nb, y.data(), N);
+    ASSERT_EQ(std::memcmp(y_ref.data(), y.data(), y.size() * 4), 0) << "avx2, " << dtype_name(t);
+    if (has_vnni()) {
+      std::fill(y.begin(), y.end(), -1.0f);
+      kernel_table(Isa::Avx512Vnni).matmul_q8_rows(P.matrix, 0, N, xq.data(), M, nb, y.data(), N);
+      ASSERT_EQ(std::memcmp(y_ref.data(), y.data(), y.size() * 4), 0) << "vnni, " << dtype_name(t);
+    }
+  }
+}
+
 TEST(Kernels, MatmulQ8GroupEqualsSeparateCalls) {
   const int64_t K = 576, nb = K / 32;
   for (DType t : {DType::Q4_1, DType::Q8_0, DType::Q4_K}) {
