@@ -80,6 +80,33 @@ std::vector<float> run(const AttentionShape& s, const std::vector<float>& q, int
   return out;
 }
 
+// Row (query i, head h) over keys [0, end) in float64; *vmax: the largest |v| it weighs.
+std::vector<double> exact_row(const AttentionShape& s, const std::vector<float>& q, const Cache& c, int64_t i, int h,
+                              int64_t end, double* vmax) {
+  const int hd = s.head_dim, g = h / (s.n_head / s.n_head_kv);
+  const float* qi = &q[static_cast<size_t>((i * s.n_head + h) * hd)];
+  std::vector<double> sc(static_cast<size_t>(end));
+  double mx = -1e300, sum = 0;
+  for (int64_t j = 0; j < end; ++j) {
+    const std::vector<float> kj = c.at(c.k, j, g);
+    double d = 0;
+    for (int e = 0; e < hd; ++e) d += static_cast<double>(qi[e]) * kj[static_cast<size_t>(e)];
+    sc[static_cast<size_t>(j)] = d * s.scale;
+    mx = std::max(mx, sc[static_cast<size_t>(j)]);
+  }
+  for (auto& e : sc) sum += e = std::exp(e - mx);
+  std::vector<double> want(static_cast<size_t>(hd), 0.0);
+  *vmax = 0;
+  for (int64_t j = 0; j < end; ++j) {
+    const std::vector<float> vj = c.at(c.v, j, g);
+    for (int e = 0; e < hd; ++e) {
+      want[static_cast<size_t>(e)] += sc[static_cast<size_t>(j)] / sum * vj[static_cast<size_t>(e)];
+      *vmax = std::max(*vmax, std::fabs(static_cast<double>(vj[static_cast<size_t>(e)])));
+    }
+  }
+  return want;
+}
+
 // Each ISA level reaches its own block kernel (every level gives the same bits, so the bitwise
 // tests alone cannot see a level that silently runs the scalar one).
 TEST(Attention, EveryLevelUsesItsOwnKernel) {
@@ -141,26 +168,8 @@ TEST(Attention, MatchesFloat64AndEveryIsaBitwise) {
             for (int64_t i = 0; i < n_q; i += many ? 9 : 1) {  // float64 on every 9th of many rows
               const int64_t end = causal ? s.q_pos0 + i + 1 : n_kv;
               for (int h = 0; h < n_head; ++h) {
-                const int g = h / group;
-                const float* qi = &q[static_cast<size_t>((i * n_head + h) * hd)];
-                std::vector<double> sc(static_cast<size_t>(end));
-                double mx = -1e300, sum = 0, vmax = 0;
-                for (int64_t j = 0; j < end; ++j) {
-                  const std::vector<float> kj = c.at(c.k, j, g);
-                  double d = 0;
-                  for (int e = 0; e < hd; ++e) d += static_cast<double>(qi[e]) * kj[static_cast<size_t>(e)];
-                  sc[static_cast<size_t>(j)] = d * s.scale;
-                  mx = std::max(mx, sc[static_cast<size_t>(j)]);
-                }
-                for (auto& e : sc) sum += e = std::exp(e - mx);
-                std::vector<double> want(static_cast<size_t>(hd), 0.0);
-                for (int64_t j = 0; j < end; ++j) {
-                  const std::vector<float> vj = c.at(c.v, j, g);
-                  for (int e = 0; e < hd; ++e) {
-                    want[static_cast<size_t>(e)] += sc[static_cast<size_t>(j)] / sum * vj[static_cast<size_t>(e)];
-                    vmax = std::max(vmax, std::fabs(static_cast<double>(vj[static_cast<size_t>(e)])));
-                  }
-                }
+                double vmax = 0;
+                const std::vector<double> want = exact_row(s, q, c, i, h, end, &vmax);
                 for (int e = 0; e < hd; ++e)
                   ASSERT_NEAR(base[static_cast<size_t>((i * n_head + h) * hd + e)], want[static_cast<size_t>(e)], 2e-6 * (1 + vmax))
                       << dtype_name(t) << " hd=" << hd << " group=" << group << " causal=" << causal << " n_kv=" << n_kv
@@ -367,4 +376,33 @@ TEST(Attention, HadamardRotationIsLlamaCppsMatrix) {
     hadamard_rotate(y.data(), n, static_cast<int64_t>(y.size()));  // back: H^2 = I
     for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(y[i], x[i], 1e-5);
   }
+}
+
+// A prefill from position 0 longer than a segment: the first rows end before the second
+// segment, so their items there have no keys (the driver writes them off without a kernel call).
+TEST(Attention, CausalPrefillPastASegmentMatchesFloat64) {
+  AttentionShape s;
+  s.n_head_kv = 1;
+  s.n_head = 3;
+  s.head_dim = 64;
+  s.scale = 0.125f;
+  s.causal = true;
+  s.q_pos0 = 0;
+  s.n_kv = kAttnSegment + 150;
+  const int64_t n_q = s.n_kv;
+  const Cache c = make_cache(DType::F16, s.n_head_kv, s.head_dim, s.n_kv, 11);
+  const std::vector<float> q = random_q(n_q, static_cast<int64_t>(s.n_head) * s.head_dim, 12);
+  const std::vector<float> base = run(s, q, n_q, c, 2, Isa::Scalar, true);
+  for (Isa isa : levels()) {
+    const std::vector<float> o = run(s, q, n_q, c, 2, isa, true);
+    ASSERT_EQ(std::memcmp(o.data(), base.data(), o.size() * 4), 0) << isa_name(isa);
+  }
+  for (int64_t i : {int64_t{0}, int64_t{5}, int64_t{300}, kAttnSegment - 1, kAttnSegment, n_q - 1})
+    for (int h = 0; h < s.n_head; ++h) {
+      double vmax = 0;
+      const std::vector<double> want = exact_row(s, q, c, i, h, i + 1, &vmax);
+      for (int e = 0; e < s.head_dim; ++e)
+        ASSERT_NEAR(base[static_cast<size_t>((i * s.n_head + h) * s.head_dim + e)], want[static_cast<size_t>(e)], 2e-6 * (1 + vmax))
+            << "i=" << i << " h=" << h << " d=" << e;
+    }
 }

@@ -211,14 +211,23 @@ void flash_attention(const AttentionShape& s, const float* q, int64_t n_q, int64
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t seg = t % n_seg, b = (t / n_seg) % blocks, g = t / (n_seg * blocks);
       AttnRows rows;
+      const int64_t j0 = seg * kAttnSegment, j1 = std::min(visible, j0 + kAttnSegment);
+      int64_t end_max = j0;
       for (int64_t r = kAttnRows * b; r < std::min(rows_per_kv, kAttnRows * (b + 1)); ++r) {
         const int64_t i = r / group, h = g * group + r % group;
         rows.q[rows.n] = q + i * q_stride + h * hd;
         rows.end[rows.n] = row_end(i);
         rows.part[rows.n] = P + ((i * s.n_head + h) * n_seg + seg) * part_len;
+        end_max = std::max(end_max, rows.end[rows.n]);
         ++rows.n;
       }
-      const int64_t j0 = seg * kAttnSegment, j1 = std::min(visible, j0 + kAttnSegment);
+      if (end_max <= j0) {  // causal: these rows end before the segment (the merge skips m = -inf)
+        for (int r = 0; r < rows.n; ++r) {
+          rows.part[r][0] = -INFINITY;
+          rows.part[r][1] = 0.0f;
+        }
+        continue;
+      }
       KvSpan span;
       span.k = kv.k + g * (kv.k_tiles ? kv.k_head_stride : kv.head_stride);
       span.v = kv.v + g * kv.head_stride;

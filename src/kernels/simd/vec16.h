@@ -29,6 +29,15 @@ struct Lane16 {
   static V16 scale_pow2(V16 a, V16 n) { return simd::scale_pow2(a, n); }
 };
 
+#ifndef TESSERA_V16_TRANSPOSE
+// out[c][i] = rows[i][c0 + c] for the first n rows (0 for the rest) and c < nc ≤ 16 (the
+// backends without an in-register transpose).
+inline void transpose16(const float* const* rows, int n, int c0, int nc, float (*out)[16]) {
+  for (int i = 0; i < 16; ++i)
+    for (int c = 0; c < nc; ++c) out[c][i] = i < n ? rows[i][c0 + c] : 0.0f;
+}
+#endif
+
 // exp(x) for x <= 0 on 16 lanes: the same steps as exp_nonpos (one lane), so the same bits.
 inline V16 exp16_nonpos(V16 x) { return exp_nonpos_lanes<Lane16>(x); }
 

@@ -102,6 +102,35 @@ inline V16 lookup_nibbles16(const uint8_t* p, bool hi, V16 tab) {
 // 0, 1, ..., 15: the nibble values a lookup table is built over.
 inline V16 iota16() { return {_mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)}; }
 
+// out[c][i] = rows[i][c0 + c] for the first n rows (0 for the rest) and c < nc ≤ 16: a 16 × 16
+// transpose in registers (4 shuffle stages) where the scalar loop moved one value at a time.
+#define TESSERA_V16_TRANSPOSE 1
+inline void transpose16(const float* const* rows, int n, int c0, int nc, float (*out)[16]) {
+  const __mmask16 cols = static_cast<__mmask16>(lanes(nc));
+  __m512 r[16], t[16];
+  for (int i = 0; i < 16; ++i) r[i] = i < n ? _mm512_maskz_loadu_ps(cols, rows[i] + c0) : _mm512_setzero_ps();
+  for (int i = 0; i < 8; ++i) {  // per 128-bit block: a0 b0 a1 b1 | a2 b2 a3 b3
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {  // r[4i + k], block j: column 4j + k of rows 4i .. 4i + 3
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  for (int k = 0; k < 4; ++k) {  // column 4j + k: block j of r[k], r[4 + k], r[8 + k], r[12 + k]
+    const __m512 lo01 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0x44), hi01 = _mm512_shuffle_f32x4(r[k], r[4 + k], 0xEE);
+    const __m512 lo23 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0x44), hi23 = _mm512_shuffle_f32x4(r[8 + k], r[12 + k], 0xEE);
+    const __m512 col[4] = {_mm512_shuffle_f32x4(lo01, lo23, 0x88), _mm512_shuffle_f32x4(lo01, lo23, 0xDD),
+                           _mm512_shuffle_f32x4(hi01, hi23, 0x88), _mm512_shuffle_f32x4(hi01, hi23, 0xDD)};
+    for (int j = 0; j < 4; ++j)
+      if (4 * j + k < nc) _mm512_store_ps(out[4 * j + k], col[j]);
+  }
+}
+
 #else  // AVX2 + FMA: lanes 0..7 in lo, 8..15 in hi
 
 struct V16 {
