@@ -26,11 +26,15 @@ struct KvTypeName {
 constexpr KvTypeName kKvTypes[] = {{"f16", DType::F16}, {"f32", DType::F32}, {"bf16", DType::BF16},
                                    {"q8", DType::I8},   {"q4", DType::Q4_0},  {"q4_0", DType::Q4_0}};
 
+// An element-wise step over at most this many values runs on the calling thread: a decode
+// row's few thousand take less time than waking the pool.
+constexpr int64_t kInlineValues = 8192;
+
 // f(i) for rows [i0, i1), on the pool when they are many (a prefill's norms: on one thread they
-// were 3% of SmolLM2's pp512); a decode step's row takes less time than waking a worker.
+// were 3% of SmolLM2's pp512).
 template <class F>
 void each_row(ThreadPool& pool, int i0, int i1, int64_t row_elems, const F& f) {
-  if (static_cast<int64_t>(i1 - i0) * row_elems <= 8192) {
+  if (static_cast<int64_t>(i1 - i0) * row_elems <= kInlineValues) {
     for (int i = i0; i < i1; ++i) f(i);
     return;
   }
@@ -479,8 +483,7 @@ void Session::ffn_block(int l, int n) {
       gelu_tanh(g + i0, i1 - i0);  // Gemma: gelu_tanh(gate) * up
       for (int64_t k = i0; k < i1; ++k) g[k] *= u[k];
     };
-    // a decode row's few thousand values take less time than waking the pool
-    if (static_cast<int64_t>(n) * FF <= 8192) act(0, static_cast<int64_t>(n) * FF);
+    if (static_cast<int64_t>(n) * FF <= kInlineValues) act(0, static_cast<int64_t>(n) * FF);
     else pool_.parallel_for(static_cast<int64_t>(n) * FF, 256, act);
   }
   linear(L.w_down, gate_.data(), n, FF, tmp_.data(), E, false, "down");  // added in the next norm

@@ -7,9 +7,9 @@
 // vpdpbusd multiplies unsigned weight bytes by signed activation bytes. Q4_0 feeds q (0..15)
 // for q − 8, Q5_0 q (0..31) for q − 16 and Q8_0 w + 128 for w, so their block sums start at
 // −8·Σx, −16·Σx and −128·Σx: integers, exact. Q6_K feeds q (0..63) for q − 32, and its two
-// 16-element halves, which have their own scales, are the two chains below, each starting at
-// −32 times its half's Σx. A tile is 16 rows × up to 8 tokens: the block's 8 weight vectors are unpacked once and
-// used for every token of the tile.
+// 16-element halves, which have their own scales, are two sums per token, each starting at −32
+// times its half's Σx. A tile is 16 rows × up to 8 tokens: the block's 8 weight vectors are
+// unpacked once and used for every token of the tile.
 #include <immintrin.h>
 
 #include <algorithm>
