@@ -32,7 +32,7 @@ TESSERA_ISA=avx512vnni build/tests/tessera_tests --gtest_brief=1 \
   --gtest_filter='Bf16Gemm.*:AttentionBf16.*:Vision.Bf16GemmOnAmxStaysCloseToTransformers'
 
 # The fast suites and the CLI's hostile-input checks again under AddressSanitizer + UBSan. Left
-# to the plain build above: the 21 end-to-end model, vision, watch and eval runs that take 10-160 s
+# to the plain build above: the end-to-end model, vision, watch, eval and requantize runs that take 10-160 s
 # each under the sanitizers (4 to 15 minutes together).
 stage "AddressSanitizer + UBSan build and fast suites"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1 -g1" -DTESSERA_SANITIZE=ON >/dev/null
@@ -47,6 +47,8 @@ slow+=":Watch.ApproximationsAreMeasured:Attention.DecodePrefillChunkingAndThread
 slow+=":AttentionBf16.WithinBoundAndInvariantOverRowsAndThreads:Model.SavedPrefixRestoresBitwise"
 slow+=":Qwen3VL.PreprocessingIsPixelExactWithTransformers:Eval.ModelAgainstItselfAndByHand:Eval.AgreesWithLlamaPerplexity"
 slow+=":EvalLayers.ZeroAgainstItselfGrowingWhenQuantized"
+# whole-model requantize and KV-cache quality runs: 43-53 s each under the sanitizers (2026-12-06)
+slow+=":Requantize.MlxLayoutsAreCloseToReference:Requantize.GgmlRuleEqualsConvertedFile:Model.QuantizedKvCacheStaysCloseToF16"
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 (cd build-asan && ./tests/tessera_tests --gtest_filter="-$slow" --gtest_brief=1)
 asan_tmp="$(mktemp -d)"

@@ -7,6 +7,14 @@
 
 namespace tessera::x86 {
 
+// Prefetches the compiler keeps. GCC 12's mod-ref analysis takes a function whose only effects
+// are __builtin_prefetch (_mm_prefetch) for one without side effects and may delete its calls
+// before inlining them: it did so to a prefetch-only helper in every K-quant decode tile of a
+// draft of matmul_q8_vnni.cpp (seen in the object code; -fno-ipa-modref kept them), which then
+// read DRAM at the hardware prefetchers' rate. An asm statement is a side effect.
+inline void prefetch_l1(const void* p) { asm volatile("prefetcht0 %0" : : "m"(*static_cast<const char*>(p))); }
+inline void prefetch_l2(const void* p) { asm volatile("prefetcht1 %0" : : "m"(*static_cast<const char*>(p))); }
+
 // Software prefetch of [p, p + bytes) spread over the n steps of a loop (into L1, or with
 // Hint = _MM_HINT_T1 into L2): each step() issues the next ceil(lines / n) cache lines. The
 // per-step count is fixed up front, so the loop pays no division (two 64-bit divides per block
