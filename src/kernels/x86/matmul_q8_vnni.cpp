@@ -158,14 +158,16 @@ constexpr int64_t kAhead = 4096, kAheadL2 = 16384;
 // per step of panel_tile, in a fixed, unrolled count of instructions. The loop of a general
 // stream (PrefetchStream) held a one-token Q4_1 tile to 29 GB/s with its weights in L2, below the
 // L3's rate (54 without prefetching, 44 with this); prefetching each block's quants and scales
-// at their own distance instead
-// (two streams per panel) cost the K-quants a third of their DRAM rate. Lines past the matrix's
-// end are fetched harmlessly. (x86::prefetch_l1/l2 are asm, which the compiler cannot drop.)
+// at their own distance instead (two streams per panel) cost the K-quants a third of their DRAM
+// rate. Lines past the matrix's end are fetched harmlessly. (x86::prefetch_l1/l2 are asm, which
+// the compiler cannot drop.)
+template <DType T>
+constexpr int64_t kPanelStep = T == DType::Q4_K ? 2 : 1;  // blocks per step of panel_tile (a Q4_K pair shares its bytes)
+
 template <DType T>
 constexpr int stream_lines() {  // an unaligned span of S bytes touches at most ceil((S + 63) / 64) lines
-  constexpr int64_t step = T == DType::Q4_K ? 2 : 1;
-  constexpr int64_t scale = is_k_quant(T) ? (T == DType::Q6_K ? 36 : 40) * step : static_cast<int64_t>(panel_scale_bytes(T));
-  return static_cast<int>((static_cast<int64_t>(panel_quant_bytes(T)) * step + scale + 63 + 63) / 64);
+  constexpr int64_t scale = is_k_quant(T) ? static_cast<int64_t>(k_scale_super_bytes(T)) / 8 : static_cast<int64_t>(panel_scale_bytes(T));
+  return static_cast<int>(((static_cast<int64_t>(panel_quant_bytes(T)) + scale) * kPanelStep<T> + 63 + 63) / 64);
 }
 
 template <DType T>
@@ -187,7 +189,7 @@ void panel_tile(const uint8_t* panel, int64_t step_bytes, int64_t nb, const Bloc
   __m512 d, m = _mm512_setzero_ps();
   __m512i g[8];
   // decode (one or two tokens): the panels kept in flight into L2 and L1
-  constexpr int64_t step = T == DType::Q4_K ? 2 : 1;
+  constexpr int64_t step = kPanelStep<T>;
   for (int64_t b = 0; b < nb; b += step) {
     const uint8_t* q = quants + b * static_cast<int64_t>(panel_quant_bytes(T));
     if constexpr (NT <= 2) prefetch_step<T>(panel + b / step * step_bytes);
@@ -239,7 +241,7 @@ void q8_panels(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* x
                int64_t ys) {
   const int64_t nb = w.cols / 32;
   // a panel's bytes per step of panel_tile, for decode's prefetch stream
-  const int64_t step_bytes = static_cast<int64_t>(w.panel_stride) * (T == DType::Q4_K ? 2 : 1) / nb;
+  const int64_t step_bytes = static_cast<int64_t>(w.panel_stride) * kPanelStep<T> / nb;
   for (int64_t t0 = 0; t0 < m; t0 += kTokenChunk) {
     const int64_t t1 = std::min(m, t0 + kTokenChunk);
     for (int64_t p = r0 / kPanelRows; p * kPanelRows < r1; ++p) {
