@@ -1,7 +1,8 @@
 // The fork-join pool (core/thread_pool.h): every index of every job is run exactly once, with
 // home chunks, shared chunks, more threads than chunks and more threads than cores; a chunk's
 // boundaries depend only on the range; preemption stops a job between chunks and leaves the
-// pool usable; and a worker that cannot start (its core taken) is not waited for.
+// pool usable; a worker that cannot start (its core taken) is not waited for; and workers woken
+// from their sleep (which may move off their caller's CPU) keep their CPU affinity.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +10,13 @@
 #include <chrono>
 #include <thread>
 #include <vector>
+
+#if defined(__linux__)
+#include <sched.h>
+#include <dirent.h>
+#include <fstream>
+#include <string>
+#endif
 
 #include "core/preempt.h"
 #include "core/thread_pool.h"
@@ -103,6 +111,50 @@ TEST(ThreadPool, ACallerDoesNotWaitForAWorkerThatCannotStart) {
   stop.store(true);
   for (auto& h : hogs) h.join();
 }
+
+#if defined(__linux__)
+// Cpus_allowed_list of every thread of this process.
+std::vector<std::string> thread_affinities() {
+  std::vector<std::string> out;
+  DIR* d = opendir("/proc/self/task");
+  if (!d) return out;
+  while (const dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream f(std::string("/proc/self/task/") + e->d_name + "/status");
+    for (std::string line; std::getline(f, line);)
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) out.push_back(line);
+  }
+  closedir(d);
+  return out;
+}
+
+// Jobs after pauses long enough for the workers to sleep: each wake may move a worker off a CPU
+// the pool's other threads use (by narrowing its mask for a moment); the jobs complete and every
+// thread ends with the mask it began with, with the process's mask full or cut to one CPU.
+TEST(ThreadPool, WorkersWokenFromSleepKeepTheirAffinity) {
+  cpu_set_t full;
+  ASSERT_EQ(sched_getaffinity(0, sizeof full, &full), 0);
+  for (bool one_cpu : {false, true}) {
+    if (one_cpu) {
+      cpu_set_t one;
+      CPU_ZERO(&one);
+      CPU_SET(std::max(0, sched_getcpu()), &one);
+      ASSERT_EQ(sched_setaffinity(0, sizeof one, &one), 0);
+    }
+    {
+      ThreadPool pool(2);
+      for (int i = 0; i < 20; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(2));  // past the workers' spin
+        check_exactly_once(pool, 3);
+      }
+      const std::vector<std::string> masks = thread_affinities();
+      ASSERT_GE(masks.size(), 2u);
+      for (const std::string& m : masks) EXPECT_EQ(m, masks.front()) << (one_cpu ? "one CPU" : "all CPUs");
+    }
+    ASSERT_EQ(sched_setaffinity(0, sizeof full, &full), 0);
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace tessera

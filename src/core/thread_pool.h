@@ -81,6 +81,7 @@ class ThreadPool {
   struct PerThread {
     alignas(64) std::atomic<uint32_t> home{0};      // epoch of the last claim of this worker's home chunk (unused for the caller's, never contested)
     alignas(64) std::atomic<uint64_t> progress{0};  // epoch << 32 | chunks this thread finished in it
+    std::atomic<int> cpu{-1};                       // the CPU this worker ran its last job on
   };
   std::unique_ptr<PerThread[]> per_;
   // The current job, valid while a claim for its epoch succeeds:
@@ -90,6 +91,7 @@ class ThreadPool {
   std::atomic<uint32_t> chunks_{0};  // read by late workers while the next job sets it
   std::atomic<uint64_t> job_{0};  // epoch << 32 | home chunks (min(chunks, threads))
   std::atomic<bool> stop_{false};
+  std::atomic<int> caller_cpu_{-1};  // the CPU the last job's caller ran on
   const std::atomic<bool>* abort_ = nullptr;  // the caller's preemption flag (core/preempt.h)
   alignas(64) std::atomic<uint64_t> claim_{0};  // epoch << 32 | next shared chunk index
   std::atomic<bool> skipped_{false};            // a chunk was skipped for the preemption flag
