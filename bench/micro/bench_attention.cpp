@@ -6,7 +6,7 @@
 // --decode N: instead, one decode step of SmolLM2 (9 heads over 3 kv heads x 64, causal) over N
 // cached positions, K in rows (rows-in-lanes kernel) vs K in tiles of 16 positions (keys in
 // lanes), alternating; microseconds per call and the median ratio rows / tiles.
-//   build-bench/bench/micro/bench_attention [-t THREADS] [--rounds N] [--kv f32|f16|bf16|i8|q4] [--decode N]
+//   build-bench/bench/micro/bench_attention [-t THREADS] [--rounds N] [--kv f32|f16|bf16|i8|q4] [--decode N [--layers L]]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -42,30 +42,38 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// One decode step, K rows vs K tiles (same values), alternating rounds.
-int bench_decode(int n_kv, DType kv_type, int threads, int rounds) {
+// One decode step, K rows vs K tiles (same values), alternating rounds. With layers > 1 each
+// call reads the next of that many copies of the cache, as a model's layers do: enough copies
+// (64 at 512 positions: 25 MB) and the K/V come from L3, as in SmolLM2's decode, instead of L2.
+int bench_decode(int n_kv, DType kv_type, int threads, int rounds, int layers) {
   ThreadPool pool(threads);
   constexpr int kHeads = 9, kKvHeads = 3, kHeadDim = 64, kWidth = kHeads * kHeadDim;
   std::mt19937 rng(12);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const size_t row = kv_row_bytes(kv_type, kHeadDim), tile = kv_tile_bytes(kv_type, kHeadDim);
-  std::vector<uint8_t> kr(row * kKvHeads * n_kv), kt(tile * kKvHeads * ((n_kv + 15) / 16)), vc(kr.size());
+  const size_t kr_bytes = row * kKvHeads * n_kv, kt_bytes = tile * kKvHeads * ((n_kv + 15) / 16);
+  std::vector<uint8_t> kr(kr_bytes * layers), kt(kt_bytes * layers), vc(kr.size());
   std::vector<float> x(kHeadDim), q(kWidth), out(kWidth);
   for (auto& e : q) e = nd(rng);
-  for (int p = 0; p < n_kv; ++p)
-    for (int g = 0; g < kKvHeads; ++g) {
-      for (auto& e : x) e = nd(rng);
-      kv_store_row(kv_type, x.data(), kHeadDim, kr.data() + (static_cast<size_t>(p) * kKvHeads + g) * row);
-      kv_store_tile_slot(kv_type, x.data(), kHeadDim, kt.data() + (static_cast<size_t>(p) / 16 * kKvHeads + g) * tile, p % 16);
-      for (auto& e : x) e = nd(rng);
-      kv_store_row(kv_type, x.data(), kHeadDim, vc.data() + (static_cast<size_t>(p) * kKvHeads + g) * row);
+  for (int l = 0; l < layers; ++l)
+    for (int p = 0; p < n_kv; ++p)
+      for (int g = 0; g < kKvHeads; ++g) {
+        for (auto& e : x) e = nd(rng);
+        kv_store_row(kv_type, x.data(), kHeadDim, kr.data() + l * kr_bytes + (static_cast<size_t>(p) * kKvHeads + g) * row);
+        kv_store_tile_slot(kv_type, x.data(), kHeadDim, kt.data() + l * kt_bytes + (static_cast<size_t>(p) / 16 * kKvHeads + g) * tile, p % 16);
+        for (auto& e : x) e = nd(rng);
+        kv_store_row(kv_type, x.data(), kHeadDim, vc.data() + l * kr_bytes + (static_cast<size_t>(p) * kKvHeads + g) * row);
+      }
+  const auto view = [&](bool tiled, int l) {
+    KvView v{kr.data() + l * kr_bytes, vc.data() + l * kr_bytes, kv_type, static_cast<int64_t>(row * kKvHeads), static_cast<int64_t>(row)};
+    if (tiled) {
+      v.k = kt.data() + l * kt_bytes;
+      v.k_tiles = true;
+      v.k_tile_stride = static_cast<int64_t>(tile * kKvHeads);
+      v.k_head_stride = static_cast<int64_t>(tile);
     }
-  const KvView rows{kr.data(), vc.data(), kv_type, static_cast<int64_t>(row * kKvHeads), static_cast<int64_t>(row)};
-  KvView tiles = rows;
-  tiles.k = kt.data();
-  tiles.k_tiles = true;
-  tiles.k_tile_stride = static_cast<int64_t>(tile * kKvHeads);
-  tiles.k_head_stride = static_cast<int64_t>(tile);
+    return v;
+  };
   AttentionShape s;
   s.n_head = kHeads;
   s.n_head_kv = kKvHeads;
@@ -73,36 +81,45 @@ int bench_decode(int n_kv, DType kv_type, int threads, int rounds) {
   s.scale = 0.125f;
   s.q_pos0 = n_kv - 1;
   s.n_kv = n_kv;
+  int layer = 0;
+  const auto step = [&](bool tiled) {
+    flash_attention(s, q.data(), 1, kWidth, view(tiled, layer), out.data(), kWidth, pool);
+    layer = (layer + 1) % layers;
+  };
+  // the workers running before the clock starts (a pool's first jobs can find them asleep)
+  for (auto t0 = std::chrono::steady_clock::now(); std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(50);) step(true);
   std::vector<double> t_rows, t_tiles, ratio;
   for (int r = 0; r < rounds; ++r) {
-    t_rows.push_back(seconds_of([&] { flash_attention(s, q.data(), 1, kWidth, rows, out.data(), kWidth, pool); }, 50));
-    t_tiles.push_back(seconds_of([&] { flash_attention(s, q.data(), 1, kWidth, tiles, out.data(), kWidth, pool); }, 50));
+    t_rows.push_back(seconds_of([&] { step(false); }, 50));
+    t_tiles.push_back(seconds_of([&] { step(true); }, 50));
     ratio.push_back(t_rows.back() / t_tiles.back());
   }
   std::printf("{\"kernel\":\"flash_attention decode\",\"shape\":\"1 token x 9 heads (3 kv) x 64 over %d positions\","
-              "\"kv\":\"%s\",\"threads\":%d,\"us_k_rows\":%.1f,\"us_k_tiles\":%.1f,\"rows_over_tiles\":%.2f,\"rounds\":%d}\n",
-              n_kv, dtype_name(kv_type), threads, median(t_rows) * 1e6, median(t_tiles) * 1e6, median(ratio), rounds);
+              "\"kv\":\"%s\",\"threads\":%d,\"layers\":%d,\"us_k_rows\":%.1f,\"us_k_tiles\":%.1f,\"rows_over_tiles\":%.2f,\"rounds\":%d}\n",
+              n_kv, dtype_name(kv_type), threads, layers, median(t_rows) * 1e6, median(t_tiles) * 1e6, median(ratio), rounds);
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = 1, rounds = 7, decode = 0;
+  int threads = 1, rounds = 7, decode = 0, layers = 1;
   DType kv_type = DType::F32;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "-t") && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--decode") && i + 1 < argc) decode = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--layers") && i + 1 < argc) layers = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--kv") && i + 1 < argc) {
       const std::string k = argv[++i];
       kv_type = k == "f16" ? DType::F16 : k == "bf16" ? DType::BF16 : k == "i8" ? DType::I8 : k == "q4" ? DType::Q4_0 : DType::F32;
     } else {
-      fail("bench_attention: unknown argument '%s' (use -t N, --rounds N, --kv f32|f16|bf16|i8|q4, --decode N)", argv[i]);
+      fail("bench_attention: unknown argument '%s' (use -t N, --rounds N, --kv f32|f16|bf16|i8|q4, --decode N, --layers L)", argv[i]);
     }
   }
-  if (threads < 1 || rounds < 1 || decode < 0) fail("bench_attention: -t, --rounds and --decode must be positive");
-  if (decode > 0) return bench_decode(decode, kv_type, threads, rounds);
+  if (threads < 1 || rounds < 1 || decode < 0 || layers < 1 || layers > 4096)
+    fail("bench_attention: -t, --rounds, --decode and --layers must be positive (--layers at most 4096)");
+  if (decode > 0) return bench_decode(decode, kv_type, threads, rounds, layers);
   ThreadPool pool(threads);
   constexpr int kTokens = 1024, kHeads = 12, kHeadDim = 64, kWidth = kHeads * kHeadDim;
   std::mt19937 rng(11);
