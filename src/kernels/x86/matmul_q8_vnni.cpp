@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "kernels/kernels.h"
 #include "kernels/q8_panels.h"
@@ -75,20 +76,18 @@ inline void block_tokens_chains(const __m512i g[8], __m512 d, __m512 m, const Bl
 // block_tokens_chains.
 template <DType T, int NT>
 inline void block_tokens(const __m512i g[8], __m512 d, __m512 m, const BlockQ8_1* x, int64_t xs, int64_t b,
-                         __m512 acc[NT]) {
+                         __m512 acc[NT], const int32_t* start) {
   if constexpr (NT < 4) {
     block_tokens_chains<T, NT>(g, d, m, x, xs, b, acc);
   } else if constexpr (T == DType::Q6_K) {  // two sums per token (the halves' scales): 4 tokens at a time
     static_assert(NT % 4 == 0);
-    constexpr int off = q8_offset(T);
 #pragma GCC unroll 2
     for (int t0 = 0; t0 < NT; t0 += 4) {
       __m512i lo[4], hi[4];
 #pragma GCC unroll 4
-      for (int t = 0; t < 4; ++t) {
-        const BlockQ8_1& xb = x[(t0 + t) * xs + b];
-        lo[t] = _mm512_set1_epi32(-off * xb.sum_lo);
-        hi[t] = _mm512_set1_epi32(-off * (xb.sum - xb.sum_lo));
+      for (int t = 0; t < 4; ++t) {  // -32 times each half's sum (start_values)
+        lo[t] = _mm512_set1_epi32(start[2 * (t0 + t)]);
+        hi[t] = _mm512_set1_epi32(start[2 * (t0 + t) + 1]);
       }
 #pragma GCC unroll 4
       for (int v = 0; v < 4; ++v)
@@ -108,7 +107,7 @@ inline void block_tokens(const __m512i g[8], __m512 d, __m512 m, const BlockQ8_1
   } else {
     __m512i s[NT];
 #pragma GCC unroll 8
-    for (int t = 0; t < NT; ++t) s[t] = _mm512_set1_epi32(-q8_offset(T) * x[t * xs + b].sum);
+    for (int t = 0; t < NT; ++t) s[t] = q8_offset(T) ? _mm512_set1_epi32(start[t]) : _mm512_setzero_si512();
 #pragma GCC unroll 8
     for (int v = 0; v < 8; ++v)
 #pragma GCC unroll 8
@@ -182,7 +181,8 @@ inline void prefetch_step(const uint8_t* stream) {
 
 // All blocks of one panel against NT tokens (x: token t's blocks at x + t*xs).
 template <DType T, int NT>
-void panel_tile(const uint8_t* panel, int64_t step_bytes, int64_t nb, const BlockQ8_1* x, int64_t xs, __m512 acc[NT]) {
+void panel_tile(const uint8_t* panel, int64_t step_bytes, int64_t nb, const BlockQ8_1* x, int64_t xs, __m512 acc[NT],
+                const int32_t* start, int64_t start_stride) {
   const uint8_t* quants = panel;
   const uint8_t* scales = panel + nb * static_cast<int64_t>(panel_quant_bytes(T));
   const __m512i m4 = _mm512_set1_epi8(0x0f);
@@ -196,11 +196,11 @@ void panel_tile(const uint8_t* panel, int64_t step_bytes, int64_t nb, const Bloc
     if constexpr (T == DType::Q8_0) {
       for (int v = 0; v < 8; ++v) g[v] = _mm512_load_si512(q + 64 * v);
       q8_block_scales<T>(scales, b, d, m);
-      block_tokens<T, NT>(g, d, m, x, xs, b, acc);
+      block_tokens<T, NT>(g, d, m, x, xs, b, acc, start + b * start_stride);
     } else if constexpr (q8_high_bits(T) > 0) {
       unpack_high_bit_block<T>(q, g);
       q8_block_scales<T>(scales, b, d, m);
-      block_tokens<T, NT>(g, d, m, x, xs, b, acc);
+      block_tokens<T, NT>(g, d, m, x, xs, b, acc, start + b * start_stride);
     } else if constexpr (T == DType::Q4_K) {  // a block pair shares its bytes: low, then high nibbles
       __m512i p[8];
       for (int v = 0; v < 8; ++v) {
@@ -208,10 +208,10 @@ void panel_tile(const uint8_t* panel, int64_t step_bytes, int64_t nb, const Bloc
         g[v] = _mm512_and_si512(p[v], m4);
       }
       q8_block_scales<T>(scales, b, d, m);
-      block_tokens<T, NT>(g, d, m, x, xs, b, acc);
+      block_tokens<T, NT>(g, d, m, x, xs, b, acc, start + b * start_stride);
       for (int v = 0; v < 8; ++v) g[v] = _mm512_and_si512(_mm512_srli_epi16(p[v], 4), m4);
       q8_block_scales<T>(scales, b + 1, d, m);
-      block_tokens<T, NT>(g, d, m, x, xs, b + 1, acc);
+      block_tokens<T, NT>(g, d, m, x, xs, b + 1, acc, start + (b + 1) * start_stride);
     } else {
       for (int v = 0; v < 4; ++v) {
         const __m512i p = _mm512_load_si512(q + 64 * v);
@@ -219,17 +219,17 @@ void panel_tile(const uint8_t* panel, int64_t step_bytes, int64_t nb, const Bloc
         g[v + 4] = _mm512_and_si512(_mm512_srli_epi16(p, 4), m4);
       }
       q8_block_scales<T>(scales, b, d, m);
-      block_tokens<T, NT>(g, d, m, x, xs, b, acc);
+      block_tokens<T, NT>(g, d, m, x, xs, b, acc, start + b * start_stride);
     }
   }
 }
 
 template <DType T, int NT>
 inline void run_tile(const uint8_t* panel, int64_t step_bytes, int64_t nb, const BlockQ8_1* x, int64_t xs, float* y, int64_t ys,
-                     __mmask16 keep) {
+                     __mmask16 keep, const int32_t* start, int64_t start_stride) {
   __m512 acc[NT];
   for (int t = 0; t < NT; ++t) acc[t] = _mm512_setzero_ps();
-  panel_tile<T, NT>(panel, step_bytes, nb, x, xs, acc);
+  panel_tile<T, NT>(panel, step_bytes, nb, x, xs, acc, start, start_stride);
   for (int t = 0; t < NT; ++t) _mm512_mask_storeu_ps(y + t * ys, keep, acc[t]);
 }
 
@@ -242,8 +242,29 @@ void q8_panels(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* x
   const int64_t nb = w.cols / 32;
   // a panel's bytes per step of panel_tile, for decode's prefetch stream
   const int64_t step_bytes = static_cast<int64_t>(w.panel_stride) * kPanelStep<T> / nb;
+  // Prefill tiles (4+ tokens) start each token's block sum at -offset times its activation sum
+  // (Q6_K: per half), read from memory: set from a general register, the 8 values of a block step
+  // took 8 of the ALU ports' slots the vpdpbusd need (bench/profile/vnni_tile_bound.py). Per
+  // token chunk, start[b][token] (Q6_K: two per token).
+  constexpr int kPer = T == DType::Q6_K ? 2 : 1;
+  thread_local std::vector<int32_t> starts;
+  const bool need_starts = q8_offset(T) != 0 && m >= 4;
+  const int64_t start_stride = kPer * std::min<int64_t>(m, kTokenChunk);
+  if (need_starts && starts.size() < static_cast<size_t>(nb * start_stride)) starts.resize(static_cast<size_t>(nb * start_stride));
   for (int64_t t0 = 0; t0 < m; t0 += kTokenChunk) {
     const int64_t t1 = std::min(m, t0 + kTokenChunk);
+    if (need_starts)
+      for (int64_t b = 0; b < nb; ++b)
+        for (int64_t t = t0; t < t1; ++t) {
+          const BlockQ8_1& xb = xq[t * xs + b];
+          int32_t* o = starts.data() + b * start_stride + kPer * (t - t0);
+          if constexpr (T == DType::Q6_K) {
+            o[0] = -q8_offset(T) * xb.sum_lo;
+            o[1] = -q8_offset(T) * (xb.sum - xb.sum_lo);
+          } else {
+            o[0] = -q8_offset(T) * xb.sum;
+          }
+        }
     for (int64_t p = r0 / kPanelRows; p * kPanelRows < r1; ++p) {
       const int64_t row = p * kPanelRows;
       const int lo = static_cast<int>(std::max(r0, row) - row), hi = static_cast<int>(std::min(r1, row + kPanelRows) - row);
@@ -251,16 +272,18 @@ void q8_panels(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* x
       const uint8_t* panel = w.panels + p * static_cast<int64_t>(w.panel_stride);
       float* yp = y + row;
       int64_t t = t0;
-      for (; t + 8 <= t1; t += 8) run_tile<T, 8>(panel, step_bytes, nb, xq + t * xs, xs, yp + t * ys, ys, keep);
+      const int32_t* st = starts.data();  // token t's values at st + kPer * (t - t0), per block start_stride apart
+      for (; t + 8 <= t1; t += 8)
+        run_tile<T, 8>(panel, step_bytes, nb, xq + t * xs, xs, yp + t * ys, ys, keep, st + kPer * (t - t0), start_stride);
       if (t + 4 <= t1) {
-        run_tile<T, 4>(panel, step_bytes, nb, xq + t * xs, xs, yp + t * ys, ys, keep);
+        run_tile<T, 4>(panel, step_bytes, nb, xq + t * xs, xs, yp + t * ys, ys, keep, st + kPer * (t - t0), start_stride);
         t += 4;
       }
       if (t + 2 <= t1) {
-        run_tile<T, 2>(panel, step_bytes, nb, xq + t * xs, xs, yp + t * ys, ys, keep);
+        run_tile<T, 2>(panel, step_bytes, nb, xq + t * xs, xs, yp + t * ys, ys, keep, nullptr, 0);
         t += 2;
       }
-      if (t < t1) run_tile<T, 1>(panel, step_bytes, nb, xq + t * xs, xs, yp + t * ys, ys, keep);
+      if (t < t1) run_tile<T, 1>(panel, step_bytes, nb, xq + t * xs, xs, yp + t * ys, ys, keep, nullptr, 0);
     }
   }
 }
