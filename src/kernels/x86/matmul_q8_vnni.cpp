@@ -85,7 +85,7 @@ inline void block_tokens(const __m512i g[8], __m512 d, __m512 m, const BlockQ8_1
     for (int t0 = 0; t0 < NT; t0 += 4) {
       __m512i lo[4], hi[4];
 #pragma GCC unroll 4
-      for (int t = 0; t < 4; ++t) {  // -32 times each half's sum (start_values)
+      for (int t = 0; t < 4; ++t) {  // -32 times each half's sum (q8_panels' start table)
         lo[t] = _mm512_set1_epi32(start[2 * (t0 + t)]);
         hi[t] = _mm512_set1_epi32(start[2 * (t0 + t) + 1]);
       }
@@ -249,7 +249,7 @@ void q8_panels(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* x
   constexpr int kPer = T == DType::Q6_K ? 2 : 1;
   thread_local std::vector<int32_t> starts;
   const bool need_starts = q8_offset(T) != 0 && m >= 4;
-  const int64_t start_stride = kPer * std::min<int64_t>(m, kTokenChunk);
+  const int64_t start_stride = need_starts ? kPer * std::min<int64_t>(m, kTokenChunk) : 0;
   if (need_starts && starts.size() < static_cast<size_t>(nb * start_stride)) starts.resize(static_cast<size_t>(nb * start_stride));
   for (int64_t t0 = 0; t0 < m; t0 += kTokenChunk) {
     const int64_t t1 = std::min(m, t0 + kTokenChunk);
@@ -265,6 +265,8 @@ void q8_panels(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* x
             o[0] = -q8_offset(T) * xb.sum;
           }
         }
+    // token t's values, per block start_stride apart (none for the types without an offset)
+    const auto start_at = [&](int64_t t) { return need_starts ? starts.data() + kPer * (t - t0) : nullptr; };
     for (int64_t p = r0 / kPanelRows; p * kPanelRows < r1; ++p) {
       const int64_t row = p * kPanelRows;
       const int lo = static_cast<int>(std::max(r0, row) - row), hi = static_cast<int>(std::min(r1, row + kPanelRows) - row);
@@ -272,11 +274,10 @@ void q8_panels(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* x
       const uint8_t* panel = w.panels + p * static_cast<int64_t>(w.panel_stride);
       float* yp = y + row;
       int64_t t = t0;
-      const int32_t* st = starts.data();  // token t's values at st + kPer * (t - t0), per block start_stride apart
       for (; t + 8 <= t1; t += 8)
-        run_tile<T, 8>(panel, step_bytes, nb, xq + t * xs, xs, yp + t * ys, ys, keep, st + kPer * (t - t0), start_stride);
+        run_tile<T, 8>(panel, step_bytes, nb, xq + t * xs, xs, yp + t * ys, ys, keep, start_at(t), start_stride);
       if (t + 4 <= t1) {
-        run_tile<T, 4>(panel, step_bytes, nb, xq + t * xs, xs, yp + t * ys, ys, keep, st + kPer * (t - t0), start_stride);
+        run_tile<T, 4>(panel, step_bytes, nb, xq + t * xs, xs, yp + t * ys, ys, keep, start_at(t), start_stride);
         t += 4;
       }
       if (t + 2 <= t1) {
