@@ -52,7 +52,7 @@ slow+=":Requantize.MlxLayoutsAreCloseToReference:Requantize.GgmlRuleEqualsConver
 # float64 sweeps of 17-20 s each under the sanitizers, whose kernels and resampler the fast
 # attention, bf16 and vision tests also run there (2026-12-06, CI at 1536-1642 s of its 30 min)
 slow+=":AttentionBf16.TwinWithinBoundOfFloat64:Attention.CausalPrefillPastASegmentMatchesFloat64"
-slow+=":Vision.IncrementalPreprocessingIsBitwiseTheWholeFrame"
+slow+=":Vision.IncrementalPreprocessingIsBitwiseTheWholeFrame:Attention.HeadDim256MatchesFloat64AndEveryIsaBitwise"
 export ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 (cd build-asan && ./tests/tessera_tests --gtest_filter="-$slow" --gtest_brief=1)
 asan_tmp="$(mktemp -d)"

@@ -188,7 +188,7 @@ int main() {
     }
   }
   for (DType kv : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::Q4_0}) {  // fused attention
-    for (int hd : {64, 72, 80, 128}) {
+    for (int hd : {64, 72, 80, 128, 256}) {  // 256: Gemma 3
       if (kv == DType::Q4_0 && hd % 32 != 0) continue;  // q4 needs whole 32-element blocks
       for (int64_t n_kv : {5, 300, 700})
       for (int64_t n_q : {int64_t{1}, int64_t{4}, int64_t{40}}) {  // rows per kv head: 3 (keys in lanes), 12, 120

@@ -185,6 +185,44 @@ TEST(Attention, MatchesFloat64AndEveryIsaBitwise) {
   EXPECT_EQ(checked, (4 * 5 + 4) * 2 * 2 * 4 * 2);
 }
 
+// Gemma 3's head_dim 256 (4 query heads on 1 kv head): the SIMD kernels take it too (16 chunks
+// of 16; it fell to the scalar twin before), bitwise with the twin on every ISA level, K rows and
+// K tiles (decode's keys-in-lanes path with 4 rows), past a segment; and within the float64 bound.
+TEST(Attention, HeadDim256MatchesFloat64AndEveryIsaBitwise) {
+  int checked = 0;
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::I8, DType::Q4_0})
+    for (bool causal : {false, true})
+      for (int64_t n_kv : {1, 17, 300, 700})
+        for (bool many : {false, true}) {
+          constexpr int hd = 256, n_head_kv = 1, n_head = 4;
+          const int64_t n_q = std::min<int64_t>(n_kv, many ? 21 : 1);
+          AttentionShape s;
+          s.n_head = n_head, s.n_head_kv = n_head_kv, s.head_dim = hd, s.scale = 0.0625f, s.causal = causal;
+          s.q_pos0 = causal ? n_kv - n_q : 0;
+          s.n_kv = n_kv;
+          const Cache c = make_cache(t, n_head_kv, hd, n_kv, static_cast<uint32_t>(31 + n_kv));
+          const std::vector<float> q = random_q(n_q, static_cast<int64_t>(n_head) * hd, static_cast<uint32_t>(n_kv + 5));
+          const std::vector<float> base = run(s, q, n_q, c, 2, Isa::Scalar);
+          for (Isa isa : levels())
+            for (bool tiles : {false, true}) {
+              const std::vector<float> o = run(s, q, n_q, c, 2, isa, tiles);
+              ASSERT_EQ(std::memcmp(o.data(), base.data(), o.size() * 4), 0)
+                  << isa_name(isa) << (tiles ? " (K tiles)" : "") << " differs from scalar: " << dtype_name(t) << " n_kv=" << n_kv
+                  << " rows " << n_q * n_head;
+            }
+          for (int64_t i = 0; i < n_q; i += 5)
+            for (int h = 0; h < n_head; ++h) {
+              double vmax = 0;
+              const std::vector<double> want = exact_row(s, q, c, i, h, causal ? s.q_pos0 + i + 1 : n_kv, &vmax);
+              for (int e = 0; e < hd; ++e)
+                ASSERT_NEAR(base[static_cast<size_t>((i * n_head + h) * hd + e)], want[static_cast<size_t>(e)], 2e-6 * (1 + vmax))
+                    << dtype_name(t) << " causal=" << causal << " n_kv=" << n_kv << " i=" << i << " h=" << h << " d=" << e;
+            }
+          ++checked;
+        }
+  EXPECT_EQ(checked, 5 * 2 * 4 * 2);
+}
+
 // One query at a time (decode, split over the KV length) equals the same rows in one prefill
 // call and in uneven chunks, with 1, 2 or 3 threads, bit for bit.
 TEST(Attention, DecodePrefillChunkingAndThreadsGiveTheSameBits) {

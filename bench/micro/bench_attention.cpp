@@ -6,7 +6,11 @@
 // --decode N: instead, one decode step of SmolLM2 (9 heads over 3 kv heads x 64, causal) over N
 // cached positions, K in rows (rows-in-lanes kernel) vs K in tiles of 16 positions (keys in
 // lanes), alternating; microseconds per call and the median ratio rows / tiles.
-//   build-bench/bench/micro/bench_attention [-t THREADS] [--rounds N] [--kv f32|f16|bf16|i8|q4] [--decode N [--layers L]]
+// --prefill N [--past P]: a short prompt's causal prefill in SmolLM2's shape, N tokens after P
+// cached, K in tiles as a session holds it; microseconds per call (median over the rounds) and
+// GFLOP/s over the causal pairs.
+//   build-bench/bench/micro/bench_attention [-t THREADS] [--rounds N] [--kv f32|f16|bf16|i8|q4]
+//                                           [--decode N [--layers L] | --prefill N [--past P]]
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -100,26 +104,67 @@ int bench_decode(int n_kv, DType kv_type, int threads, int rounds, int layers) {
   return 0;
 }
 
+// A causal prefill of n tokens after `past` cached ones, SmolLM2's shape, K in tiles.
+int bench_prefill(int n, int past, DType kv_type, int threads, int rounds) {
+  ThreadPool pool(threads);
+  constexpr int kHeads = 9, kKvHeads = 3, kHeadDim = 64, kWidth = kHeads * kHeadDim;
+  const int n_kv = past + n;
+  std::mt19937 rng(13);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  const size_t row = kv_row_bytes(kv_type, kHeadDim), tile = kv_tile_bytes(kv_type, kHeadDim);
+  std::vector<uint8_t> kt(tile * kKvHeads * ((n_kv + 15) / 16)), vc(row * kKvHeads * n_kv);
+  std::vector<float> x(kHeadDim), q(static_cast<size_t>(n) * kWidth), out(q.size());
+  for (auto& e : q) e = nd(rng);
+  for (int p = 0; p < n_kv; ++p)
+    for (int g = 0; g < kKvHeads; ++g) {
+      for (auto& e : x) e = nd(rng);
+      kv_store_tile_slot(kv_type, x.data(), kHeadDim, kt.data() + (static_cast<size_t>(p) / 16 * kKvHeads + g) * tile, p % 16);
+      for (auto& e : x) e = nd(rng);
+      kv_store_row(kv_type, x.data(), kHeadDim, vc.data() + (static_cast<size_t>(p) * kKvHeads + g) * row);
+    }
+  KvView v{nullptr, vc.data(), kv_type, static_cast<int64_t>(row * kKvHeads), static_cast<int64_t>(row)};
+  v.k = kt.data();
+  v.k_tiles = true;
+  v.k_tile_stride = static_cast<int64_t>(tile * kKvHeads);
+  v.k_head_stride = static_cast<int64_t>(tile);
+  AttentionShape s;
+  s.n_head = kHeads, s.n_head_kv = kKvHeads, s.head_dim = kHeadDim, s.scale = 0.125f, s.causal = true;
+  s.q_pos0 = past, s.n_kv = n_kv;
+  const auto call = [&] { flash_attention(s, q.data(), n, kWidth, v, out.data(), kWidth, pool); };
+  for (auto t0 = std::chrono::steady_clock::now(); std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(50);) call();
+  std::vector<double> t;
+  for (int r = 0; r < rounds; ++r) t.push_back(seconds_of(call, 20));
+  const double pairs = static_cast<double>(n) * past + static_cast<double>(n) * (n + 1) / 2;
+  std::printf("{\"kernel\":\"flash_attention prefill\",\"shape\":\"%d tokens after %d x 9 heads (3 kv) x 64, causal\",\"kv\":\"%s\","
+              "\"threads\":%d,\"us\":%.1f,\"gflops\":%.1f,\"rounds\":%d}\n",
+              n, past, dtype_name(kv_type), threads, median(t) * 1e6, 4.0 * pairs * kWidth / median(t) * 1e-9, rounds);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  int threads = 1, rounds = 7, decode = 0, layers = 1;
+  int threads = 1, rounds = 7, decode = 0, layers = 1, prefill = 0, past = 0;
   DType kv_type = DType::F32;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "-t") && i + 1 < argc) threads = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) rounds = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--decode") && i + 1 < argc) decode = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--layers") && i + 1 < argc) layers = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--prefill") && i + 1 < argc) prefill = std::atoi(argv[++i]);
+    else if (!std::strcmp(argv[i], "--past") && i + 1 < argc) past = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--kv") && i + 1 < argc) {
       const std::string k = argv[++i];
       kv_type = k == "f16" ? DType::F16 : k == "bf16" ? DType::BF16 : k == "i8" ? DType::I8 : k == "q4" ? DType::Q4_0 : DType::F32;
     } else {
-      fail("bench_attention: unknown argument '%s' (use -t N, --rounds N, --kv f32|f16|bf16|i8|q4, --decode N, --layers L)", argv[i]);
+      fail("bench_attention: unknown argument '%s' (use -t N, --rounds N, --kv f32|f16|bf16|i8|q4, --decode N, --layers L, --prefill N, --past P)", argv[i]);
     }
   }
-  if (threads < 1 || rounds < 1 || decode < 0 || layers < 1 || layers > 4096)
-    fail("bench_attention: -t, --rounds, --decode and --layers must be positive (--layers at most 4096)");
+  if (threads < 1 || rounds < 1 || decode < 0 || layers < 1 || layers > 4096 || prefill < 0 || prefill > 65536 || past < 0 || past > 65536)
+    fail("bench_attention: -t, --rounds, --decode, --layers, --prefill and --past must be positive (--layers at most 4096, "
+         "--prefill and --past at most 65536)");
   if (decode > 0) return bench_decode(decode, kv_type, threads, rounds, layers);
+  if (prefill > 0) return bench_prefill(prefill, past, kv_type, threads, rounds);
   ThreadPool pool(threads);
   constexpr int kTokens = 1024, kHeads = 12, kHeadDim = 64, kWidth = kHeads * kHeadDim;
   std::mt19937 rng(11);

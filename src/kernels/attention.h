@@ -105,8 +105,13 @@ struct KvSpan {
   int64_t k_stride = 0, v_stride = 0;
   bool k_tiles = false;
 };
+// Per-ISA merge of a row's segment parts (log-sum-exp, segments in order) into its output: rows
+// t in [t0, t1) are (query t / n_head, head t % n_head), their parts n_seg apart by part_len from
+// parts + t * n_seg * part_len. The same steps per value on every level (bitwise).
 #define TESSERA_ATTN_DECL \
-  void attention_block(const AttnRows& rows, int head_dim, float scale, const KvSpan& kv, int64_t j0, int64_t j1);
+  void attention_block(const AttnRows& rows, int head_dim, float scale, const KvSpan& kv, int64_t j0, int64_t j1); \
+  void attention_merge(const float* parts, int64_t t0, int64_t t1, int n_head, int64_t n_seg, int64_t part_len, \
+                       int head_dim, float* out, int64_t out_stride);
 namespace ref { TESSERA_ATTN_DECL }
 namespace avx512 { TESSERA_ATTN_DECL }
 namespace avx2 { TESSERA_ATTN_DECL }

@@ -56,6 +56,7 @@ KernelTable scalar_table() {
   t.layer_norm = ref::layer_norm;
   t.add_layer_norm = ref::add_layer_norm;
   t.attention_block = ref::attention_block;
+  t.attention_merge = ref::attention_merge;
   t.attention_name = "scalar";
   t.combine_rows_u8 = ref::combine_rows_u8;
   t.bf16_tiles = false;
@@ -110,6 +111,7 @@ KernelTable make_table(Isa level) {
       t.layer_norm = neon::layer_norm;
       t.add_layer_norm = neon::add_layer_norm;
       t.attention_block = neon::attention_block;
+      t.attention_merge = neon::attention_merge;
       t.attention_name = "neon";
       // the V16 decode kernel reads them as on AVX2 (bitwise, kernel_check under qemu); its speed
       // on Apple's cores is not measured here
@@ -135,6 +137,7 @@ KernelTable make_table(Isa level) {
       t.softmax_row = avx2::softmax_row_v16;
       t.gelu_tanh = avx2::gelu_tanh_v16;
       t.attention_block = avx2::attention_block;
+      t.attention_merge = avx2::attention_merge;
       t.attention_name = "avx2";
       t.combine_rows_u8 = avx2::combine_rows_u8;
       t.decode_panels = [](DType d) { return v16_decode_panels(d); };
@@ -153,6 +156,7 @@ KernelTable make_table(Isa level) {
       t.layer_norm = avx512::layer_norm;
       t.add_layer_norm = avx512::add_layer_norm;
       t.attention_block = avx512::attention_block;
+      t.attention_merge = avx512::attention_merge;
       t.attention_name = "avx512";
       t.combine_rows_u8 = avx512::combine_rows_u8;
       t.pack_kv_f16 = avx512::pack_kv_f16;

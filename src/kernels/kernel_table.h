@@ -42,6 +42,8 @@ struct KernelTable {
 
   // Flash attention's inner block (attention.h) and the name of the level that provides it.
   void (*attention_block)(const AttnRows& rows, int head_dim, float scale, const KvSpan& kv, int64_t j0, int64_t j1);
+  void (*attention_merge)(const float* parts, int64_t t0, int64_t t1, int n_head, int64_t n_seg, int64_t part_len,
+                          int head_dim, float* out, int64_t out_stride);
   const char* attention_name;
 
   // Image resampling (resample.h).

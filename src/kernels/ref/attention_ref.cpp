@@ -93,4 +93,25 @@ void attention_block(const AttnRows& rows, int head_dim, float scale, const KvSp
   }
 }
 
+void attention_merge(const float* parts, int64_t t0, int64_t t1, int n_head, int64_t n_seg, int64_t part_len, int head_dim,
+                     float* out, int64_t out_stride) {
+  for (int64_t t = t0; t < t1; ++t) {
+    const float* pr = parts + t * n_seg * part_len;
+    float M = -INFINITY;
+    for (int64_t sg = 0; sg < n_seg; ++sg) M = std::max(M, pr[sg * part_len]);
+    float* o = out + t / n_head * out_stride + t % n_head * head_dim;
+    std::fill(o, o + head_dim, 0.0f);
+    if (M == -INFINITY) continue;  // no visible keys
+    float L = 0.0f;
+    for (int64_t sg = 0; sg < n_seg; ++sg) {
+      const float* ps = pr + sg * part_len;
+      if (ps[0] == -INFINITY) continue;
+      const float e = exp_nonpos(ps[0] - M);
+      L = L + ps[1] * e;
+      for (int d = 0; d < head_dim; ++d) o[d] = o[d] + ps[2 + d] * e;
+    }
+    for (int d = 0; d < head_dim; ++d) o[d] = o[d] / L;
+  }
+}
+
 }  // namespace tessera::ref
