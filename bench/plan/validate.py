@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """tessera plan's predictions against measurement on this machine (issue 32, point 5).
 
-For each case (a model file, a resolution knob, a weight precision) it runs `tessera plan --json`,
-then `tessera run` on the same image, question and settings (--repeats times; each figure's
-median) and one `tessera profile --json`, and sets side by side: the phases' times (preprocess,
-vision encode + connector, prefill, decode per token, time to first token) from `run`'s timing
-lines, and the resident memory after the question (the profiler's peak RSS). The machine's
-kernel rates are measured (`tessera plan --calibrate`) just before each case, so that a case is
-predicted from rates of the same minute (with --calibrate-once, once first: a noisy neighbour at
-calibration time then moves every prediction alike); the report names the CPU.
+For each case (a model file, a resolution knob, a weight precision) it runs --repeats rounds of:
+`tessera plan --calibrate` (this machine's kernel rates, measured in the same minute as the run
+they predict), `tessera plan --json`, and `tessera run` on the same image, question and settings;
+then one `tessera profile --json`. It sets side by side each figure's median over the rounds,
+predicted and measured: the phases' times (preprocess, vision encode + connector, prefill, decode
+per token, time to first token) from `run`'s timing lines, and the resident memory after the
+question (the profiler's peak RSS). With --calibrate-once, one calibration first serves every
+round (a noisy neighbour at calibration time then moves every prediction alike). The report
+names the CPU.
 
   python3 bench/plan/validate.py OUT_DIR [--cases smolvlm,qwen] [--quick] [--repeats 3] [--calibrate-once]
 
@@ -87,30 +88,44 @@ def main():
     ap.add_argument("--cases", default="smolvlm,qwen")
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--threads", default="2")
-    ap.add_argument("--repeats", type=int, default=3, help="runs per case; the table shows each figure's median")
+    ap.add_argument("--repeats", type=int, default=3, help="rounds per case (each: calibrate, predict, run); the table shows each figure's median over them")
     ap.add_argument("--calibrate-once", action="store_true",
-                    help="one calibration for every case (default: each case calibrated just before it: this host's "
-                         "speed moves by 10-30%% within minutes, and a prediction is only as current as its rates)")
+                    help="one calibration for every case (default: a calibration in every round of every case, just before its run: "
+                         "this host's speed moves by 10-30%% within minutes, and a prediction is only as current as its rates)")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     calib = os.path.join(a.out, "device.json")
     t = ["-t", a.threads]
-    run([TESSERA, "plan", "--calibrate", "--calibration", calib] + t)
+    if a.calibrate_once:
+        run([TESSERA, "plan", "--calibrate", "--calibration", calib] + t)
     rows = []
     for name, text, mm, prec, run_knob, plan_knob, res in cases(a.cases.split(","), os.path.join(a.out, "models"), a.quick):
         tag = re.sub(r"[^A-Za-z0-9]+", "_", f"{name}_{prec}_{res}")
         pj, mj = os.path.join(a.out, f"plan_{tag}.json"), os.path.join(a.out, f"profile_{tag}.json")
-        if not a.calibrate_once:  # rates measured in the same minute as the case they predict
-            calib = os.path.join(a.out, f"device_{tag}.json")
-            run([TESSERA, "plan", "--calibrate", "--calibration", calib] + t)
-        run([TESSERA, "plan", "-m", text, "--mmproj", mm, "--screen", "1920x1080", "--calibration", calib, "--answer-tokens", str(ANSWER), "--question-tokens", str(QUESTION_TOKENS),
-             "--json", pj] + t + plan_knob)
         t0 = time.time()
-        # times from `tessera run` (what a user's question costs: the profiler's per-op clocks
-        # add 5-20% to a decode step), each the median over the repeats (one run on a shared VM is
-        # one draw); the resident memory from one `tessera profile` (its peak RSS)
-        runs = []
+        # Each round: the machine's rates measured (unless --calibrate-once), the case predicted
+        # from them, then run once with `tessera run` (what a user's question costs: the
+        # profiler's per-op clocks add 5-20% to a decode step). The table holds each figure's
+        # median over the rounds on both sides, so one slow minute of this shared host moves
+        # neither a prediction nor a measurement alone. The resident memory comes from one
+        # `tessera profile` (its peak RSS).
+        runs, preds = [], []
         for rep in range(a.repeats):
+            if not a.calibrate_once:
+                calib = os.path.join(a.out, f"device_{tag}_r{rep}.json")
+                run([TESSERA, "plan", "--calibrate", "--calibration", calib] + t)
+            run([TESSERA, "plan", "-m", text, "--mmproj", mm, "--screen", "1920x1080", "--calibration", calib, "--answer-tokens",
+                 str(ANSWER), "--question-tokens", str(QUESTION_TOKENS), "--json", pj] + t + plan_knob)
+            p = json.load(open(pj))
+            preds.append({
+                "prompt tokens": p["prompt_tokens"],
+                "preprocess ms": p["ms"]["preprocess"],
+                "vision ms": p["ms"]["vision"],
+                "prefill ms": p["ms"]["prefill"],
+                "decode ms/token": p["ms"]["decode_per_token"],
+                "resident MiB": p["memory"]["peak_question"] / 2**20,
+                "TTFT ms": p["ms"]["ttft_cold"],
+            })
             r = run([TESSERA, "run", "-m", text, "--mmproj", mm, "--image", IMAGE, "-p", QUESTION, "-n", str(ANSWER)] + t + run_knob)
             m = re.search(r"\[prefill: (\d+) tokens, ([\d.]+) ms.*decode: (\d+) tokens, ([\d.]+) ms", r.stderr)
             im = re.search(r"preprocess ([\d.]+) ms \| vision encode ([\d.]+) ms[^|\]]*(?:\| connector ([\d.]+) ms)?", r.stderr)
@@ -133,22 +148,14 @@ def main():
         wall = (time.time() - t0) / a.repeats
         meas = {k: statistics.median(x[k] for x in runs) for k in runs[0]}
         spread = {k: [min(x[k] for x in runs), max(x[k] for x in runs)] for k in runs[0]}
-        p = json.load(open(pj))
-        pred = {
-            "prompt tokens": p["prompt_tokens"],
-            "preprocess ms": p["ms"]["preprocess"],
-            "vision ms": p["ms"]["vision"],
-            "prefill ms": p["ms"]["prefill"],
-            "decode ms/token": p["ms"]["decode_per_token"],
-            "resident MiB": p["memory"]["peak_question"] / 2**20,
-            "TTFT ms": p["ms"]["ttft_cold"],
-        }
-        rows.append({"model": name, "weights": prec, "resolution": res, "predicted": pred, "measured": meas, "measured_range": spread,
+        pred = {k: statistics.median(x[k] for x in preds) for k in preds[0]}
+        pred_spread = {k: [min(x[k] for x in preds), max(x[k] for x in preds)] for k in preds[0]}
+        rows.append({"model": name, "weights": prec, "resolution": res, "predicted": pred, "measured": meas, "measured_range": spread, "predicted_range": pred_spread,
                      "repeats": a.repeats, "wall_s": wall})
         print(f"{name} {prec} {res}: " + ", ".join(f"{k} {pred[k]:.1f}/{meas[k]:.1f}" for k in pred), flush=True)
     json.dump({"cpu": cpu_model(), "threads": int(a.threads), "rows": rows}, open(os.path.join(a.out, "validation.json"), "w"), indent=1)
     keys = ["preprocess ms", "vision ms", "prefill ms", "decode ms/token", "TTFT ms", "resident MiB"]
-    lines = [f"CPU: {cpu_model()}, {a.threads} threads; predicted / measured (ratio); measured: the median of {a.repeats} runs", "",
+    lines = [f"CPU: {cpu_model()}, {a.threads} threads; predicted / measured (ratio); each figure the median of {a.repeats} rounds (calibrate, predict, run)", "",
              "| model | weights | resolution | prompt tokens | " + " | ".join(keys) + " |",
              "|---" * (4 + len(keys)) + "|"]
     worst = {k: 0.0 for k in keys}
