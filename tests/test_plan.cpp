@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "core/error.h"
 #include "profile/profiler.h"
@@ -163,6 +164,17 @@ TEST(Plan, CostTermsByHand) {
   EXPECT_NEAR(prefill_ms(m, ds, 32, 0, 512), 32 * flops / 50e9 * 1e3 + attn_head(32), 1e-6);
   EXPECT_NEAR(prefill_ms(m, ds, 128, 0, 512), 128 * flops / 75e9 * 1e3 + attn_head(128), 1e-6);
   EXPECT_NEAR(prefill_ms(m, ds, 300, 0, 512), prefill_ms(m, d, 300, 0, 512), 1e-9);
+  // a prompt's causal attention at its calibrated rates where measured: the 128-position one up to
+  // 128 positions (prompt and cache), the 512 one from 512, a log scale between (256: half way)
+  DeviceProfile da = d;
+  da.prompt_attn_gflops_128 = 25, da.prompt_attn_gflops_512 = 100;
+  const auto attn_ms = [&](int n, int depth, double gflops) {
+    return c.n_layer * 4 * (static_cast<double>(n) * depth + n * (n + 1) / 2.0) * c.q_dim() / (gflops * 1e9) * 1e3;
+  };
+  for (const auto& [n, depth, rate] : {std::tuple{100, 0, 25.0}, std::tuple{256, 0, 62.5}, std::tuple{512, 0, 100.0}, std::tuple{64, 448, 100.0},
+                                       std::tuple{64, 2000, 100.0}})
+    EXPECT_NEAR(prefill_ms(m, da, n, depth, 512) - prefill_ms(m, d, n, depth, 512), attn_ms(n, depth, rate) - attn_ms(n, depth, 50), 1e-6)
+        << n << " after " << depth;
   // the 8-bit path's rates where measured (every matrix of this Q4_1 model takes it), the fp32
   // ones with --f32-activations or where a profile has none
   DeviceProfile d8 = d;
@@ -294,7 +306,10 @@ TEST(Plan, DeviceProfilesRoundTripAndScale) {
   d.prefill_gflops_short[DType::Q4_K] = 45;
   d.q8_decode_gbs[DType::Q4_K] = 31, d.q8_prefill_gflops_short[DType::Q4_0] = 77;
   d.norm_ns = 0.25, d.rope_store_ns = 1.5, d.swiglu_ns = 0.125;
+  d.prompt_attn_gflops_128 = 60, d.prompt_attn_gflops_512 = 90;
   const DeviceProfile r = device_from_json(device_to_json(d), "test.json");
+  EXPECT_EQ(r.prompt_attn_gflops_128, 60);
+  EXPECT_EQ(r.prompt_attn_gflops_512, 90);
   EXPECT_EQ(r.norm_ns, 0.25);
   EXPECT_EQ(r.rope_store_ns, 1.5);
   EXPECT_EQ(r.swiglu_ns, 0.125);

@@ -515,6 +515,31 @@ DeviceProfile calibrate_this_machine(int threads) {
     }) / 20;
     d.attn_decode_gbs = static_cast<double>(k.size() + v.size()) / s / 1e9;
   }
+  // a prompt's causal attention (device.h): n tokens from position 0, K in tiles as the session
+  // keeps it, at 128 and 512 tokens
+  {
+    AttentionShape sh;
+    sh.n_head = 8, sh.n_head_kv = 4, sh.head_dim = 64, sh.scale = 0.125f, sh.causal = true, sh.q_pos0 = 0;
+    const size_t row = kv_row_bytes(DType::F16, 64), tile = kv_tile_bytes(DType::F16, 64);
+    for (const int n : {128, 512}) {
+      sh.n_kv = n;
+      std::vector<uint8_t> kt(tile * 4 * static_cast<size_t>((n + 15) / 16)), v(row * 4 * static_cast<size_t>(n));
+      for (int64_t p = 0; p < int64_t{n} * 4; ++p) {
+        kv_store_tile_slot(DType::F16, x.data() + (p % 256) * 64, 64, kt.data() + static_cast<size_t>(p / 4 / 16 * 4 + p % 4) * tile,
+                           static_cast<int>(p / 4 % 16));
+        kv_store_row(DType::F16, x.data() + ((p + 7) % 256) * 64, 64, v.data() + static_cast<size_t>(p) * row);
+      }
+      KvView kv{kt.data(), v.data(), DType::F16, static_cast<int64_t>(4 * row), static_cast<int64_t>(row)};
+      kv.k_tiles = true, kv.k_tile_stride = static_cast<int64_t>(4 * tile), kv.k_head_stride = static_cast<int64_t>(tile);
+      std::vector<float> q(static_cast<size_t>(n) * 8 * 64), o(q.size());
+      for (size_t i = 0; i < q.size(); ++i) q[i] = x[i % x.size()];
+      const int reps = n == 128 ? 20 : 4;
+      const double s = median_seconds(5, [&] {
+        for (int i = 0; i < reps; ++i) flash_attention(sh, q.data(), n, 8 * 64, kv, o.data(), 8 * 64, pool);
+      }) / reps;
+      (n == 128 ? d.prompt_attn_gflops_128 : d.prompt_attn_gflops_512) = 4.0 * 0.5 * n * (n + 1) * 8 * 64 / s / 1e9;
+    }
+  }
   // image resampling, a 1920 x 1080 screen at three sizes of each processor, fitted by least squares
   // to a cost per source pixel (reading it through the filter) and one per output pixel; timed as
   // first calls (fresh pages), which is what a question on a new screen pays in `tessera run`.
@@ -594,6 +619,7 @@ std::string device_to_json(const DeviceProfile& d) {
   if (d.decode_cached_ratio > 0) j["decode_cached_ratio"] = d.decode_cached_ratio;
   if (d.q8_decode_cached_ratio > 0) j["q8_decode_cached_ratio"] = d.q8_decode_cached_ratio;
   j["attn_decode_gbs"] = d.attn_decode_gbs;
+  if (d.prompt_attn_gflops_128 > 0) j["prompt_attn_gflops_128"] = d.prompt_attn_gflops_128, j["prompt_attn_gflops_512"] = d.prompt_attn_gflops_512;
   if (d.norm_ns > 0) j["norm_ns"] = d.norm_ns, j["rope_store_ns"] = d.rope_store_ns, j["swiglu_ns"] = d.swiglu_ns;
   j["preprocess_ns_src"] = d.preprocess_ns_src, j["preprocess_ns_out"] = d.preprocess_ns_out;
   j["qwen_preprocess_ns_src"] = d.qwen_preprocess_ns_src, j["qwen_preprocess_ns_out"] = d.qwen_preprocess_ns_out;
@@ -624,6 +650,10 @@ DeviceProfile device_from_json(const std::string& text, const std::string& path)
   if (j.contains("qwen_vision_gflops")) d.qwen_vision_gflops = num(j, "qwen_vision_gflops", 1e-3, 1e7);  // optional
   d.attn_gflops = num(j, "attn_gflops", 1e-3, 1e7);
   if (j.contains("vision_attn_gflops")) d.vision_attn_gflops = num(j, "vision_attn_gflops", 1e-3, 1e7);  // optional
+  if (j.contains("prompt_attn_gflops_128")) {  // optional, both or neither: see device.h
+    d.prompt_attn_gflops_128 = num(j, "prompt_attn_gflops_128", 1e-3, 1e7);
+    d.prompt_attn_gflops_512 = num(j, "prompt_attn_gflops_512", 1e-3, 1e7);
+  }
   if (!j.contains("vision_bf16")) d.vision_bf16 = d.vision_gflops > d.attn_gflops;  // optional: see device.h
   else if (j["vision_bf16"].is_boolean()) d.vision_bf16 = j["vision_bf16"].get<bool>();
   else fail("%s: 'vision_bf16' must be true or false", path.c_str());
@@ -747,6 +777,7 @@ DeviceProfile apple_device(const std::string& name, int memory_gb, const DeviceP
   d.qwen_vision_gflops = here.qwen_vision_gflops * fl;
   d.attn_gflops = here.attn_gflops * fl;
   d.vision_attn_gflops = here.vision_attn_gflops * fl;
+  d.prompt_attn_gflops_128 = here.prompt_attn_gflops_128 * fl, d.prompt_attn_gflops_512 = here.prompt_attn_gflops_512 * fl;
   d.attn_decode_gbs = here.attn_decode_gbs * fl;  // compute-bound at these lengths, like the encoder's
   // the element-wise ops: per core (the norms run on one), at the compute ratio per core
   const double fl_core = (chip->cpu_fp32_gflops / chip->p_cores) / (here_fp32 / std::max(1, here.threads));

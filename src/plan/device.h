@@ -57,6 +57,11 @@ struct DeviceProfile {
   // calibrations before it was; the GEMM's rate stands in)
   double vision_attn_gflops = 0;
   double attn_decode_gbs = 0;  // one token's attention: cache bytes per second (fp16, 4096 positions)
+  // a prompt's causal attention as a session runs it (8 heads on 4 kv heads x 64, fp16 cache with
+  // K in tiles), GFLOP/s over the causal pairs, for 128 and 512 positions (a short prompt runs at
+  // about half the long one's rate: fewer rows per item, the diagonal's partial blocks); 0: not
+  // measured (calibrations before 2026-12-06): attn_gflops stands in
+  double prompt_attn_gflops_128 = 0, prompt_attn_gflops_512 = 0;
   // A text layer's element-wise work, ns per element, as the session runs it over a 256-token
   // batch: the two (add+)RMSNorms, one token after another (per element of the width); RoPE of q
   // and k with the K/V stores into the f16 cache, tokens over the threads (per element of q, k

@@ -206,6 +206,15 @@ double elementwise_s(const LlamaConfig& c, const DeviceProfile& d, int n) {
          (2.0 * c.n_embd * d.norm_ns + (c.q_dim() + 2 * kv) * d.rope_store_ns + static_cast<double>(c.n_ff) * d.swiglu_ns) * 1e-9;
 }
 
+// A prompt's causal attention rate, GFLOP/s, for a call over `positions` keys: the 128- and
+// 512-position calibrations, on a log scale between them, the nearer one outside (older
+// calibrations: the encoder tile's bidirectional rate).
+double prompt_attn_rate(const DeviceProfile& d, int positions) {
+  if (d.prompt_attn_gflops_128 <= 0 || d.prompt_attn_gflops_512 <= 0) return d.attn_gflops;
+  const double g = std::clamp(std::log2(std::max(positions, 1) / 128.0) / 2, 0.0, 1.0);  // 128 -> 0, 512 -> 1
+  return d.prompt_attn_gflops_128 + g * (d.prompt_attn_gflops_512 - d.prompt_attn_gflops_128);
+}
+
 }  // namespace
 
 double prefill_ms(const ModelSpec& m, const DeviceProfile& d, int n, int depth, int n_batch, bool q8) {
@@ -217,7 +226,7 @@ double prefill_ms(const ModelSpec& m, const DeviceProfile& d, int n, int depth, 
   });
   const LlamaConfig& c = m.text;
   const double pairs = static_cast<double>(n) * depth + 0.5 * static_cast<double>(n) * (n + 1);
-  s += c.n_layer * 4.0 * pairs * c.q_dim() / (d.attn_gflops * 1e9);
+  s += c.n_layer * 4.0 * pairs * c.q_dim() / (prompt_attn_rate(d, n + depth) * 1e9);
   const int passes = (n + n_batch - 1) / n_batch;
   const WeightTensor& h = head(m);
   s += passes * static_cast<double>(h.bytes()) / (decode_rate(d, h, q8) * 1e9);  // the last row's logits
