@@ -10,7 +10,6 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "kernels/elementwise.h"
-#include "kernels/exp_poly.h"
 #include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
 #include "kernels/quantize.h"

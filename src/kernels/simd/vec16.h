@@ -37,6 +37,13 @@ inline void transpose16(const float* const* rows, int n, int c0, int nc, float (
     for (int c = 0; c < nc; ++c) out[c][i] = i < n ? rows[i][c0 + c] : 0.0f;
 }
 #endif
+#ifndef TESSERA_V16_UNTRANSPOSE
+// rows[i][c0 + c] = in[c][i] for i < n and c < nc ≤ 16: transpose16's inverse.
+inline void untranspose16(const float (*in)[16], int nc, float* const* rows, int n, int c0) {
+  for (int i = 0; i < n; ++i)
+    for (int c = 0; c < nc; ++c) rows[i][c0 + c] = in[c][i];
+}
+#endif
 
 // exp(x) for x <= 0 on 16 lanes: the same steps as exp_nonpos (one lane), so the same bits.
 inline V16 exp16_nonpos(V16 x) { return exp_nonpos_lanes<Lane16>(x); }

@@ -2,6 +2,7 @@
 // AVX2+FMA.
 #pragma once
 #include <immintrin.h>
+#include <algorithm>
 
 #include <cmath>
 #include <cstdint>
@@ -170,6 +171,55 @@ inline V16 blend16(V16 a, V16 b, int n) {
 inline V16 select_lt16(V16 a, V16 b, V16 x, V16 y) {
   return {_mm256_blendv_ps(y.lo, x.lo, _mm256_cmp_ps(a.lo, b.lo, _CMP_LT_OQ)),
           _mm256_blendv_ps(y.hi, x.hi, _mm256_cmp_ps(a.hi, b.hi, _CMP_LT_OQ))};
+}
+// 8 × 8 transpose in registers: r[i][c] -> r[c][i] (unpack, shuffle, then 128-bit halves).
+inline void transpose8x8(__m256 r[8]) {
+  __m256 t[8], u[8];
+  for (int i = 0; i < 4; ++i) {
+    t[2 * i] = _mm256_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm256_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 2; ++i) {
+    u[4 * i] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+    u[4 * i + 1] = _mm256_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+    u[4 * i + 2] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+    u[4 * i + 3] = _mm256_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x20);
+    r[4 + i] = _mm256_permute2f128_ps(u[i], u[4 + i], 0x31);
+  }
+}
+// out[c][i] = rows[i][c0 + c] for the first n rows (0 for the rest) and c < nc ≤ 16: four 8 × 8
+// transposes in registers (the scalar loop moved one value at a time).
+#define TESSERA_V16_TRANSPOSE 1
+inline void transpose16(const float* const* rows, int n, int c0, int nc, float (*out)[16]) {
+  for (int cb = 0; cb < nc; cb += 8) {
+    const int m = std::min(8, nc - cb);
+    for (int rb = 0; rb < 16; rb += 8) {
+      __m256 r[8];
+      for (int i = 0; i < 8; ++i)
+        r[i] = rb + i >= n ? _mm256_setzero_ps() : m == 8 ? _mm256_loadu_ps(rows[rb + i] + c0 + cb) : _mm256_maskload_ps(rows[rb + i] + c0 + cb, mask8(m));
+      transpose8x8(r);
+      for (int c = 0; c < m; ++c) _mm256_storeu_ps(&out[cb + c][rb], r[c]);
+    }
+  }
+}
+// rows[i][c0 + c] = in[c][i] for i < n and c < nc ≤ 16: transpose16's inverse.
+#define TESSERA_V16_UNTRANSPOSE 1
+inline void untranspose16(const float (*in)[16], int nc, float* const* rows, int n, int c0) {
+  for (int cb = 0; cb < nc; cb += 8) {
+    const int m = std::min(8, nc - cb);
+    for (int rb = 0; rb < n; rb += 8) {
+      __m256 r[8];
+      for (int c = 0; c < 8; ++c) r[c] = c < m ? _mm256_loadu_ps(&in[cb + c][rb]) : _mm256_setzero_ps();
+      transpose8x8(r);
+      for (int i = 0; i < 8 && rb + i < n; ++i) {
+        if (m == 8) _mm256_storeu_ps(rows[rb + i] + c0 + cb, r[i]);
+        else _mm256_maskstore_ps(rows[rb + i] + c0 + cb, mask8(m), r[i]);
+      }
+    }
+  }
 }
 inline V16 round16(V16 a) {
   return {_mm256_round_ps(a.lo, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
