@@ -64,7 +64,7 @@ int bench_decode(int n_kv, DType kv_type, int threads, int rounds, int layers) {
       for (int g = 0; g < kKvHeads; ++g) {
         for (auto& e : x) e = nd(rng);
         kv_store_row(kv_type, x.data(), kHeadDim, kr.data() + l * kr_bytes + (static_cast<size_t>(p) * kKvHeads + g) * row);
-        kv_store_tile_slot(kv_type, x.data(), kHeadDim, kt.data() + l * kt_bytes + (static_cast<size_t>(p) / 16 * kKvHeads + g) * tile, p % 16);
+        kv_store_k_tiled(kv_type, x.data(), kHeadDim, kt.data() + l * kt_bytes, kKvHeads, tile, p, g);
         for (auto& e : x) e = nd(rng);
         kv_store_row(kv_type, x.data(), kHeadDim, vc.data() + l * kr_bytes + (static_cast<size_t>(p) * kKvHeads + g) * row);
       }
@@ -118,7 +118,7 @@ int bench_prefill(int n, int past, DType kv_type, int threads, int rounds) {
   for (int p = 0; p < n_kv; ++p)
     for (int g = 0; g < kKvHeads; ++g) {
       for (auto& e : x) e = nd(rng);
-      kv_store_tile_slot(kv_type, x.data(), kHeadDim, kt.data() + (static_cast<size_t>(p) / 16 * kKvHeads + g) * tile, p % 16);
+      kv_store_k_tiled(kv_type, x.data(), kHeadDim, kt.data(), kKvHeads, tile, p, g);
       for (auto& e : x) e = nd(rng);
       kv_store_row(kv_type, x.data(), kHeadDim, vc.data() + (static_cast<size_t>(p) * kKvHeads + g) * row);
     }

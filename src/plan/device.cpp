@@ -482,8 +482,7 @@ DeviceProfile calibrate_this_machine(int threads) {
           rope_neox(&q[static_cast<size_t>(i * QD)], static_cast<int>(nh), static_cast<int>(hd), c);
           rope_neox(&k[static_cast<size_t>(i * KV)], static_cast<int>(nkv), static_cast<int>(hd), c);
           for (int64_t h = 0; h < nkv; ++h) {
-            kv_store_tile_slot(DType::F16, &k[static_cast<size_t>(i * KV + h * hd)], static_cast<int>(hd),
-                               kc.data() + static_cast<size_t>(i / kKvTile * nkv + h) * tile, static_cast<int>(i % kKvTile));
+            kv_store_k_tiled(DType::F16, &k[static_cast<size_t>(i * KV + h * hd)], static_cast<int>(hd), kc.data(), nkv, tile, i, h);
             kv_store_row(DType::F16, &v[static_cast<size_t>(i * KV + h * hd)], static_cast<int>(hd),
                          vc.data() + static_cast<size_t>(i * nkv + h) * row);
           }
@@ -525,8 +524,7 @@ DeviceProfile calibrate_this_machine(int threads) {
       sh.n_kv = n;
       std::vector<uint8_t> kt(tile * 4 * static_cast<size_t>((n + 15) / 16)), v(row * 4 * static_cast<size_t>(n));
       for (int64_t p = 0; p < int64_t{n} * 4; ++p) {
-        kv_store_tile_slot(DType::F16, x.data() + (p % 256) * 64, 64, kt.data() + static_cast<size_t>(p / 4 / 16 * 4 + p % 4) * tile,
-                           static_cast<int>(p / 4 % 16));
+        kv_store_k_tiled(DType::F16, x.data() + (p % 256) * 64, 64, kt.data(), 4, tile, p / 4, p % 4);
         kv_store_row(DType::F16, x.data() + ((p + 7) % 256) * 64, 64, v.data() + static_cast<size_t>(p) * row);
       }
       KvView kv{kt.data(), v.data(), DType::F16, static_cast<int64_t>(4 * row), static_cast<int64_t>(row)};

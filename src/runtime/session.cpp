@@ -418,8 +418,7 @@ void Session::attention_block(int l, int n) {
         }
         for (int g = 0; g < c.n_head_kv; ++g) {
           const size_t p = static_cast<size_t>(p0 + i);
-          kv_store_tile_slot(kv_type_, &k_[i * KV + g * hd], hd, kc + p / kKvTile * tile_bytes + g * k_tile_,
-                             static_cast<int>(p % kKvTile));
+          kv_store_k_tiled(kv_type_, &k_[i * KV + g * hd], hd, kc, c.n_head_kv, k_tile_, static_cast<int64_t>(p), g);
           kv_store_row(kv_type_, &v_[i * KV + g * hd], hd, vc + p * pos_bytes + g * kv_row_);
         }
       }
