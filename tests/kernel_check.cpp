@@ -198,7 +198,7 @@ int main() {
         const std::vector<float> src = random_x(2 * n_kv * n_head_kv, hd, static_cast<uint32_t>(hd + n_kv));
         for (int64_t p = 0; p < n_kv * n_head_kv; ++p) {
           kv_store_row(kv, src.data() + p * hd, hd, k.data() + p * row);
-          kv_store_k_tiled(kv, src.data() + p * hd, hd, kt.data(), n_head_kv, tile, p / n_head_kv, p % n_head_kv);
+          kv_store_k_at(kv, src.data() + p * hd, hd, kt.data() + p % n_head_kv * tile, n_head_kv * tile, p / n_head_kv);
           kv_store_row(kv, src.data() + (n_kv * n_head_kv + p) * hd, hd, v.data() + p * row);
         }
         const int64_t width = static_cast<int64_t>(n_head) * hd;

@@ -53,7 +53,7 @@ Cache make_cache(DType t, int n_head_kv, int hd, int64_t n_pos, uint32_t seed) {
     for (auto& e : tmp) e = nd(rng);
     kv_store_row(t, tmp.data(), hd, c.k.data() + p * c.row);
     const int64_t pos = p / n_head_kv, g = p % n_head_kv;
-    kv_store_k_tiled(t, tmp.data(), hd, c.k_tiles.data(), n_head_kv, c.tile, pos, g);
+    kv_store_k_at(t, tmp.data(), hd, c.k_tiles.data() + g * c.tile, n_head_kv * c.tile, pos);
     for (auto& e : tmp) e = nd(rng);
     kv_store_row(t, tmp.data(), hd, c.v.data() + p * c.row);
   }

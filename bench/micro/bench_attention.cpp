@@ -46,7 +46,8 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// One decode step, K rows vs K tiles (same values), alternating rounds. With layers > 1 each
+// One decode step, K rows vs K tiles (same values), alternating rounds; each kv head's positions
+// contiguous, as the session keeps them (runtime/session.h). With layers > 1 each
 // call reads the next of that many copies of the cache, as a model's layers do: enough copies
 // (64 at 512 positions: 25 MB) and the K/V come from L3, as in SmolLM2's decode, instead of L2.
 int bench_decode(int n_kv, DType kv_type, int threads, int rounds, int layers) {
@@ -55,7 +56,8 @@ int bench_decode(int n_kv, DType kv_type, int threads, int rounds, int layers) {
   std::mt19937 rng(12);
   std::normal_distribution<float> nd(0.0f, 1.0f);
   const size_t row = kv_row_bytes(kv_type, kHeadDim), tile = kv_tile_bytes(kv_type, kHeadDim);
-  const size_t kr_bytes = row * kKvHeads * n_kv, kt_bytes = tile * kKvHeads * ((n_kv + 15) / 16);
+  const size_t n_tiles = (static_cast<size_t>(n_kv) + 15) / 16;
+  const size_t kr_bytes = row * kKvHeads * n_kv, kt_bytes = tile * kKvHeads * n_tiles;
   std::vector<uint8_t> kr(kr_bytes * layers), kt(kt_bytes * layers), vc(kr.size());
   std::vector<float> x(kHeadDim), q(kWidth), out(kWidth);
   for (auto& e : q) e = nd(rng);
@@ -63,18 +65,18 @@ int bench_decode(int n_kv, DType kv_type, int threads, int rounds, int layers) {
     for (int p = 0; p < n_kv; ++p)
       for (int g = 0; g < kKvHeads; ++g) {
         for (auto& e : x) e = nd(rng);
-        kv_store_row(kv_type, x.data(), kHeadDim, kr.data() + l * kr_bytes + (static_cast<size_t>(p) * kKvHeads + g) * row);
-        kv_store_k_tiled(kv_type, x.data(), kHeadDim, kt.data() + l * kt_bytes, kKvHeads, tile, p, g);
+        kv_store_row(kv_type, x.data(), kHeadDim, kr.data() + l * kr_bytes + (static_cast<size_t>(g) * n_kv + p) * row);
+        kv_store_k_at(kv_type, x.data(), kHeadDim, kt.data() + l * kt_bytes + g * n_tiles * tile, tile, p);
         for (auto& e : x) e = nd(rng);
-        kv_store_row(kv_type, x.data(), kHeadDim, vc.data() + l * kr_bytes + (static_cast<size_t>(p) * kKvHeads + g) * row);
+        kv_store_row(kv_type, x.data(), kHeadDim, vc.data() + l * kr_bytes + (static_cast<size_t>(g) * n_kv + p) * row);
       }
   const auto view = [&](bool tiled, int l) {
-    KvView v{kr.data() + l * kr_bytes, vc.data() + l * kr_bytes, kv_type, static_cast<int64_t>(row * kKvHeads), static_cast<int64_t>(row)};
+    KvView v{kr.data() + l * kr_bytes, vc.data() + l * kr_bytes, kv_type, static_cast<int64_t>(row), static_cast<int64_t>(row) * n_kv};
     if (tiled) {
       v.k = kt.data() + l * kt_bytes;
       v.k_tiles = true;
-      v.k_tile_stride = static_cast<int64_t>(tile * kKvHeads);
-      v.k_head_stride = static_cast<int64_t>(tile);
+      v.k_tile_stride = static_cast<int64_t>(tile);
+      v.k_head_stride = static_cast<int64_t>(tile * n_tiles);
     }
     return v;
   };
@@ -118,7 +120,7 @@ int bench_prefill(int n, int past, DType kv_type, int threads, int rounds) {
   for (int p = 0; p < n_kv; ++p)
     for (int g = 0; g < kKvHeads; ++g) {
       for (auto& e : x) e = nd(rng);
-      kv_store_k_tiled(kv_type, x.data(), kHeadDim, kt.data(), kKvHeads, tile, p, g);
+      kv_store_k_at(kv_type, x.data(), kHeadDim, kt.data() + g * tile, kKvHeads * tile, p);
       for (auto& e : x) e = nd(rng);
       kv_store_row(kv_type, x.data(), kHeadDim, vc.data() + (static_cast<size_t>(p) * kKvHeads + g) * row);
     }

@@ -138,10 +138,8 @@ void kv_store_tile_slot(DType t, const float* src, int head_dim, uint8_t* tile, 
   if (t == DType::I8) std::memcpy(tile + static_cast<size_t>(head_dim) * kKvTile + 4 * slot, &scale, 4);
 }
 
-void kv_store_k_tiled(DType t, const float* src, int head_dim, uint8_t* k_tiles, int64_t n_head_kv, size_t tile,
-                      int64_t pos, int64_t g) {
-  kv_store_tile_slot(t, src, head_dim, k_tiles + static_cast<size_t>(pos / kKvTile * n_head_kv + g) * tile,
-                     static_cast<int>(pos % kKvTile));
+void kv_store_k_at(DType t, const float* src, int head_dim, uint8_t* head_tiles, size_t tile_stride, int64_t pos) {
+  kv_store_tile_slot(t, src, head_dim, head_tiles + static_cast<size_t>(pos / kKvTile) * tile_stride, static_cast<int>(pos % kKvTile));
 }
 
 void kv_load_tile_slot(DType t, const uint8_t* tile, int head_dim, int slot, float* dst) {

@@ -55,12 +55,9 @@ constexpr int kKvTile = 16;
 size_t kv_tile_bytes(DType t, int head_dim);
 void kv_store_tile_slot(DType t, const float* src, int head_dim, uint8_t* tile, int slot);
 void kv_load_tile_slot(DType t, const uint8_t* tile, int head_dim, int slot, float* dst);
-// Position pos of kv head g into a K cache of such tiles, positions 16 at a time with the
-// n_head_kv heads' tiles (tile bytes each) side by side: the tile at
-// ((pos / 16) * n_head_kv + g) * tile, slot pos % 16 (KvView: k_tile_stride n_head_kv * tile,
-// k_head_stride tile).
-void kv_store_k_tiled(DType t, const float* src, int head_dim, uint8_t* k_tiles, int64_t n_head_kv, size_t tile,
-                      int64_t pos, int64_t g);
+// Position pos into one kv head's K tiles: the tile at head_tiles + (pos / 16) * tile_stride (KvView's
+// k_tile_stride), slot pos % 16.
+void kv_store_k_at(DType t, const float* src, int head_dim, uint8_t* head_tiles, size_t tile_stride, int64_t pos);
 
 // The cache: V (and K in rows) of position p, kv head g at base + p * pos_stride + g * head_stride;
 // K in tiles: position p of kv head g in the tile at k + (p / 16) * k_tile_stride + g * k_head_stride.

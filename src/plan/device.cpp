@@ -482,9 +482,10 @@ DeviceProfile calibrate_this_machine(int threads) {
           rope_neox(&q[static_cast<size_t>(i * QD)], static_cast<int>(nh), static_cast<int>(hd), c);
           rope_neox(&k[static_cast<size_t>(i * KV)], static_cast<int>(nkv), static_cast<int>(hd), c);
           for (int64_t h = 0; h < nkv; ++h) {
-            kv_store_k_tiled(DType::F16, &k[static_cast<size_t>(i * KV + h * hd)], static_cast<int>(hd), kc.data(), nkv, tile, i, h);
+            kv_store_k_at(DType::F16, &k[static_cast<size_t>(i * KV + h * hd)], static_cast<int>(hd),
+                          kc.data() + static_cast<size_t>(h * n / kKvTile) * tile, tile, i);
             kv_store_row(DType::F16, &v[static_cast<size_t>(i * KV + h * hd)], static_cast<int>(hd),
-                         vc.data() + static_cast<size_t>(i * nkv + h) * row);
+                         vc.data() + static_cast<size_t>(h * n + i) * row);
           }
         }
       });
@@ -496,19 +497,21 @@ DeviceProfile calibrate_this_machine(int threads) {
     d.swiglu_ns = ts / static_cast<double>(n * FF) * 1e9;
   }
   // decode attention: one query per head (8 heads on 4 kv heads) over 4096 cached positions, fp16,
-  // as the rate at which it gets through the cache's bytes (conversion and dot products included)
+  // K in tiles, each kv head's positions contiguous as the session keeps them, as the rate at which
+  // it gets through the cache's bytes (conversion and dot products included)
   {
     AttentionShape sh;
     sh.n_head = 8, sh.n_head_kv = 4, sh.head_dim = 64, sh.scale = 0.125f, sh.causal = true, sh.n_kv = 4096, sh.q_pos0 = 4095;
-    const size_t row = kv_row_bytes(DType::F16, 64);
-    std::vector<uint8_t> k(4096 * 4 * row), v(4096 * 4 * row);
-    for (int64_t p = 0; p < 4096 * 4; ++p) {
-      kv_store_row(DType::F16, x.data() + (p % 256) * 64, 64, k.data() + static_cast<size_t>(p) * row);
-      kv_store_row(DType::F16, x.data() + ((p + 7) % 256) * 64, 64, v.data() + static_cast<size_t>(p) * row);
+    const size_t row = kv_row_bytes(DType::F16, 64), tile = kv_tile_bytes(DType::F16, 64), tiles = 4096 / kKvTile;
+    std::vector<uint8_t> k(4 * tiles * tile), v(4096 * 4 * row);
+    for (int64_t p = 0; p < 4096 * 4; ++p) {  // head p % 4, position p / 4
+      kv_store_k_at(DType::F16, x.data() + (p % 256) * 64, 64, k.data() + static_cast<size_t>(p % 4) * tiles * tile, tile, p / 4);
+      kv_store_row(DType::F16, x.data() + ((p + 7) % 256) * 64, 64, v.data() + static_cast<size_t>(p % 4 * 4096 + p / 4) * row);
     }
     std::vector<float> q(8 * 64), o(8 * 64);
     for (size_t i = 0; i < q.size(); ++i) q[i] = x[i];
-    KvView kv{k.data(), v.data(), DType::F16, static_cast<int64_t>(4 * row), static_cast<int64_t>(row)};
+    KvView kv{k.data(), v.data(), DType::F16, static_cast<int64_t>(row), static_cast<int64_t>(4096 * row)};
+    kv.k_tiles = true, kv.k_tile_stride = static_cast<int64_t>(tile), kv.k_head_stride = static_cast<int64_t>(tiles * tile);
     const double s = median_seconds(5, [&] {
       for (int i = 0; i < 20; ++i) flash_attention(sh, q.data(), 1, 8 * 64, kv, o.data(), 8 * 64, pool);
     }) / 20;
@@ -523,12 +526,13 @@ DeviceProfile calibrate_this_machine(int threads) {
     for (const int n : {128, 512}) {
       sh.n_kv = n;
       std::vector<uint8_t> kt(tile * 4 * static_cast<size_t>((n + 15) / 16)), v(row * 4 * static_cast<size_t>(n));
-      for (int64_t p = 0; p < int64_t{n} * 4; ++p) {
-        kv_store_k_tiled(DType::F16, x.data() + (p % 256) * 64, 64, kt.data(), 4, tile, p / 4, p % 4);
-        kv_store_row(DType::F16, x.data() + ((p + 7) % 256) * 64, 64, v.data() + static_cast<size_t>(p) * row);
+      const size_t tiles = static_cast<size_t>((n + 15) / 16);
+      for (int64_t p = 0; p < int64_t{n} * 4; ++p) {  // head p % 4, position p / 4, each head's positions contiguous
+        kv_store_k_at(DType::F16, x.data() + (p % 256) * 64, 64, kt.data() + static_cast<size_t>(p % 4) * tiles * tile, tile, p / 4);
+        kv_store_row(DType::F16, x.data() + ((p + 7) % 256) * 64, 64, v.data() + static_cast<size_t>(p % 4 * n + p / 4) * row);
       }
-      KvView kv{kt.data(), v.data(), DType::F16, static_cast<int64_t>(4 * row), static_cast<int64_t>(row)};
-      kv.k_tiles = true, kv.k_tile_stride = static_cast<int64_t>(4 * tile), kv.k_head_stride = static_cast<int64_t>(tile);
+      KvView kv{kt.data(), v.data(), DType::F16, static_cast<int64_t>(row), static_cast<int64_t>(n * row)};
+      kv.k_tiles = true, kv.k_tile_stride = static_cast<int64_t>(tile), kv.k_head_stride = static_cast<int64_t>(tiles * tile);
       std::vector<float> q(static_cast<size_t>(n) * 8 * 64), o(q.size());
       for (size_t i = 0; i < q.size(); ++i) q[i] = x[i % x.size()];
       const int reps = n == 128 ? 20 : 4;

@@ -87,7 +87,8 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
   if (opt.n_ctx < 1) fail("context size must be at least 1 (got %d)", opt.n_ctx);
   if (n_batch_ < 1 || n_batch_ > 8192) fail("batch size must be in [1, 8192] (got %d)", n_batch_);
   const size_t kv = static_cast<size_t>(c.n_head_kv) * c.head_dim;
-  // K in tiles of 16 positions (kernels/attention.h: decode puts keys in lanes), V in rows
+  // K in tiles of 16 positions (kernels/attention.h: decode puts keys in lanes), V in rows; each
+  // kv head's positions contiguous (session.h)
   k_cache_.reset(static_cast<size_t>(c.n_layer) * k_tiles() * c.n_head_kv * k_tile_, "KV cache (K)");
   v_cache_.reset(static_cast<size_t>(c.n_layer) * n_ctx_ * c.n_head_kv * kv_row_, "KV cache (V)");
   const size_t B = static_cast<size_t>(n_batch_);
@@ -193,9 +194,9 @@ int64_t Session::rope_position(int p) const {
   return p;
 }
 
-// Per layer, positions [0, n) are the first ceil(n / 16) K tiles and the first n V rows: two
-// contiguous runs (a partial tile's later lanes come along; they lie beyond n_past and are
-// overwritten before they are read).
+// Per layer and kv head, positions [0, n) are the first ceil(n / 16) K tiles and the first n V
+// rows: two contiguous runs (a partial tile's later lanes come along; they lie beyond n_past and
+// are overwritten before they are read).
 size_t Session::prefix_bytes(int n) const {
   const LlamaConfig& c = model_.config();
   const size_t tiles = (static_cast<size_t>(n) + kKvTile - 1) / kKvTile;
@@ -205,10 +206,9 @@ size_t Session::prefix_bytes(int n) const {
 template <class F>
 void Session::for_each_prefix_run(int n, F f) const {
   const LlamaConfig& c = model_.config();
-  const size_t tile_bytes = static_cast<size_t>(c.n_head_kv) * k_tile_, pos_bytes = static_cast<size_t>(c.n_head_kv) * kv_row_;
-  const size_t kb = (static_cast<size_t>(n) + kKvTile - 1) / kKvTile * tile_bytes, vb = static_cast<size_t>(n) * pos_bytes;
-  for (int l = 0; l < c.n_layer; ++l)
-    f(static_cast<size_t>(l) * k_tiles() * tile_bytes, kb, static_cast<size_t>(l) * n_ctx_ * pos_bytes, vb);
+  const size_t kb = (static_cast<size_t>(n) + kKvTile - 1) / kKvTile * k_tile_, vb = static_cast<size_t>(n) * kv_row_;
+  for (size_t h = 0; h < static_cast<size_t>(c.n_layer) * c.n_head_kv; ++h)  // (layer, kv head) in order
+    f(h * k_head_bytes(), kb, h * v_head_bytes(), vb);
 }
 
 void Session::save_prefix(int n, std::vector<uint8_t>& out) const {
@@ -387,9 +387,9 @@ void Session::attention_block(int l, int n) {
   const LlamaLayer& L = model_.layers()[static_cast<size_t>(l)];
   const int64_t E = c.n_embd, QD = c.q_dim(), KV = static_cast<int64_t>(c.n_head_kv) * c.head_dim;
   const int hd = c.head_dim, p0 = n_past_;
-  const size_t pos_bytes = static_cast<size_t>(c.n_head_kv) * kv_row_, tile_bytes = static_cast<size_t>(c.n_head_kv) * k_tile_;
-  uint8_t* kc = k_cache_.data() + static_cast<size_t>(l) * k_tiles() * tile_bytes;
-  uint8_t* vc = v_cache_.data() + static_cast<size_t>(l) * n_ctx_ * pos_bytes;
+  const size_t pos_bytes = static_cast<size_t>(c.n_head_kv) * kv_row_;  // one position's K or V, all kv heads
+  uint8_t* kc = k_cache_.data() + static_cast<size_t>(l) * c.n_head_kv * k_head_bytes();
+  uint8_t* vc = v_cache_.data() + static_cast<size_t>(l) * c.n_head_kv * v_head_bytes();
 
   {  // the previous layer's residual add is fused into this norm (add_rms_norm)
     prof::OpScope op("add+rms_norm", "", rms_norm_cost(n, E, true));
@@ -418,8 +418,8 @@ void Session::attention_block(int l, int n) {
         }
         for (int g = 0; g < c.n_head_kv; ++g) {
           const size_t p = static_cast<size_t>(p0 + i);
-          kv_store_k_tiled(kv_type_, &k_[i * KV + g * hd], hd, kc, c.n_head_kv, k_tile_, static_cast<int64_t>(p), g);
-          kv_store_row(kv_type_, &v_[i * KV + g * hd], hd, vc + p * pos_bytes + g * kv_row_);
+          kv_store_k_at(kv_type_, &k_[i * KV + g * hd], hd, kc + g * k_head_bytes(), k_tile_, static_cast<int64_t>(p));
+          kv_store_row(kv_type_, &v_[i * KV + g * hd], hd, vc + g * v_head_bytes() + p * kv_row_);
         }
       }
     };
@@ -434,10 +434,10 @@ void Session::attention_block(int l, int n) {
     shape.causal = true;
     shape.q_pos0 = p0;
     shape.n_kv = p0 + n;
-    KvView view{kc, vc, kv_type_, static_cast<int64_t>(pos_bytes), static_cast<int64_t>(kv_row_)};
+    KvView view{kc, vc, kv_type_, static_cast<int64_t>(kv_row_), static_cast<int64_t>(v_head_bytes())};
     view.k_tiles = true;
-    view.k_tile_stride = static_cast<int64_t>(tile_bytes);
-    view.k_head_stride = static_cast<int64_t>(k_tile_);
+    view.k_tile_stride = static_cast<int64_t>(k_tile_);
+    view.k_head_stride = static_cast<int64_t>(k_head_bytes());
     const double pairs = static_cast<double>(n) * p0 + 0.5 * n * (n + 1.0);  // causal: the visible keys
     char detail[48] = "";
     if (prof::on()) std::snprintf(detail, sizeof detail, "KV %s", dtype_name(kv_type_));
