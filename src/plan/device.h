@@ -56,7 +56,7 @@ struct DeviceProfile {
   // the encoder's bf16 (or fp16) attention over a 1024-token tile, where those GEMMs run (0: not measured, as in
   // calibrations before it was; the GEMM's rate stands in)
   double vision_attn_gflops = 0;
-  double attn_decode_gbs = 0;  // one token's attention: cache bytes per second (fp16, 4096 positions, the session's layout: K in tiles, each kv head's positions contiguous)
+  double attn_decode_gbs = 0;  // one token's attention: cache bytes per second (fp16, 4096 positions, the session's layout: K in tiles, each kv head's positions contiguous; from memory)
   // a prompt's causal attention as a session runs it (8 heads on 4 kv heads x 64, fp16 cache with
   // K in tiles), GFLOP/s over the causal pairs, for 128 and 512 positions (a short prompt runs at
   // about half the long one's rate: fewer rows per item, the diagonal's partial blocks); 0: not

@@ -246,8 +246,9 @@ double decode_ms(const ModelSpec& m, const DeviceProfile& d, int pos, DType kv_t
   for_each_layer_matrix(m, [&](const WeightTensor& t) { s += matrix_s(t); });
   s += matrix_s(h);
   // the cache: at the calibrated decode-attention rate (converting and multiplying the cache's
-  // values costs more than reading them at these lengths), counted in the cache's bytes
-  s += kv_bytes_per_position(m, kv_type) * pos / ((d.attn_decode_gbs > 0 ? d.attn_decode_gbs : d.dram_gbs) * 1e9);
+  // values costs more than reading them at these lengths; calibrated from memory), counted in the
+  // cache's bytes, faster as the weights are where the token's bytes fit the last-level cache
+  s += kv_bytes_per_position(m, kv_type) * pos / ((d.attn_decode_gbs > 0 ? d.attn_decode_gbs : d.dram_gbs) * cached[0] * 1e9);
   s += (kCallsPerLayer * m.text.n_layer + kCallsPerPass) * d.op_us * 1e-6;
   return s * 1e3;
 }
