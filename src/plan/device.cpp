@@ -102,6 +102,25 @@ struct TestMatrix {
   const WeightMatrix& m() const { return packed.data ? packed.matrix : w; }
 };
 
+// n positions of 4 kv heads x 64 in an fp16 cache laid out as the session keeps it (each kv head's
+// positions contiguous, K in tiles; runtime/session.h), from the sample rows x; the view of it.
+struct CalibrationCache {
+  std::vector<uint8_t> k, v;
+  KvView view;
+};
+CalibrationCache session_layout_cache(const std::vector<float>& x, int n) {
+  const size_t row = kv_row_bytes(DType::F16, 64), tile = kv_tile_bytes(DType::F16, 64), tiles = (static_cast<size_t>(n) + 15) / 16;
+  CalibrationCache c;
+  c.k.resize(4 * tiles * tile), c.v.resize(4 * static_cast<size_t>(n) * row);
+  for (int64_t p = 0; p < int64_t{n} * 4; ++p) {  // head p % 4, position p / 4
+    kv_store_k_at(DType::F16, x.data() + (p % 256) * 64, 64, c.k.data() + static_cast<size_t>(p % 4) * tiles * tile, tile, p / 4);
+    kv_store_row(DType::F16, x.data() + ((p + 7) % 256) * 64, 64, c.v.data() + static_cast<size_t>(p % 4 * n + p / 4) * row);
+  }
+  c.view = KvView{c.k.data(), c.v.data(), DType::F16, static_cast<int64_t>(row), static_cast<int64_t>(n) * static_cast<int64_t>(row)};
+  c.view.k_tiles = true, c.view.k_tile_stride = static_cast<int64_t>(tile), c.view.k_head_stride = static_cast<int64_t>(tiles * tile);
+  return c;
+}
+
 // Every thread of the pool reading its share of [buf, buf + bytes) `passes` times over with the
 // probe's read loop: GB/s, from the median of `reps` timed runs.
 double read_gbs(ThreadPool& pool, const float* buf, size_t bytes, int passes, int reps) {
@@ -506,24 +525,20 @@ DeviceProfile calibrate_this_machine(int threads) {
   {
     AttentionShape sh;
     sh.n_head = 8, sh.n_head_kv = 4, sh.head_dim = 64, sh.scale = 0.125f, sh.causal = true, sh.n_kv = 4096, sh.q_pos0 = 4095;
-    const size_t row = kv_row_bytes(DType::F16, 64), tile = kv_tile_bytes(DType::F16, 64), tiles = 4096 / kKvTile;
-    const size_t k_bytes = 4 * tiles * tile, v_bytes = size_t{4096} * 4 * row, copies = 64;
+    const CalibrationCache one = session_layout_cache(x, 4096);
+    const size_t k_bytes = one.k.size(), v_bytes = one.v.size(), copies = 64;
     std::vector<uint8_t> k(k_bytes * copies), v(v_bytes * copies);
-    for (int64_t p = 0; p < 4096 * 4; ++p) {  // head p % 4, position p / 4
-      kv_store_k_at(DType::F16, x.data() + (p % 256) * 64, 64, k.data() + static_cast<size_t>(p % 4) * tiles * tile, tile, p / 4);
-      kv_store_row(DType::F16, x.data() + ((p + 7) % 256) * 64, 64, v.data() + static_cast<size_t>(p % 4 * 4096 + p / 4) * row);
-    }
-    for (size_t c = 1; c < copies; ++c) {
-      std::memcpy(k.data() + c * k_bytes, k.data(), k_bytes);
-      std::memcpy(v.data() + c * v_bytes, v.data(), v_bytes);
+    for (size_t c = 0; c < copies; ++c) {
+      std::memcpy(k.data() + c * k_bytes, one.k.data(), k_bytes);
+      std::memcpy(v.data() + c * v_bytes, one.v.data(), v_bytes);
     }
     std::vector<float> q(8 * 64), o(8 * 64);
     for (size_t i = 0; i < q.size(); ++i) q[i] = x[i];
     size_t next = 0;
     const double s = median_seconds(5, [&] {
       for (int i = 0; i < 20; ++i, next = (next + 1) % copies) {
-        KvView kv{k.data() + next * k_bytes, v.data() + next * v_bytes, DType::F16, static_cast<int64_t>(row), static_cast<int64_t>(4096 * row)};
-        kv.k_tiles = true, kv.k_tile_stride = static_cast<int64_t>(tile), kv.k_head_stride = static_cast<int64_t>(tiles * tile);
+        KvView kv = one.view;  // the same strides over the next copy
+        kv.k = k.data() + next * k_bytes, kv.v = v.data() + next * v_bytes;
         flash_attention(sh, q.data(), 1, 8 * 64, kv, o.data(), 8 * 64, pool);
       }
     }) / 20;
@@ -534,17 +549,10 @@ DeviceProfile calibrate_this_machine(int threads) {
   {
     AttentionShape sh;
     sh.n_head = 8, sh.n_head_kv = 4, sh.head_dim = 64, sh.scale = 0.125f, sh.causal = true, sh.q_pos0 = 0;
-    const size_t row = kv_row_bytes(DType::F16, 64), tile = kv_tile_bytes(DType::F16, 64);
     for (const int n : {128, 512}) {
       sh.n_kv = n;
-      std::vector<uint8_t> kt(tile * 4 * static_cast<size_t>((n + 15) / 16)), v(row * 4 * static_cast<size_t>(n));
-      const size_t tiles = static_cast<size_t>((n + 15) / 16);
-      for (int64_t p = 0; p < int64_t{n} * 4; ++p) {  // head p % 4, position p / 4, each head's positions contiguous
-        kv_store_k_at(DType::F16, x.data() + (p % 256) * 64, 64, kt.data() + static_cast<size_t>(p % 4) * tiles * tile, tile, p / 4);
-        kv_store_row(DType::F16, x.data() + ((p + 7) % 256) * 64, 64, v.data() + static_cast<size_t>(p % 4 * n + p / 4) * row);
-      }
-      KvView kv{kt.data(), v.data(), DType::F16, static_cast<int64_t>(row), static_cast<int64_t>(n * row)};
-      kv.k_tiles = true, kv.k_tile_stride = static_cast<int64_t>(tile), kv.k_head_stride = static_cast<int64_t>(tiles * tile);
+      const CalibrationCache cache = session_layout_cache(x, n);
+      const KvView& kv = cache.view;
       std::vector<float> q(static_cast<size_t>(n) * 8 * 64), o(q.size());
       for (size_t i = 0; i < q.size(); ++i) q[i] = x[i % x.size()];
       const int reps = n == 128 ? 20 : 4;

@@ -130,7 +130,7 @@ class Session {
   size_t k_tiles() const { return (static_cast<size_t>(n_ctx_) + kKvTile - 1) / kKvTile; }
   size_t k_head_bytes() const { return k_tiles() * k_tile_; }                   // one kv head's K tiles, a layer
   size_t v_head_bytes() const { return static_cast<size_t>(n_ctx_) * kv_row_; }  // one kv head's V rows, a layer
-  // f(K offset, K bytes, V offset, V bytes) for each layer's run of positions [0, n)
+  // f(K offset, K bytes, V offset, V bytes) for each (layer, kv head)'s run of positions [0, n)
   template <class F>
   void for_each_prefix_run(int n, F f) const;
   bool q8_act_;
