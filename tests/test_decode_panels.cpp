@@ -10,10 +10,12 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/huge_page_arena.h"
 #include "kernel_cases.h"
 #include "kernels/decode_panels.h"
 #include "kernels/kernel_table.h"
 #include "kernels/kernels.h"
+#include "kernels/q8_panels.h"
 
 namespace tessera {
 namespace {
@@ -76,6 +78,36 @@ TEST(DecodePanels, SameBytesAndSameBits) {
   EXPECT_THROW(pack_decode_panels(f16.w), Error);
   const test::RandomMatrix odd = test::make_matrix(DType::Q4_1, 12, 64, 2);
   EXPECT_THROW(pack_decode_panels(odd.w), Error);
+}
+
+
+// The huge-page arena a Session packs into (core/huge_page_arena.h): zeroed, 64-byte aligned,
+// disjoint allocations, one past a chunk's size included; an overflowed size is a one-line error;
+// panels packed into it are the same bytes as in their own allocation.
+TEST(DecodePanels, ArenaHoldsTheSamePanels) {
+  HugePageArena arena;
+  std::vector<std::pair<uint8_t*, size_t>> got;
+  for (size_t n : {size_t{1}, size_t{100}, size_t{5} << 20, size_t{70} << 20, size_t{64}, size_t{3} << 20}) {
+    uint8_t* p = arena.allocate(n, "test");
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(p) % 64, 0u);
+    EXPECT_TRUE(std::all_of(p, p + n, [](uint8_t b) { return b == 0; })) << n;
+    std::memset(p, 0xab, n);
+    for (auto [q, m] : got) EXPECT_TRUE(p + n <= q || q + m <= p) << "overlap at " << n;
+    got.emplace_back(p, n);
+  }
+  EXPECT_GE(arena.mapped_bytes(), (size_t{70} << 20) + (size_t{64} << 20));
+  EXPECT_THROW(arena.allocate(~size_t{0} - 8, "test"), Error);
+
+  for (DType t : {DType::Q4_1, DType::Q4_K}) {
+    const int64_t cols = t == DType::Q4_K ? 768 : 576;
+    const test::RandomMatrix M = test::make_matrix(t, 64, cols, 7);
+    const PackedWeights own = pack_decode_panels(M.w), in = pack_decode_panels(M.w, {}, &arena);
+    ASSERT_EQ(own.bytes, in.bytes);
+    EXPECT_EQ(std::memcmp(own.data.get(), in.data.get(), own.bytes), 0) << dtype_name(t);
+    const PackedWeights own8 = pack_q8_panels(M.w), in8 = pack_q8_panels(M.w, {}, &arena);
+    ASSERT_EQ(own8.bytes, in8.bytes);
+    EXPECT_EQ(std::memcmp(own8.data.get(), in8.data.get(), own8.bytes), 0) << dtype_name(t);
+  }
 }
 
 }  // namespace

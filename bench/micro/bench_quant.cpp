@@ -39,6 +39,7 @@
 #include "kernels/q8_panels.h"
 #include "kernels/quantize.h"
 #include "core/error.h"
+#include "core/huge_page_arena.h"
 #include "profile/probe.h"
 
 using namespace tessera;
@@ -130,11 +131,13 @@ int main(int argc, char** argv) {
           quantize_row(t, row.data(), s.K, w.data() + r * rb);
         }
       // --q8: repacked into panels once, as at model load (not timed)
+      // in huge pages, as a Session keeps them (core/huge_page_arena.h)
+      HugePageArena arena;
       std::vector<PackedWeights> packed;
       if (q8)
-        for (auto& w : W) packed.push_back(pack_q8_panels(WeightMatrix{t, s.N, s.K, w.data(), rb}));
+        for (auto& w : W) packed.push_back(pack_q8_panels(WeightMatrix{t, s.N, s.K, w.data(), rb}, {}, &arena));
       if (use_panels)
-        for (auto& w : W) packed.push_back(pack_decode_panels(WeightMatrix{t, s.N, s.K, w.data(), rb}));
+        for (auto& w : W) packed.push_back(pack_decode_panels(WeightMatrix{t, s.N, s.K, w.data(), rb}, {}, &arena));
       std::vector<float> x(static_cast<size_t>(s.M * s.K)), y(static_cast<size_t>(s.M * s.N));
       for (auto& e : x) e = nd(rng) * 20;
       const double flops = 2.0 * s.M * s.N * s.K;

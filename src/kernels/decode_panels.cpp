@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/huge_page_arena.h"
 #include "kernels/quant_blocks.h"
 
 namespace tessera {
@@ -186,7 +187,8 @@ void copy_row(DType t, int64_t nb, int i, const uint8_t* from, uint8_t* to, bool
 
 }  // namespace
 
-PackedWeights pack_decode_panels(const WeightMatrix& w, const std::function<void(const uint8_t* p, size_t n)>& consumed) {
+PackedWeights pack_decode_panels(const WeightMatrix& w, const std::function<void(const uint8_t* p, size_t n)>& consumed,
+                                 HugePageArena* arena) {
   if (!supports_decode_panels(w.type)) fail("decode panels: %s weights are not supported", dtype_name(w.type));
   if (!fits_decode_panels(w))
     fail("decode panels: cannot repack a %lldx%lld matrix (rows a multiple of 8, columns of %u)",
@@ -195,10 +197,10 @@ PackedWeights pack_decode_panels(const WeightMatrix& w, const std::function<void
   const size_t group = static_cast<size_t>(nb * kDecodeGroupRows * bb);
   PackedWeights out;
   out.bytes = (group * static_cast<size_t>(w.rows / kDecodeGroupRows) + 63) / 64 * 64;
-  void* mem = std::aligned_alloc(64, out.bytes);
+  void* mem = arena ? arena->allocate(out.bytes, "repacked weights") : std::aligned_alloc(64, out.bytes);
   if (!mem) fail("out of memory repacking a %lldx%lld matrix (%zu bytes)", static_cast<long long>(w.rows),
                  static_cast<long long>(w.cols), out.bytes);
-  out.data = {static_cast<uint8_t*>(mem), std::free};
+  out.data = {static_cast<uint8_t*>(mem), arena ? +[](void*) {} : &std::free};
   std::memset(mem, 0, out.bytes);
   for (int64_t r = 0; r < w.rows; ++r) {
     uint8_t* g = out.data.get() + static_cast<size_t>(r / kDecodeGroupRows) * group;

@@ -50,6 +50,8 @@
 
 namespace tessera {
 
+class HugePageArena;
+
 constexpr int kDecodeGroupRows = 8;
 constexpr int kDecodeChunkBlocks = 16;
 
@@ -79,9 +81,10 @@ inline bool fits_decode_panels(const WeightMatrix& w) {
 // The matrix for matmul with `row_panels` set (its GGUF view plus the panels). Fails with a one-line
 // error for other types or shapes. `consumed`, if given, is called as packing goes with the GGUF
 // bytes read so far ([w.data, w.data + n)), so a caller can drop them before the whole copy
-// exists (the output head alone is 30 MB).
+// exists (the output head alone is 30 MB). With `arena` the panels live there (core/huge_page_arena.h).
 PackedWeights pack_decode_panels(const WeightMatrix& w,
-                                 const std::function<void(const uint8_t* p, size_t n)>& consumed = {});
+                                 const std::function<void(const uint8_t* p, size_t n)>& consumed = {},
+                                 HugePageArena* arena = nullptr);
 
 // Where row r's block b (of 32 elements) sits in the panels: its fp16 d and m (Q4_1/Q5_1; m is
 // unset for the others) or, for Q4_K/Q5_K/Q6_K, its super-block's panel header in d; and its

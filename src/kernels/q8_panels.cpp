@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "core/error.h"
+#include "core/huge_page_arena.h"
 #include "kernels/quant_blocks.h"
 
 namespace tessera {
@@ -110,7 +111,8 @@ void pack_row(DType t, const uint8_t* row, int64_t nb, uint8_t* panel, int lane)
 
 }  // namespace
 
-PackedWeights pack_q8_panels(const WeightMatrix& w, const std::function<void(const uint8_t* p, size_t n)>& consumed) {
+PackedWeights pack_q8_panels(const WeightMatrix& w, const std::function<void(const uint8_t* p, size_t n)>& consumed,
+                             HugePageArena* arena) {
   if (!supports_q8_activations(w.type)) fail("8-bit activations are not supported for %s weights", dtype_name(w.type));
   const int64_t align = q8_col_multiple(w.type);
   if (w.rows <= 0 || w.cols <= 0 || w.cols % align != 0)
@@ -122,10 +124,10 @@ PackedWeights pack_q8_panels(const WeightMatrix& w, const std::function<void(con
   const size_t stride = panel_bytes(w.type, w.cols);
   PackedWeights out;
   out.bytes = stride * static_cast<size_t>(n_panels);
-  void* mem = std::aligned_alloc(64, out.bytes);
+  void* mem = arena ? arena->allocate(out.bytes, "repacked weights") : std::aligned_alloc(64, out.bytes);
   if (!mem) fail("out of memory repacking a %lldx%lld matrix (%zu bytes)", static_cast<long long>(w.rows),
                  static_cast<long long>(w.cols), out.bytes);
-  out.data = {static_cast<uint8_t*>(mem), std::free};
+  out.data = {static_cast<uint8_t*>(mem), arena ? +[](void*) {} : &std::free};
   std::memset(mem, 0, out.bytes);
   for (int64_t r = 0; r < w.rows; ++r) {
     pack_row(w.type, w.data + r * w.row_stride, nb, out.data.get() + (r / kPanelRows) * stride,

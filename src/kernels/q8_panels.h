@@ -40,6 +40,8 @@
 
 namespace tessera {
 
+class HugePageArena;
+
 constexpr int kPanelRows = 16;
 
 constexpr bool is_k_quant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
@@ -81,7 +83,10 @@ inline KScales q8_k_scales(DType t, const uint8_t* scales, int64_t b) {
 // The matrix for matmul_q8 (its GGUF view plus `panels`). Packing checks the type and shape and
 // fails with a one-line error otherwise. `consumed`, if given, is called as packing goes with the
 // GGUF bytes read so far ([w.data, w.data + n)), so a caller can drop them before the whole copy
-// exists (as pack_decode_panels: a 2B model's tied head is 255 MB).
-PackedWeights pack_q8_panels(const WeightMatrix& w, const std::function<void(const uint8_t* p, size_t n)>& consumed = {});
+// exists (as pack_decode_panels: a 2B model's tied head is 255 MB). With `arena` the panels live
+// there (a model's matrices side by side in huge pages: core/huge_page_arena.h), else in their own
+// allocation.
+PackedWeights pack_q8_panels(const WeightMatrix& w, const std::function<void(const uint8_t* p, size_t n)>& consumed = {},
+                             HugePageArena* arena = nullptr);
 
 }  // namespace tessera

@@ -18,6 +18,7 @@
 #endif
 
 #include "core/error.h"
+#include "core/huge_page_arena.h"
 #include "core/mapped_file.h"
 #include "core/thread_pool.h"
 #include "formats/json_input.h"
@@ -179,17 +180,18 @@ std::vector<uint8_t> quantized_rows(DType type, int64_t rows, int64_t cols, int6
 
 // The matrix in the layout a Session gives it (runtime/session.cpp): decode panels where the
 // level reads them, else the rows as they are.
-void set_matrix(TestMatrix& t, DType type, int64_t rows, int64_t cols, std::vector<uint8_t> bytes, bool q8 = false) {
+void set_matrix(TestMatrix& t, DType type, int64_t rows, int64_t cols, std::vector<uint8_t> bytes, bool q8 = false,
+                HugePageArena* arena = nullptr) {
   t.bytes = std::move(bytes);
   t.w = WeightMatrix{};
   t.w.type = type, t.w.rows = rows, t.w.cols = cols, t.w.data = t.bytes.data(), t.w.row_stride = row_bytes(type, static_cast<uint64_t>(cols));
   t.q8 = q8;
   if (q8) {  // the session's q8 panels (runtime/session.cpp)
-    t.packed = pack_q8_panels(t.w);
+    t.packed = pack_q8_panels(t.w, {}, arena);
     t.bytes.clear();
     t.bytes.shrink_to_fit();
   } else if (kernels().decode_panels && fits_decode_panels(t.w) && kernels().decode_panels(type)) {
-    t.packed = pack_decode_panels(t.w);
+    t.packed = pack_decode_panels(t.w, {}, arena);
     t.bytes.clear();
     t.bytes.shrink_to_fit();
   }
@@ -368,6 +370,7 @@ DeviceProfile calibrate_this_machine(int threads) {
       DType type;
       bool q8 = false;
       size_t mb = 0;
+      std::unique_ptr<HugePageArena> arena = std::make_unique<HugePageArena>();  // the panels, as a Session keeps them
       std::vector<TestMatrix> m;
       std::unique_ptr<MappedFile> mapped;
       std::vector<double> t;
@@ -382,9 +385,9 @@ DeviceProfile calibrate_this_machine(int threads) {
         const size_t copies = std::max<size_t>(2, (size_t{128} << 20) / st.mb + 1);
         const std::vector<uint8_t> base = quantized_rows(type, r, k, 256);
         st.m.resize(copies);
-        for (TestMatrix& t : st.m) set_matrix(t, type, r, k, base, q8);
+        for (TestMatrix& t : st.m) set_matrix(t, type, r, k, base, q8, st.arena.get());
         // A type no panel layout takes is read where the model file is mapped (page-cache pages,
-        // not the heap's huge pages): time it there too.
+        // not the arena's huge pages): time it there too.
         if (!st.m.front().packed.data) {
           st.mapped = map_copies(base, copies);
           for (size_t i = 0; i < copies; ++i) st.m[i].bytes = {}, st.m[i].w.data = st.mapped->data() + i * st.mb;
@@ -423,9 +426,10 @@ DeviceProfile calibrate_this_machine(int threads) {
       const double big = rates.at(type);
       const int64_t r = 4096, k = 2048;
       const size_t mb = row_bytes(type, static_cast<uint64_t>(k)) * static_cast<size_t>(r);
+      HugePageArena arena;
       std::vector<TestMatrix> m(std::max<size_t>(1, static_cast<size_t>(kCachedSetBytes) / mb));
       const std::vector<uint8_t> base = quantized_rows(type, r, k, 256);
-      for (TestMatrix& t : m) set_matrix(t, type, r, k, base, q8);
+      for (TestMatrix& t : m) set_matrix(t, type, r, k, base, q8, &arena);
       std::vector<float> y(static_cast<size_t>(r));
       std::vector<BlockQ8_1> xq;
       const auto all = [&] {

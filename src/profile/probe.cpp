@@ -11,6 +11,7 @@
 
 #include "core/cpu.h"
 #include "core/error.h"
+#include "core/huge_page_arena.h"
 
 namespace tessera {
 
@@ -171,15 +172,16 @@ std::vector<ProbeResult> run_probe(const ProbeOptions& opt) {
     for (int t : counts) {
       const size_t want = lv.bytes ? lv.bytes : static_cast<size_t>(opt.read_bytes / t);
       const size_t bytes = std::max<size_t>(size_t{64} << 10, static_cast<size_t>(static_cast<double>(want) * std::min(1.0, opt.scale * 100)) / 64 * 64);
-      std::vector<std::unique_ptr<float, decltype(&std::free)>> bufs;
+      // in huge pages, as a Session keeps the weights it streams (core/huge_page_arena.h)
+      HugePageArena arena;
+      std::vector<float*> bufs;
       for (int i = 0; i < t; ++i) {
-        float* p = static_cast<float*>(std::aligned_alloc(64, bytes));
-        if (!p) fail("probe: out of memory");
+        float* p = reinterpret_cast<float*>(arena.allocate(bytes, "probe's read buffer"));
         std::memset(p, 1, bytes);
-        bufs.emplace_back(p, &std::free);
+        bufs.push_back(p);
       }
       out.push_back(measure(lv.name, "GB/s", 1e9, t, opt.repetitions,
-                            [&](int i) { return reader(bufs[static_cast<size_t>(i)].get(), bytes / 4, passes); }));
+                            [&](int i) { return reader(bufs[static_cast<size_t>(i)], bytes / 4, passes); }));
     }
   }
   return out;

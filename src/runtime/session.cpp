@@ -111,18 +111,19 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
   // for the 8-bit kernels; with fp32 activations on AVX-512 and AVX2, decode panels (one linear stream per
   // thread for the decode kernel; the same bits). Either replaces the GGUF bytes, whose pages are
   // then dropped (only the token embeddings read them again, a row per token; a dropped page of a
-  // read-only mapping comes back from the file if touched).
+  // read-only mapping comes back from the file if touched). The panels go side by side into
+  // packed_arena_'s huge pages, which decode streams every token.
   const auto decode_panels = q8_act_ ? nullptr : kernels().decode_panels;
   const auto pack = [&](const WeightMatrix& w) {
     if (packed_.count(w.data)) return;
     if (q8_act_) {
       if (!supports_q8_activations(w.type) || w.cols % q8_col_multiple(w.type) != 0) return;
-      PackedWeights pw = pack_q8_panels(w, [&](const uint8_t* p, size_t n) { model.release_pages(p, n); });
+      PackedWeights pw = pack_q8_panels(w, [&](const uint8_t* p, size_t n) { model.release_pages(p, n); }, &packed_arena_);
       packed_bytes_ += pw.bytes;
       packed_.emplace(w.data, std::move(pw));
     } else if (decode_panels) {
       if (!fits_decode_panels(w) || !decode_panels(w.type)) return;
-      PackedWeights pw = pack_decode_panels(w, [&](const uint8_t* p, size_t n) { model.release_pages(p, n); });
+      PackedWeights pw = pack_decode_panels(w, [&](const uint8_t* p, size_t n) { model.release_pages(p, n); }, &packed_arena_);
       packed_bytes_ += pw.bytes;
       packed_.emplace(w.data, std::move(pw));
     }

@@ -8,6 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/huge_page_arena.h"
 #include "core/thread_pool.h"
 #include "core/zeroed_buffer.h"
 #include "kernels/attention.h"
@@ -143,6 +144,7 @@ class Session {
   std::vector<BlockQ8_1> xq_;               // quantized activations (q8_act_)
   // The weights repacked at construction, by their GGUF data pointer: into q8 panels (q8_act_), or
   // for the AVX-512 and AVX2 fp32-activation kernels into decode panels (kernels/decode_panels.h)
+  HugePageArena packed_arena_;  // holds packed_'s panels, so it is declared (and outlives them) first
   std::unordered_map<const uint8_t*, PackedWeights> packed_;
   size_t packed_bytes_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_, logits_;
