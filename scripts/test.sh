@@ -97,7 +97,9 @@ bash bench/regress/callgrind.sh
 fuzz_seconds="${TESSERA_FUZZ_SECONDS:-10}"
 fuzzers=(fuzz_gguf fuzz_tokenizer fuzz_safetensors fuzz_image fuzz_json)
 stage "fuzzers"
-CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+# -O1 with line tables only (the reports still name lines): the build took 142 s against
+# RelWithDebInfo's 188 on 2 Zen 3 vCPUs (2026-12-06)
+CC=clang CXX=clang++ cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=None -DCMAKE_CXX_FLAGS="-O1 -gline-tables-only" \
   -DTESSERA_BUILD_TESTS=OFF -DTESSERA_BUILD_FUZZERS=ON >/dev/null
 build build-fuzz/build.log build-fuzz -j"$(nproc)" --target "${fuzzers[@]}" make_fuzz_seeds
 seeds="$(mktemp -d)"
