@@ -80,7 +80,6 @@ TEST(DecodePanels, SameBytesAndSameBits) {
   EXPECT_THROW(pack_decode_panels(odd.w), Error);
 }
 
-
 // The huge-page arena a Session packs into (core/huge_page_arena.h): zeroed, 64-byte aligned,
 // disjoint allocations, one past a chunk's size included; an overflowed size is a one-line error;
 // panels packed into it are the same bytes as in their own allocation.

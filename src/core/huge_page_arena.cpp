@@ -33,7 +33,7 @@ uint8_t* HugePageArena::allocate(size_t n, const char* what) {
   if (m == MAP_FAILED) fail("out of memory: the %s needs %.1f MiB", what, static_cast<double>(n) / (1 << 20));
   const uintptr_t a = reinterpret_cast<uintptr_t>(m), start = (a + kHugePage - 1) / kHugePage * kHugePage;
   if (start > a) ::munmap(m, start - a);
-  if (start + size < a + size + kHugePage) ::munmap(reinterpret_cast<void*>(start + size), a + size + kHugePage - start - size);
+  ::munmap(reinterpret_cast<void*>(start + size), a + kHugePage - start);  // never empty: start < a + kHugePage
   uint8_t* p = reinterpret_cast<uint8_t*>(start);
 #ifdef MADV_HUGEPAGE
   ::madvise(p, size, MADV_HUGEPAGE);  // only a hint: without it the pages are 4 KiB ones
