@@ -15,7 +15,11 @@ DRAM rate moves between 11 and 55 GB/s from one minute to the next, so a roof me
 carries its own.
 
   python3 bench/compare/decode_roof.py --rounds 7 --out bench/results/decode_roof_DATE_CLASS \
-      [--base /tmp/wt_base/build/tessera] [--model M] [--n 128] [--threads 2] [--isa avx2]
+      [--base /tmp/wt_base/build/tessera] [--model M] [--n 128] [--threads 2] [--isa avx2] [--depth 900]
+
+--depth D decodes after D cached positions (`tessera bench -d D`; the bytes per token profiled after
+a raw prompt of about D tokens), where the KV cache adds to the bytes read: SmolVLM's answers start
+after ~900 tokens.
 """
 import argparse
 import json
@@ -45,20 +49,24 @@ def read_gbs(tessera, threads, set_bytes, tmp):
 
 
 def decode_tps(binary, args):
-    cmd = [binary, "bench", "-t", str(args.threads), "-p", "0", "-n", str(args.n), "-d", "0", "-r", "1", "--json"]
+    cmd = [binary, "bench", "-t", str(args.threads), "-p", "0", "-n", str(args.n), "-d", str(args.depth), "-r", "1", "--json"]
     if args.model:
         cmd += ["-m", args.model]
     if args.isa:
         cmd += ["--isa", args.isa]
     out = json.loads(run(cmd))
+    want = f"tg{args.n}" + (f" @ d{args.depth}" if args.depth else "")
     for r in out["results"]:
-        if r["test"] == f"tg{args.n}":
+        if r["test"] == want:
             return r["median"], out["machine"]
-    sys.exit(f"decode_roof: no tg{args.n} row from {binary}")
+    sys.exit(f"decode_roof: no {want} row from {binary}")
 
 
 def bytes_per_token(binary, args, tmp):
-    cmd = [binary, "profile", "-t", str(args.threads), "-n", str(args.n), "-p", "Write a long story about a robot.", "--json", tmp]
+    prompt = "Write a long story about a robot."
+    if args.depth:  # 14 tokens a sentence in SmolLM2's tokenizer; raw, so the prompt is all there is
+        prompt = "The quick brown fox jumps over the lazy dog near the river bank. " * max(1, round(args.depth / 14))
+    cmd = [binary, "profile", "-t", str(args.threads), "-n", str(args.n), "-p", prompt, "--json", tmp] + (["--raw"] if args.depth else [])
     if args.model:
         cmd += ["-m", args.model]
     if args.isa:
@@ -79,6 +87,7 @@ def main():
     ap.add_argument("--n", type=int, default=128)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--isa", help="cap tessera's kernels (as --isa avx2 on an AVX-512 machine: the AVX2 proxy)")
+    ap.add_argument("--depth", type=int, default=0, help="cached positions before the decode (bench -d)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
@@ -114,7 +123,8 @@ def main():
 
     lines = [f"# Decode against the read roof of its working set, {args.rounds} interleaved rounds", "",
              f"machine: `{json.dumps(machine)}`", "",
-             f"bytes read per decoded token: {bpt / 1e6:.1f} MB (`tessera profile`, {profiled} tokens); tg{args.n}, "
+             f"bytes read per decoded token: {bpt / 1e6:.1f} MB (`tessera profile`, {profiled} tokens); tg{args.n}"
+             f"{' @ d' + str(args.depth) if args.depth else ''}, "
              f"{args.threads} threads{'; --isa ' + args.isa if args.isa else ''}; a round's roof: the mean of "
              f"`tessera probe --read-bytes {int(bpt)}`'s read_set before and after it (read_dram beside it)", "",
              "| round | set GB/s before | after | DRAM GB/s | " + " | ".join(f"{n} t/s | {n} of roof | of DRAM" for n in bins) + " |",
