@@ -383,24 +383,6 @@ void Session::embed(const int32_t* tokens, int n, const float* embeddings) {
   }
 }
 
-// A decode step writes one K slot per kv head into a tile whose lines were evicted since the
-// last token (an fp16 slot is 2 bytes in each of the tile's 32 lines), and its V row: the store
-// waited on those lines' reads (rope + KV store was ~4% of a token on Zen 3, ~2 us a layer with
-// the pages already mapped). Asking for them for writing before the q/k/v matmul lets that
-// matmul cover the wait. (A prefetch neither faults nor maps a page the first time it is used.)
-void Session::prefetch_kv_slots(const uint8_t* kc, const uint8_t* vc, int p0, int n) const {
-  const LlamaConfig& c = model_.config();
-  for (int i = 0; i < n; ++i) {
-    const size_t p = static_cast<size_t>(p0 + i);
-    for (int g = 0; g < c.n_head_kv; ++g) {
-      const uint8_t* tile = kc + g * k_head_bytes() + p / kKvTile * k_tile_;
-      for (size_t b = 0; b < k_tile_; b += 64) __builtin_prefetch(tile + b, 1, 3);
-      const uint8_t* row = vc + g * v_head_bytes() + p * kv_row_;
-      for (size_t b = 0; b < kv_row_; b += 64) __builtin_prefetch(row + b, 1, 3);
-    }
-  }
-}
-
 void Session::attention_block(int l, int n) {
   const LlamaConfig& c = model_.config();
   const LlamaLayer& L = model_.layers()[static_cast<size_t>(l)];
@@ -417,7 +399,6 @@ void Session::attention_block(int l, int n) {
       else add_rms_norm(&x_[i * E], &tmp_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
     });
   }
-  if (n <= kPrefetchKvRows) prefetch_kv_slots(kc, vc, p0, n);
   linear_group({{&L.wq, q_.data(), QD, "q"}, {&L.wk, k_.data(), KV, "k"}, {&L.wv, v_.data(), KV, "v"}}, xn_.data(), n, E, "qkv");
   {
     prof::OpScope op(c.qk_norm ? "qk_norm+rope+kv store" : "rope+kv store", "", rope_kv_store_cost(n, QD, KV, static_cast<double>(pos_bytes)));

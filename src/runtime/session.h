@@ -103,9 +103,6 @@ class Session {
   // x += attention(rms_norm(x + the previous layer's output)) for layer l, positions n_past_..+n;
   // the residual add of the layer's output is left to the next norm (tmp_).
   void attention_block(int l, int n);
-  // The K tiles and V rows that positions p0 .. p0 + n will be stored into, prefetched for writing.
-  static constexpr int kPrefetchKvRows = 4;
-  void prefetch_kv_slots(const uint8_t* kc, const uint8_t* vc, int p0, int n) const;
   void ffn_block(int l, int n);
   void post_norm(const std::vector<float>& w, int n);
   void output_logits(int n, int first, const std::function<void(size_t, const float*)>* on_logits, size_t base);
