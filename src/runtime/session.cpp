@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "core/fp16.h"
 #include "core/preempt.h"
+#include "core/prefetch.h"
 #include "kernels/attention.h"
 #include "kernels/decode_panels.h"
 #include "kernels/elementwise.h"
@@ -399,6 +400,18 @@ void Session::attention_block(int l, int n) {
       else add_rms_norm(&x_[i * E], &tmp_[i * E], L.attn_norm.data(), &xn_[i * E], E, c.rms_eps);
     });
   }
+  // A decode step writes one slot per kv head into a K tile whose lines were evicted since the
+  // last token (an fp16 slot is 2 bytes in each of the tile's lines), and one V row; the stores
+  // waited on those lines. Asked for before the q/k/v matmul, which then covers the wait.
+  if (n <= kPrefetchKvRows)
+    for (int i = 0; i < n; ++i)
+      for (int g = 0; g < c.n_head_kv; ++g) {
+        const size_t p = static_cast<size_t>(p0 + i);
+        const uint8_t* tile = kc + g * k_head_bytes() + p / kKvTile * k_tile_;
+        for (size_t b = 0; b < k_tile_; b += 64) prefetch_for_write(tile + b);
+        const uint8_t* row = vc + g * v_head_bytes() + p * kv_row_;
+        for (size_t b = 0; b < kv_row_; b += 64) prefetch_for_write(row + b);
+      }
   linear_group({{&L.wq, q_.data(), QD, "q"}, {&L.wk, k_.data(), KV, "k"}, {&L.wv, v_.data(), KV, "v"}}, xn_.data(), n, E, "qkv");
   {
     prof::OpScope op(c.qk_norm ? "qk_norm+rope+kv store" : "rope+kv store", "", rope_kv_store_cost(n, QD, KV, static_cast<double>(pos_bytes)));

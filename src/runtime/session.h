@@ -103,6 +103,7 @@ class Session {
   // x += attention(rms_norm(x + the previous layer's output)) for layer l, positions n_past_..+n;
   // the residual add of the layer's output is left to the next norm (tmp_).
   void attention_block(int l, int n);
+  static constexpr int kPrefetchKvRows = 4;  // steps this short prefetch the KV slots they store into
   void ffn_block(int l, int n);
   void post_norm(const std::vector<float>& w, int n);
   void output_logits(int n, int first, const std::function<void(size_t, const float*)>* on_logits, size_t base);
