@@ -198,9 +198,10 @@ TEST(Plan, CostTermsByHand) {
   const double ew = c.n_layer * (2.0 * c.n_embd * 1 + (c.q_dim() + 2.0 * c.n_head_kv * c.head_dim) * 2 + c.n_ff * 3.0) * 1e-6;  // ms
   EXPECT_NEAR(decode_ms(m, de, 0, DType::F16) - decode_ms(m, d, 0, DType::F16), ew, 1e-9);
   EXPECT_NEAR(prefill_ms(m, de, 100, 0, 512) - prefill_ms(m, d, 100, 0, 512), 100 * ew, 1e-6);
-  // decode from the cache: this model's ~101 MB per token on a read curve flat at 60 GB/s to 64
-  // MiB, 40 at 128 MiB and 30 at 512 (DRAM). At its bytes the curve reads (log-linear between 64
-  // and 128 MiB) r, so its share of the 16 MiB set's 1.5x cached ratio is (r - 30) / (60 - 30).
+  // decode from the cache, the older estimate (calibrations without decode curves): this model's
+  // ~101 MB per token on a read curve flat at 60 GB/s to 64 MiB, 40 at 128 MiB and 30 at 512
+  // (DRAM). At its bytes the curve reads (log-linear between 64 and 128 MiB) r, so its share of
+  // the 16 MiB set's 1.5x cached ratio is (r - 30) / (60 - 30).
   DeviceProfile dc = d8;
   const double MiB = 1 << 20;
   dc.read_curve = {{16 * MiB, 60}, {64 * MiB, 60}, {128 * MiB, 40}, {512 * MiB, 30}};
@@ -209,14 +210,33 @@ TEST(Plan, CostTermsByHand) {
   const double r = 60 + std::log2(bytes / (64 * MiB)) * (40 - 60);
   ASSERT_GT(r, 40);
   ASSERT_LT(r, 60);
-  EXPECT_NEAR(read_rate_at(dc, bytes), r, 1e-9);
+  EXPECT_NEAR(rate_on_curve(dc.read_curve, bytes), r, 1e-9);
   EXPECT_NEAR(decode_ms(m, dc, 0, DType::F16), decode_ms(m, d8, 0, DType::F16) / (1 + (r - 30) / 30 * 0.5), 1e-9);
   EXPECT_NEAR(decode_ms(m, dc, 0, DType::F16, false), decode_ms(m, d, 0, DType::F16), 1e-12);  // no fp32 ratio
   DeviceProfile flat = dc;  // a plateau within 10% of DRAM: no scaling
   flat.read_curve = {{16 * MiB, 30}, {1024 * MiB, 29}};
   EXPECT_NEAR(decode_ms(m, flat, 0, DType::F16), decode_ms(m, d8, 0, DType::F16), 1e-12);
-  EXPECT_EQ(read_rate_at(flat, 1.0), 30);
-  EXPECT_EQ(read_rate_at(flat, 1e12), 29);
+  EXPECT_EQ(rate_on_curve(flat.read_curve, 1.0), 30);
+  EXPECT_EQ(rate_on_curve(flat.read_curve, 1e12), 29);
+  EXPECT_EQ(rate_on_curve({}, 1e8), 0);
+  // the decode kernel's own curve, where the calibration has it, replaces that estimate: the 8-bit
+  // path's Q4_1 matmul at 48 GB/s through 64 MiB, 36 through 128 MiB, 30 through 256 MiB. The
+  // speed-up is the curve at the token's bytes over the curve at 128 MiB, whatever the read curve
+  // and the cached ratio say.
+  DeviceProfile dk = dc;
+  dk.q8_decode_curve = {{16 * MiB, 50}, {64 * MiB, 48}, {128 * MiB, 36}, {256 * MiB, 30}};
+  const double rk = 48 + std::log2(bytes / (64 * MiB)) * (36 - 48);
+  EXPECT_NEAR(rate_on_curve(dk.q8_decode_curve, bytes), rk, 1e-9);
+  EXPECT_NEAR(decode_ms(m, dk, 0, DType::F16), decode_ms(m, d8, 0, DType::F16) / (rk / 36), 1e-9);
+  EXPECT_NEAR(decode_ms(m, dk, 0, DType::F16, false), decode_ms(m, d, 0, DType::F16), 1e-12);  // the fp32 path has no curve
+  // past a cache that still held the 128 MiB set: slower than the calibrated rate
+  DeviceProfile past = d8;
+  past.q8_decode_curve = {{16 * MiB, 36}, {32 * MiB, 18}};
+  EXPECT_NEAR(decode_ms(m, past, 0, DType::F16), decode_ms(m, d8, 0, DType::F16) / (rate_on_curve(past.q8_decode_curve, bytes) / 18), 1e-9);
+  past.q8_decode_curve = {{16 * MiB, 40}, {1024 * MiB, 20}};
+  const double slow = rate_on_curve(past.q8_decode_curve, 512 * MiB) / rate_on_curve(past.q8_decode_curve, 128 * MiB);
+  EXPECT_LT(slow, 1);
+  EXPECT_GT(slow, 0.5);
 
   Scenario s;
   s.n_ctx = 1024;
@@ -334,19 +354,26 @@ TEST(Plan, DeviceProfilesRoundTripAndScale) {
   d.vision_bf16 = true;
   d.read_curve = {{16.0 * (1 << 20), 57}, {1024.0 * (1 << 20), 31}};
   d.decode_cached_ratio = 1.25, d.q8_decode_cached_ratio = 1.5;
+  d.decode_curve = {{16.0 * (1 << 20), 40}, {128.0 * (1 << 20), 30}, {512.0 * (1 << 20), 29.5}};
+  d.q8_decode_curve = {{16.0 * (1 << 20), 44}, {512.0 * (1 << 20), 31}};
   const DeviceProfile rc = device_from_json(device_to_json(d), "test.json");
   EXPECT_EQ(rc.read_curve, d.read_curve);
+  EXPECT_EQ(rc.decode_curve, d.decode_curve);
+  EXPECT_EQ(rc.q8_decode_curve, d.q8_decode_curve);
   EXPECT_EQ(rc.decode_cached_ratio, 1.25);
   EXPECT_EQ(rc.q8_decode_cached_ratio, 1.5);
-  for (const char* bad : {"[[1048576, 57], [1048576, 31]]", "[[1048576, 57], [2097152]]", "[[1048576, -1]]", "{}"}) {
-    std::string f = device_to_json(d);
-    const size_t a = f.find("\"read_curve\": [");
-    const size_t e = f.find("\n ],", a);
-    ASSERT_NE(e, std::string::npos);
-    f.replace(a, e + 3 - a, std::string("\"read_curve\": ") + bad);
-    EXPECT_THROW(device_from_json(f, "x.json"), Error) << bad;
-  }
-  d.read_curve.clear();
+  for (const char* key : {"read_curve", "decode_curve", "q8_decode_curve"})
+    for (const char* bad : {"[[1048576, 57], [1048576, 31]]", "[[1048576, 57], [2097152]]", "[[1048576, -1]]", "{}", "[[1e300, 1]]"}) {
+      std::string f = device_to_json(d);
+      const std::string name = std::string("\"") + key + "\": [";
+      const size_t a = f.find(name);
+      ASSERT_NE(a, std::string::npos) << key;
+      const size_t e = f.find("\n ],", a);
+      ASSERT_NE(e, std::string::npos);
+      f.replace(a, e + 3 - a, std::string("\"") + key + "\": " + bad);
+      EXPECT_THROW(device_from_json(f, "x.json"), Error) << key << " " << bad;
+    }
+  d.read_curve.clear(), d.decode_curve.clear(), d.q8_decode_curve.clear();
   d.decode_cached_ratio = d.q8_decode_cached_ratio = 0;
   EXPECT_EQ(r.prefill_gflops_short, d.prefill_gflops_short);
   EXPECT_EQ(r.decode_gbs, d.decode_gbs);

@@ -149,6 +149,13 @@ auto q8_rate_maps(D& d) {
                                                 {"prefill_gflops_short", &d.q8_prefill_gflops_short}};
 }
 
+// The (bytes, GB/s) curves by their JSON names (device.h).
+template <class D>
+auto curve_fields(D& d) {
+  using C = decltype(&d.read_curve);
+  return std::vector<std::pair<const char*, C>>{{"decode_curve", &d.decode_curve}, {"q8_decode_curve", &d.q8_decode_curve}, {"read_curve", &d.read_curve}};
+}
+
 // y = W x over n tokens as a session runs W: with 8-bit activations (x quantized into xq, then
 // matmul_q8) where W carries q8 panels, else the fp32-activation matmul.
 void run_matmul(const TestMatrix& t, const float* x, int n, int64_t k, float* y, int64_t ys, std::vector<BlockQ8_1>& xq,
@@ -409,67 +416,85 @@ DeviceProfile calibrate_this_machine(int threads) {
       rates[st.type] = static_cast<double>(st.mb) * static_cast<double>(st.m.size()) / st.t[st.t.size() / 2] / 1e9;
     }
   }
-  // decode from the cache (device.h): the read curve, then Q4_1 (8-bit path) and F16 (fp32 path)
-  // one-token matmuls cycled through 16 MiB against the same through 128 MiB above
-  {
-    const size_t most = std::min<size_t>(size_t{1} << 30, static_cast<size_t>(d.mem_bytes / 8)) / 64 * 64;
-    std::vector<float> buf(most / sizeof(float), 1.0f);
-    for (size_t bytes = size_t{16} << 20; bytes <= most; bytes *= 2) {
-      const int passes = static_cast<int>(std::max<size_t>(1, (size_t{256} << 20) / bytes));
-      read_gbs(pool, buf.data(), bytes, passes, 1);  // brings the set into whatever cache holds it
-      d.read_curve.emplace_back(static_cast<double>(bytes), read_gbs(pool, buf.data(), bytes, passes, 3));
-    }
-    for (int q8 = 0; q8 < 2; ++q8) {
-      const DType type = q8 ? DType::Q4_1 : DType::F16;
-      const auto& rates = q8 ? d.q8_decode_gbs : d.decode_gbs;
-      if (!rates.count(type)) continue;
-      const double big = rates.at(type);
-      const int64_t r = 4096, k = 2048;
-      const size_t mb = row_bytes(type, static_cast<uint64_t>(k)) * static_cast<size_t>(r);
-      HugePageArena arena;
-      std::vector<TestMatrix> m(std::max<size_t>(1, static_cast<size_t>(kCachedSetBytes) / mb));
-      const std::vector<uint8_t> base = quantized_rows(type, r, k, 256);
-      for (TestMatrix& t : m) set_matrix(t, type, r, k, base, q8, &arena);
-      std::vector<float> y(static_cast<size_t>(r));
-      std::vector<BlockQ8_1> xq;
-      const auto all = [&] {
-        for (const TestMatrix& t : m) run_matmul(t, x.data(), 1, k, y.data(), r, xq, pool);
-      };
-      all();
-      const double sec = median_seconds(9, all);
-      (q8 ? d.q8_decode_cached_ratio : d.decode_cached_ratio) = static_cast<double>(mb) * static_cast<double>(m.size()) / sec / 1e9 / big;
+  // decode from the cache (device.h): Q4_1 (8-bit path) and F16 (fp32 path) one-token matmuls
+  // cycled through sets of 16 MiB .. 512 MiB, the sizes interleaved round by round (a neighbour's
+  // burst slows one round of every size) and each size's median kept. Every size moves at least
+  // 256 MiB a round, so the small sets' calls are timed over many passes.
+  for (int q8 = 0; q8 < 2; ++q8) {
+    const DType type = q8 ? DType::Q4_1 : DType::F16;
+    if (!(q8 ? d.q8_decode_gbs : d.decode_gbs).count(type)) continue;
+    const int64_t r = 4096, k = 2048;
+    const size_t mb = row_bytes(type, static_cast<uint64_t>(k)) * static_cast<size_t>(r);
+    const std::vector<uint8_t> base = quantized_rows(type, r, k, 256);
+    const size_t most = std::min<size_t>(size_t{512} << 20, static_cast<size_t>(d.mem_bytes / 16));
+    HugePageArena arena;
+    std::vector<TestMatrix> m(std::max<size_t>(2, (most + mb / 2) / mb));
+    for (TestMatrix& t : m) set_matrix(t, type, r, k, base, q8, &arena);
+    std::vector<size_t> counts;  // matrices per set: the nearest count to 16, 32, ... MiB
+    for (size_t bytes = size_t{16} << 20; bytes <= most; bytes *= 2) counts.push_back(std::clamp<size_t>((bytes + mb / 2) / mb, 1, m.size()));
+    std::vector<std::vector<double>> t(counts.size());
+    std::vector<float> y(static_cast<size_t>(r));
+    std::vector<BlockQ8_1> xq;
+    for (int round = 0; round < 8; ++round)
+      for (size_t i = 0; i < counts.size(); ++i) {
+        const size_t n = counts[i], passes = std::max<size_t>(1, (size_t{256} << 20) / (n * mb));
+        for (size_t j = 0; j < n; ++j) run_matmul(m[j], x.data(), 1, k, y.data(), r, xq, pool);  // brings the set in
+        const auto t0 = std::chrono::steady_clock::now();
+        for (size_t p = 0; p < passes; ++p)
+          for (size_t j = 0; j < n; ++j) run_matmul(m[j], x.data(), 1, k, y.data(), r, xq, pool);
+        if (round > 0) t[i].push_back(seconds_since(t0) / static_cast<double>(passes));  // round 0 warms up
+      }
+    auto& curve = q8 ? d.q8_decode_curve : d.decode_curve;
+    for (size_t i = 0; i < counts.size(); ++i) {
+      const double bytes = static_cast<double>(counts[i] * mb);
+      if (!curve.empty() && !(bytes > curve.back().first)) continue;  // two sizes rounded to one count
+      curve.emplace_back(bytes, bytes / median_of(t[i]) / 1e9);
     }
   }
   encoder.sample();
   // prefill: 256 tokens through a wide matrix (2048 x 2048) and a narrow one (1536 x 512, a small
-  // model's MLP)
-  for (int narrow = 0; narrow < 2; ++narrow) {
-    const int64_t r = narrow ? 1536 : 2048, k = narrow ? 512 : cols;
-    std::vector<TestMatrix> m;  // every type with fp32 activations, then the q8 path's types
-    m.reserve(2 * std::size(kTypes));
-    for (int q8 = 0; q8 < 2; ++q8)
-      for (DType type : kTypes)
-        if (!q8 || q8_type(type)) make_matrix(m.emplace_back(), type, r, k, r, q8);
-    std::vector<std::vector<double>> t(m.size()), t_short(m.size());
-    std::vector<float> y(static_cast<size_t>(256) * r);
+  // model's MLP), and a short prompt's 64 through the narrow one. Both shapes and every type in each
+  // round, 8 timed rounds: a neighbour's burst on this shared machine slows one round of every rate
+  // (with the shapes in turn, one burst once set all of one shape's rates: 2x between calibrations
+  // minutes apart, 2026-12-07).
+  {
+    struct Shape {
+      int64_t r, k;
+      std::vector<TestMatrix> m;  // every type with fp32 activations, then the q8 path's types
+      std::vector<std::vector<double>> t, t_short;
+    } shapes[2] = {{2048, cols, {}, {}, {}}, {1536, 512, {}, {}, {}}};
+    for (Shape& sh : shapes) {
+      sh.m.reserve(2 * std::size(kTypes));
+      for (int q8 = 0; q8 < 2; ++q8)
+        for (DType type : kTypes)
+          if (!q8 || q8_type(type)) make_matrix(sh.m.emplace_back(), type, sh.r, sh.k, sh.r, q8);
+      sh.t.resize(sh.m.size()), sh.t_short.resize(sh.m.size());
+    }
+    std::vector<float> y(static_cast<size_t>(256) * 2048);
     std::vector<BlockQ8_1> xq;
-    for (int round = 0; round < 4; ++round)
-      for (size_t i = 0; i < m.size(); ++i) {
-        auto t0 = std::chrono::steady_clock::now();
-        run_matmul(m[i], x.data(), 256, k, y.data(), r, xq, pool);
-        if (round > 0) t[i].push_back(seconds_since(t0));
-        if (!narrow) continue;
-        t0 = std::chrono::steady_clock::now();  // and a short prompt's 64 tokens
-        run_matmul(m[i], x.data(), 64, k, y.data(), r, xq, pool);
-        if (round > 0) t_short[i].push_back(seconds_since(t0));
+    for (int round = 0; round < 9; ++round)
+      for (int narrow = 0; narrow < 2; ++narrow) {
+        Shape& sh = shapes[narrow];
+        for (size_t i = 0; i < sh.m.size(); ++i) {
+          auto t0 = std::chrono::steady_clock::now();
+          run_matmul(sh.m[i], x.data(), 256, sh.k, y.data(), sh.r, xq, pool);
+          if (round > 0) sh.t[i].push_back(seconds_since(t0));  // round 0 warms up
+          if (!narrow) continue;
+          t0 = std::chrono::steady_clock::now();
+          run_matmul(sh.m[i], x.data(), 64, sh.k, y.data(), sh.r, xq, pool);
+          if (round > 0) sh.t_short[i].push_back(seconds_since(t0));
+        }
       }
-    for (size_t i = 0; i < m.size(); ++i) {
-      const double flops = 2.0 * static_cast<double>(r) * k / 1e9;
-      const DType type = m[i].w.type;
-      const bool q8 = m[i].q8;
-      (narrow ? (q8 ? d.q8_prefill_gflops_narrow : d.prefill_gflops_narrow) : (q8 ? d.q8_prefill_gflops : d.prefill_gflops))[type] =
-          256 * flops / median_of(t[i]);
-      if (narrow) (q8 ? d.q8_prefill_gflops_short : d.prefill_gflops_short)[type] = 64 * flops / median_of(t_short[i]);
+    for (int narrow = 0; narrow < 2; ++narrow) {
+      const Shape& sh = shapes[narrow];
+      const double flops = 2.0 * static_cast<double>(sh.r) * sh.k / 1e9;
+      for (size_t i = 0; i < sh.m.size(); ++i) {
+        const DType type = sh.m[i].w.type;
+        const bool q8 = sh.m[i].q8;
+        (narrow ? (q8 ? d.q8_prefill_gflops_narrow : d.prefill_gflops_narrow) : (q8 ? d.q8_prefill_gflops : d.prefill_gflops))[type] =
+            256 * flops / median_of(sh.t[i]);
+        if (narrow) (q8 ? d.q8_prefill_gflops_short : d.prefill_gflops_short)[type] = 64 * flops / median_of(sh.t_short[i]);
+      }
     }
   }
   encoder.sample();
@@ -586,31 +611,39 @@ DeviceProfile calibrate_this_machine(int threads) {
       if (a == 0 && soo > 0) b = sot / soo;  // the intercept clamped: refit through the origin
       ns_src = a, ns_out = b;
     };
+    // each size's median first call over 7 rounds, the sizes in turn within a round (a neighbour's
+    // burst then moves one sample of each size, not the fit's slope)
+    const auto timed_sizes = [&](const auto& call, double* t) {
+      std::vector<double> s[3];
+      for (int rep = 0; rep < 7; ++rep)
+        for (int k = 0; k < 3; ++k) s[k].push_back(first_call_seconds(1, [&] { call(k); }));
+      for (int k = 0; k < 3; ++k) t[k] = median_of(std::move(s[k])) * 1e9;
+    };
     double out[3], t[3];
     const int edges[3] = {512, 1024, 2048};  // the knob's range: from one tile to 4 x 4
+    Idefics3PreprocessConfig ic[3];
     for (int k = 0; k < 3; ++k) {
-      Idefics3PreprocessConfig pc;
-      pc.longest_edge = edges[k];
-      const Idefics3Grid g = idefics3_grid(pc, im.width, im.height);
+      ic[k].longest_edge = edges[k];
+      const Idefics3Grid g = idefics3_grid(ic[k], im.width, im.height);
       out[k] = static_cast<double>(g.stretched_w) * g.stretched_h;
-      t[k] = first_call_seconds(5, [&] { (void)preprocess_idefics3(im, pc, &pool); }) * 1e9;
     }
+    timed_sizes([&](int k) { (void)preprocess_idefics3(im, ic[k], &pool); }, t);
     fit(out, t, 3, d.preprocess_ns_src, d.preprocess_ns_out);
     const int64_t pixels[3] = {65536, 262144, 1048576};
+    Qwen3VLPreprocessConfig qc[3];
     for (int k = 0; k < 3; ++k) {
-      const Qwen3VLPreprocessConfig pc = Qwen3VLPreprocessConfig{}.with_max_pixels(pixels[k]);
+      qc[k] = Qwen3VLPreprocessConfig{}.with_max_pixels(pixels[k]);
       int rh = 0, rw = 0;
-      qwen3vl_smart_resize(im.height, im.width, pc.factor(), pc.min_pixels, pc.max_pixels, rh, rw);
+      qwen3vl_smart_resize(im.height, im.width, qc[k].factor(), qc[k].min_pixels, qc[k].max_pixels, rh, rw);
       out[k] = static_cast<double>(rh) * rw;
-      t[k] = first_call_seconds(5, [&] { (void)preprocess_qwen3vl(im, pc, &pool); }) * 1e9;
     }
+    timed_sizes([&](int k) { (void)preprocess_qwen3vl(im, qc[k], &pool); }, t);
     fit(out, t, 3, d.qwen_preprocess_ns_src, d.qwen_preprocess_ns_out);
   }
   return d;
 }
 
-double read_rate_at(const DeviceProfile& d, double bytes) {
-  const auto& c = d.read_curve;
+double rate_on_curve(const std::vector<std::pair<double, double>>& c, double bytes) {
   if (c.empty()) return 0;
   if (bytes <= c.front().first) return c.front().second;
   for (size_t i = 1; i < c.size(); ++i)
@@ -638,9 +671,10 @@ std::string device_to_json(const DeviceProfile& d) {
   if (d.vision_attn_gflops > 0) j["vision_attn_gflops"] = d.vision_attn_gflops;
   j["vision_bf16"] = d.vision_bf16;
   j["vision_f16"] = d.vision_f16;
-  if (!d.read_curve.empty()) {
-    j["read_curve"] = json::array();
-    for (const auto& [b, g] : d.read_curve) j["read_curve"].push_back({b, g});
+  for (const auto& [key, c] : curve_fields(d)) {
+    if (c->empty()) continue;
+    j[key] = json::array();
+    for (const auto& [b, g] : *c) j[key].push_back({b, g});
   }
   if (d.decode_cached_ratio > 0) j["decode_cached_ratio"] = d.decode_cached_ratio;
   if (d.q8_decode_cached_ratio > 0) j["q8_decode_cached_ratio"] = d.q8_decode_cached_ratio;
@@ -687,16 +721,17 @@ DeviceProfile device_from_json(const std::string& text, const std::string& path)
     if (!j["vision_f16"].is_boolean()) fail("%s: 'vision_f16' must be true or false", path.c_str());
     d.vision_f16 = j["vision_f16"].get<bool>();
   }
-  if (j.contains("read_curve")) {  // optional, as the two ratios: see device.h
-    const json& c = j["read_curve"];
-    if (!c.is_array() || c.size() > 64) fail("%s: 'read_curve' must be a list of at most 64 [bytes, GB/s] pairs", path.c_str());
-    for (const json& e : c) {
+  for (const auto& [key, c] : curve_fields(d)) {  // optional: see device.h
+    if (!j.contains(key)) continue;
+    const json& a = j[key];
+    if (!a.is_array() || a.size() > 64) fail("%s: '%s' must be a list of at most 64 [bytes, GB/s] pairs", path.c_str(), key);
+    for (const json& e : a) {
       if (!e.is_array() || e.size() != 2 || !e[0].is_number() || !e[1].is_number())
-        fail("%s: 'read_curve' must be a list of [bytes, GB/s] pairs", path.c_str());
+        fail("%s: '%s' must be a list of [bytes, GB/s] pairs", path.c_str(), key);
       const double b = e[0].get<double>(), g = e[1].get<double>();
-      if (!(b >= 1024 && b <= 1e15) || !(g > 1e-3 && g < 1e5) || (!d.read_curve.empty() && !(b > d.read_curve.back().first)))
-        fail("%s: 'read_curve' needs ascending sizes and positive rates", path.c_str());
-      d.read_curve.emplace_back(b, g);
+      if (!(b >= 1024 && b <= 1e15) || !(g > 1e-3 && g < 1e5) || (!c->empty() && !(b > c->back().first)))
+        fail("%s: '%s' needs ascending sizes and positive rates", path.c_str(), key);
+      c->emplace_back(b, g);
     }
   }
   if (j.contains("decode_cached_ratio")) d.decode_cached_ratio = num(j, "decode_cached_ratio", 0.05, 20);

@@ -32,11 +32,17 @@ struct DeviceProfile {
   std::map<DType, double> q8_decode_gbs, q8_decode_gbs_small, q8_prefill_gflops, q8_prefill_gflops_narrow, q8_prefill_gflops_short;
   // Decode from the cache. The rates above stream from a 128 MiB set (kDecodeSetBytes): DRAM's
   // rate on the machines seen, but a model whose bytes per token fit the last-level cache
-  // (SmolLM2's 101 MB on a Xeon with 260 MiB of L3) reads faster. read_curve: the all-thread read
-  // rate against the set's bytes (16 MiB .. 1 GiB, ascending); *_cached_ratio: a one-token
-  // matmul's rate through a 16 MiB set over its rate through the 128 MiB one (Q4_1 on the 8-bit
-  // path, F16 on the fp32 one); plan/predict.cpp's cache_speedup combines them. Empty / 0: not
-  // measured (calibrations before 2026-12-05 afternoon, Apple devices): no scaling.
+  // (SmolLM2's 101 MB on a Xeon with 260 MiB of L3) reads faster. decode_curve /
+  // q8_decode_curve: the one-token matmul's own rate (F16 on the fp32 path, Q4_1 on the 8-bit
+  // path; GB/s of the file's bytes) against the bytes of the set its calls cycle through (16 MiB
+  // .. 512 MiB, ascending); plan/predict.cpp's cache_speedup is the curve at a token's bytes over
+  // the curve at 128 MiB. Empty: not measured (Apple devices; calibrations before 2026-12-07,
+  // which carry the older estimate below instead).
+  std::vector<std::pair<double, double>> decode_curve, q8_decode_curve;  // (bytes, GB/s)
+  // The older estimate: read_curve, a streaming read's all-thread rate against the set's bytes, and
+  // *_cached_ratio, a one-token matmul's rate through a 16 MiB set over its rate through 128 MiB.
+  // It credited the matmul with the read's cache gain, which the matmul does not get in full (on
+  // Zen 3, 1.25x where the decode got none: docs/plan.md). Read from older calibrations only.
   std::vector<std::pair<double, double>> read_curve;  // (bytes, GB/s)
   double decode_cached_ratio = 0, q8_decode_cached_ratio = 0;
   double vision_gflops = 0; // the vision encoder's GEMM (bf16 where this CPU has it, else fp32), over SigLIP's layer
@@ -79,10 +85,9 @@ struct DeviceProfile {
 };
 
 constexpr double kDecodeSetBytes = 128.0 * (1 << 20);  // the decode rates' set (see above)
-constexpr double kCachedSetBytes = 16.0 * (1 << 20);   // the cached ratios' set
-// The read rate over a set of `bytes` from read_curve (log-linear between its points, its ends
-// beyond them); 0 without a curve.
-double read_rate_at(const DeviceProfile& d, double bytes);
+// A (bytes, GB/s) curve's rate at `bytes`: log-linear between its points, its ends beyond them;
+// 0 for an empty curve.
+double rate_on_curve(const std::vector<std::pair<double, double>>& curve, double bytes);
 
 std::string device_to_json(const DeviceProfile& d);
 DeviceProfile device_from_json(const std::string& text, const std::string& path);

@@ -160,12 +160,15 @@ double decode_rate(const DeviceProfile& d, const WeightTensor& t, bool q8) {
 }
 
 // How much faster than the calibrated decode rates a token that reads `bytes` runs. Those rates
-// stream a 128 MiB set, which reads at DRAM's rate on the machines seen (on the Xeon VM's 260 MiB
-// L3 it sits at the cliff: Q4_1 on the 8-bit path at 28 GB/s, DRAM 31). The read curve places
-// `bytes` between DRAM (its largest set) and the cache's plateau (its fastest set up to 128 MiB);
-// that share of the calibrated cached ratio (a 16 MiB set) is the speed-up. 1 without a curve,
-// without a ratio, or where the plateau is within 10% of DRAM (noise would set the scale).
+// cycle through a 128 MiB set (DRAM's rate on most machines seen; on the Xeon VM's 260 MiB L3 it
+// sits at the cliff). The decode curve (device.h) is the same kernel's rate against its set's
+// bytes, so the speed-up is the curve at `bytes` over the curve at 128 MiB: above 1 where the
+// token's bytes fit a cache the kernel gains from, below 1 past a cache that still held 128 MiB.
+// Calibrations without a curve use the older estimate (the read curve's share of a 16 MiB cached
+// ratio, at least 1); without either, 1.
 double cache_speedup(const DeviceProfile& d, double bytes, bool q8) {
+  const auto& curve = q8 && !d.q8_decode_curve.empty() ? d.q8_decode_curve : d.decode_curve;
+  if (curve.size() >= 2) return rate_on_curve(curve, bytes) / rate_on_curve(curve, kDecodeSetBytes);
   const double ratio = q8 && d.q8_decode_cached_ratio > 0 ? d.q8_decode_cached_ratio : d.decode_cached_ratio;
   if (d.read_curve.size() < 2 || ratio <= 1) return 1;
   double hi = 0;
@@ -173,7 +176,7 @@ double cache_speedup(const DeviceProfile& d, double bytes, bool q8) {
     if (b <= kDecodeSetBytes) hi = std::max(hi, g);
   const double lo = d.read_curve.back().second;
   if (hi < 1.1 * lo) return 1;
-  const double f = std::clamp((read_rate_at(d, bytes) - lo) / (hi - lo), 0.0, 1.0);
+  const double f = std::clamp((rate_on_curve(d.read_curve, bytes) - lo) / (hi - lo), 0.0, 1.0);
   return 1 + f * (ratio - 1);
 }
 
