@@ -417,7 +417,7 @@ DeviceProfile calibrate_this_machine(int threads) {
     }
   }
   // decode from the cache (device.h): Q4_1 (8-bit path) and F16 (fp32 path) one-token matmuls
-  // cycled through sets of 16 MiB .. 512 MiB, the sizes interleaved round by round (a neighbour's
+  // cycled through sets of 16 MiB .. 256 MiB, the sizes interleaved round by round (a neighbour's
   // burst slows one round of every size) and each size's median kept. Every size moves at least
   // 256 MiB a round, so the small sets' calls are timed over many passes.
   for (int q8 = 0; q8 < 2; ++q8) {
@@ -426,7 +426,7 @@ DeviceProfile calibrate_this_machine(int threads) {
     const int64_t r = 4096, k = 2048;
     const size_t mb = row_bytes(type, static_cast<uint64_t>(k)) * static_cast<size_t>(r);
     const std::vector<uint8_t> base = quantized_rows(type, r, k, 256);
-    const size_t most = std::min<size_t>(size_t{512} << 20, static_cast<size_t>(d.mem_bytes / 16));
+    const size_t most = std::min<size_t>(size_t{256} << 20, static_cast<size_t>(d.mem_bytes / 16));
     HugePageArena arena;
     std::vector<TestMatrix> m(std::max<size_t>(2, (most + mb / 2) / mb));
     for (TestMatrix& t : m) set_matrix(t, type, r, k, base, q8, &arena);

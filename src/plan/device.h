@@ -35,8 +35,8 @@ struct DeviceProfile {
   // (SmolLM2's 101 MB on a Xeon with 260 MiB of L3) reads faster. decode_curve /
   // q8_decode_curve: the one-token matmul's own rate (F16 on the fp32 path, Q4_1 on the 8-bit
   // path; GB/s of the file's bytes) against the bytes of the set its calls cycle through (16 MiB
-  // .. 512 MiB, ascending); plan/predict.cpp's cache_speedup is the curve at a token's bytes over
-  // the curve at 128 MiB. Empty: not measured (Apple devices; calibrations before 2026-12-07,
+  // .. 256 MiB, ascending); plan/predict.cpp's cache_speedup is the curve at a token's bytes over
+  // the curve at 128 MiB (at least 1). Empty: not measured (Apple devices; calibrations before 2026-12-07,
   // which carry the older estimate below instead).
   std::vector<std::pair<double, double>> decode_curve, q8_decode_curve;  // (bytes, GB/s)
   // The older estimate: read_curve, a streaming read's all-thread rate against the set's bytes, and
