@@ -79,13 +79,13 @@ double median_seconds(int reps, F&& f) {
   return median_timed(reps, f, [] {});
 }
 
-// The median time of f as a process's first call: before each call the resampler's scratch and
-// the heap's free memory go back to the kernel, so the call faults fresh pages for its images as a
-// new process does (`tessera run`'s preprocessing is a first call; a watcher's later frames reuse
-// the pages, docs/plan.md).
+// The time of one call of f as a process's first call: before it the resampler's scratch and the
+// heap's free memory go back to the kernel, so the call faults fresh pages for its images as a new
+// process does (`tessera run`'s preprocessing is a first call; a watcher's later frames reuse the
+// pages, docs/plan.md).
 template <class F>
-double first_call_seconds(int reps, F&& f) {
-  return median_timed(reps, f, [] {
+double first_call_seconds(F&& f) {
+  return median_timed(1, f, [] {
     release_resize_scratch();
 #if defined(__GLIBC__)
     malloc_trim(0);
@@ -616,7 +616,7 @@ DeviceProfile calibrate_this_machine(int threads) {
     const auto timed_sizes = [&](const auto& call, double* t) {
       std::vector<double> s[3];
       for (int rep = 0; rep < 7; ++rep)
-        for (int k = 0; k < 3; ++k) s[k].push_back(first_call_seconds(1, [&] { call(k); }));
+        for (int k = 0; k < 3; ++k) s[k].push_back(first_call_seconds([&] { call(k); }));
       for (int k = 0; k < 3; ++k) t[k] = median_of(std::move(s[k])) * 1e9;
     };
     double out[3], t[3];
