@@ -158,6 +158,10 @@ TEST(Vision, PreprocessingIsPixelExactWithTransformers) {
           << c.stem << " (torchvision, 2 threads, " << isa_name(active_isa()) << ")";
     }
     set_isa_cap(before);
+    // three threads: the horizontal pass's strips (image/resize.h) dealt to three slots in turn
+    ThreadPool three(3);
+    EXPECT_EQ(tile_hashes(preprocess_idefics3(img, cfg, &three)), inf["tile_u8_sha256"].get<std::vector<std::string>>())
+        << c.stem << " (torchvision, 3 threads)";
     cfg.arithmetic = ResampleArithmetic::Pillow;
     EXPECT_EQ(tile_hashes(preprocess_idefics3(img, cfg)), inf["alt_tile_u8_sha256"].get<std::vector<std::string>>())
         << c.stem << " (Pillow)";

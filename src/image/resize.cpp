@@ -116,8 +116,8 @@ void transpose_pixels(const uint8_t* src, int64_t src_stride, int64_t rows, int6
   else blocks(0, nb);
 }
 
-// This thread's intermediate images: the source rows as columns, the resampled columns, and
-// those back as rows (when a vertical pass follows).
+// This thread's intermediate images: per strip slot the strip's source rows as columns and its
+// resampled columns, and the horizontal pass's rows whole (when a vertical pass follows).
 struct ResizeScratch {
   ScratchBuffer cols, out_cols, rows;
 };
@@ -164,28 +164,48 @@ void resize_rows_like_pil(const ImageRGB& in, ImageRGB& out, int o0, int o1, Res
   ResizeScratch& sc = resize_scratch();
   ScratchBuffer &cols_buf = sc.cols, &out_cols_buf = sc.out_cols, &tmp_buf = sc.rows;
   if (need_h) {
-    // those source rows as columns: output column xx combines source columns xmin.. with its
-    // taps, a whole column (h pixels) at a time
-    uint8_t* cols = cols_buf.get(static_cast<size_t>(in.width) * h * 3, "resampler's columns");
-    uint8_t* out_cols = out_cols_buf.get(static_cast<size_t>(out_w) * h * 3, "resampler's columns");
-    transpose_pixels(in.row(y_first), int64_t{in.width} * 3, h, in.width, cols, int64_t{h} * 3, pool);
-    run(out_w, [&](int64_t x0, int64_t x1) {
-      std::vector<const uint8_t*> rows(static_cast<size_t>(ch.ksize));
-      for (int64_t xx = x0; xx < x1; ++xx) {
-        const int xmin = ch.bounds[2 * static_cast<size_t>(xx)], n = ch.bounds[2 * static_cast<size_t>(xx) + 1];
-        for (int t = 0; t < n; ++t) rows[static_cast<size_t>(t)] = cols + static_cast<size_t>(xmin + t) * h * 3;
-        combine(rows.data(), &ch.k[static_cast<size_t>(xx) * ch.ksize], n, int64_t{h} * 3, ch.precision,
-                out_cols + static_cast<size_t>(xx) * h * 3);
-      }
-    });
-    if (!need_v) {  // the rows are the output's
-      transpose_pixels(out_cols, int64_t{h} * 3, out_w, h, out.row(o0), int64_t{out_w} * 3, pool);
-      return;
+    // The horizontal pass in strips of kResizeStripRows source rows: a strip's pixels transposed into
+    // columns, output column xx combining source columns xmin.. with its taps (a strip's height
+    // at a time), and those transposed back into rows. A strip's two buffers stay in L2, and only
+    // they are scratch; whole-image column buffers were 10-13 MB of fresh pages on a process's
+    // first 1080p frame (1.5 us each here, docs/plan.md). Strips go to the pool in interleaved
+    // sets, one buffer slot per set, so every slot is the calling thread's scratch.
+    uint8_t* dst = need_v ? tmp_buf.get(static_cast<size_t>(out_w) * h * 3, "resampler's rows") : out.row(o0);
+    const int64_t dst_stride = int64_t{out_w} * 3;
+    const int64_t strips = (h + kResizeStripRows - 1) / kResizeStripRows;
+    const int64_t slots = std::min<int64_t>({strips, pool ? pool->size() : 1, kResizeStripSlots});
+    const size_t cols_bytes = static_cast<size_t>(in.width) * kResizeStripRows * 3, out_bytes = static_cast<size_t>(out_w) * kResizeStripRows * 3;
+    uint8_t* cols_all = cols_buf.get(cols_bytes * static_cast<size_t>(slots), "resampler's columns");
+    uint8_t* out_all = out_cols_buf.get(out_bytes * static_cast<size_t>(slots), "resampler's columns");
+    // strip s of slot `slot`; with `inner` the pool splits the strip's own work (one strip only)
+    const auto strip = [&](int64_t s, int64_t slot, ThreadPool* inner) {
+      const int64_t r0 = s * kResizeStripRows, rs = std::min<int64_t>(kResizeStripRows, h - r0);
+      uint8_t* cols = cols_all + cols_bytes * static_cast<size_t>(slot);
+      uint8_t* out_cols = out_all + out_bytes * static_cast<size_t>(slot);
+      transpose_pixels(in.row(y_first) + r0 * int64_t{in.width} * 3, int64_t{in.width} * 3, rs, in.width, cols, rs * 3, inner);
+      const auto columns = [&](int64_t x0, int64_t x1) {
+        std::vector<const uint8_t*> taps(static_cast<size_t>(ch.ksize));
+        for (int64_t xx = x0; xx < x1; ++xx) {
+          const int xmin = ch.bounds[2 * static_cast<size_t>(xx)], n = ch.bounds[2 * static_cast<size_t>(xx) + 1];
+          for (int t = 0; t < n; ++t) taps[static_cast<size_t>(t)] = cols + static_cast<size_t>(xmin + t) * rs * 3;
+          combine(taps.data(), &ch.k[static_cast<size_t>(xx) * ch.ksize], n, rs * 3, ch.precision, out_cols + static_cast<size_t>(xx) * rs * 3);
+        }
+      };
+      if (inner) inner->parallel_for(out_w, 8, columns);
+      else columns(0, out_w);
+      transpose_pixels(out_cols, rs * 3, out_w, rs, dst + r0 * dst_stride, dst_stride, inner);
+    };
+    if (slots == 1) {  // one strip, or no pool to share them
+      for (int64_t s = 0; s < strips; ++s) strip(s, 0, pool);
+    } else {
+      pool->parallel_for(slots, 1, [&](int64_t a, int64_t b) {
+        for (int64_t slot = a; slot < b; ++slot)
+          for (int64_t s = slot; s < strips; s += slots) strip(s, slot, nullptr);
+      });
     }
-    uint8_t* tmp = tmp_buf.get(static_cast<size_t>(out_w) * h * 3, "resampler's rows");
-    transpose_pixels(out_cols, int64_t{h} * 3, out_w, h, tmp, int64_t{out_w} * 3, pool);  // back to rows
-    src = tmp;
-    src_stride = int64_t{out_w} * 3;
+    if (!need_v) return;  // the rows were the output's
+    src = dst;
+    src_stride = dst_stride;
   }
   run(o1 - o0, [&](int64_t i0, int64_t i1) {
     std::vector<const uint8_t*> rows(static_cast<size_t>(cv.ksize));

@@ -16,6 +16,12 @@ enum class ResampleFilter { Lanczos, Bicubic, Bilinear };
 // as many fraction bits as the largest weight allows). Same filter and taps, rounding differs.
 enum class ResampleArithmetic { Pillow, Torch };
 
+// The horizontal pass runs in strips of this many source rows: a strip's row of bytes is 192 =
+// 3 x 64 (whole vectors of combine_rows_u8), and its two column buffers for a 1920-wide screen
+// resized to 2048 take 0.75 MB, within L2. Up to kResizeStripSlots strips are in flight (one per
+// pool thread); each has its buffers in the scratch (models/footprint.cpp counts them).
+constexpr int64_t kResizeStripRows = 64, kResizeStripSlots = 4;
+
 // With a pool, output rows (and columns) are spread over its threads; the bytes are the same.
 ImageRGB resize_like_pil(const ImageRGB& in, int out_w, int out_h, ResampleFilter filter = ResampleFilter::Lanczos,
                          ResampleArithmetic arith = ResampleArithmetic::Pillow, ThreadPool* pool = nullptr);

@@ -4,6 +4,8 @@
 #include <initializer_list>
 #include <cmath>
 
+#include "image/resize.h"
+
 namespace tessera {
 
 size_t siglip_buffer_bytes(const SiglipConfig& c) {
@@ -20,18 +22,22 @@ size_t idefics3_tile_count(const Idefics3PreprocessConfig& p, int w, int h) {
 
 namespace {
 
-// One resize in_w x in_h -> out_w x out_h: with a horizontal pass the resampler holds the source as
-// columns and the resampled columns, and with a vertical pass too those back as rows; each of the
-// three buffers is kept at the largest size any resize asked for.
+// One resize in_w x in_h -> out_w x out_h: with a horizontal pass the resampler holds, per strip
+// slot (image/resize.h), a strip of the source as columns and its resampled columns, and with a
+// vertical pass too the horizontal pass's rows whole; each of the three buffers is kept at the
+// largest size any resize asked for. The slots are counted as many as a pool of
+// kResizeStripSlots threads uses (fewer threads use fewer: 0.75 MB each for a 1080p screen).
 struct ResizeShape {
   size_t in_w, in_h, out_w, out_h;
 };
 size_t resize_scratch_bytes(std::initializer_list<ResizeShape> resizes) {
+  constexpr size_t S = static_cast<size_t>(kResizeStripRows);
   size_t cols = 0, out_cols = 0, rows = 0;
   for (const ResizeShape& r : resizes) {
     if (r.out_w == r.in_w) continue;  // a vertical pass alone reads the source in place
-    cols = std::max(cols, r.in_w * r.in_h * 3);
-    out_cols = std::max(out_cols, r.out_w * r.in_h * 3);
+    const size_t slots = std::min((r.in_h + S - 1) / S, static_cast<size_t>(kResizeStripSlots));
+    cols = std::max(cols, slots * r.in_w * S * 3);
+    out_cols = std::max(out_cols, slots * r.out_w * S * 3);
     if (r.out_h != r.in_h) rows = std::max(rows, r.out_w * r.in_h * 3);
   }
   return cols + out_cols + rows;

@@ -79,18 +79,23 @@ double median_seconds(int reps, F&& f) {
   return median_timed(reps, f, [] {});
 }
 
-// The time of one call of f as a process's first call: before it the resampler's scratch and the
-// heap's free memory go back to the kernel, so the call faults fresh pages for its images as a new
-// process does (`tessera run`'s preprocessing is a first call; a watcher's later frames reuse the
-// pages, docs/plan.md).
+// A question's first frame in a new process, the mean of its two bounds: one call on fresh pages
+// (before it the resampler's scratch and the heap's free memory go back to the kernel, as in a
+// process that has allocated nothing), then the same call again on the pages the first faulted.
+// A real first frame comes after a model load, whose freed heap holds some of its images: all of
+// them at SmolVLM's edge 1024, half at 2048 (page faults counted inside `tessera run`,
+// docs/plan.md). Halfway between the bounds, the figure is off by at most half their gap
+// whatever the load left. A watcher's later frames pay the warm bound.
 template <class F>
-double first_call_seconds(F&& f) {
-  return median_timed(1, f, [] {
+double first_frame_seconds(F&& f) {
+  const double cold = median_timed(1, f, [] {
     release_resize_scratch();
 #if defined(__GLIBC__)
     malloc_trim(0);
 #endif
   });
+  const double warm = median_timed(1, f, [] {});
+  return 0.5 * (cold + warm);
 }
 
 // A rows x cols matrix of type t from seeded Gaussian rows; the first `distinct` rows are
@@ -593,7 +598,7 @@ DeviceProfile calibrate_this_machine(int threads) {
   }
   // image resampling, a 1920 x 1080 screen at three sizes of each processor, fitted by least squares
   // to a cost per source pixel (reading it through the filter) and one per output pixel; timed as
-  // first calls (fresh pages), which is what a question on a new screen pays in `tessera run`.
+  // first frames (first_frame_seconds), which is what a question on a new screen pays in `tessera run`.
   {
     ImageRGB im;
     im.width = 1920, im.height = 1080;
@@ -611,12 +616,12 @@ DeviceProfile calibrate_this_machine(int threads) {
       if (a == 0 && soo > 0) b = sot / soo;  // the intercept clamped: refit through the origin
       ns_src = a, ns_out = b;
     };
-    // each size's median first call over 7 rounds, the sizes in turn within a round (a neighbour's
+    // each size's median first frame over 7 rounds, the sizes in turn within a round (a neighbour's
     // burst then moves one sample of each size, not the fit's slope)
     const auto timed_sizes = [&](const auto& call, double* t) {
       std::vector<double> s[3];
       for (int rep = 0; rep < 7; ++rep)
-        for (int k = 0; k < 3; ++k) s[k].push_back(first_call_seconds([&] { call(k); }));
+        for (int k = 0; k < 3; ++k) s[k].push_back(first_frame_seconds([&] { call(k); }));
       for (int k = 0; k < 3; ++k) t[k] = median_of(std::move(s[k])) * 1e9;
     };
     double out[3], t[3];
