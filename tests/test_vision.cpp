@@ -192,6 +192,45 @@ TEST(Vision, ResamplerScratchLeavesNoTrace) {
   }
 }
 
+// The resampler against Pillow's and torchvision's own resizes (bench/reference/make_resize_golden.py)
+// over sizes the screens do not reach: heights around the horizontal pass's 64-row strips and
+// their tails, 1- and 2-pixel sides, up- and downscales, every filter and both arithmetics; the
+// same bytes with no pool and with pools of 1, 2 and 3 threads (strips dealt to 1-3 slots), and
+// when the output rows are made in three bands.
+TEST(Vision, ResizeMatchesPillowAndTorchOverSizes) {
+  const auto g = nlohmann::json::parse(test::read_file(test::source_path("tests/fixtures/vision/resize/golden.json")));
+  ThreadPool one(1), two(2), three(3);
+  int checked = 0;
+  for (const auto& c : g["cases"]) {
+    const int w = c["in"][0], h = c["in"][1], ow = c["out"][0], oh = c["out"][1];
+    const uint32_t seed = c["seed"].get<uint32_t>();
+    ImageRGB in;
+    in.width = w, in.height = h;
+    in.pixels.resize(static_cast<size_t>(w) * h * 3);
+    for (size_t i = 0; i < in.pixels.size(); ++i) {  // the generator's hash of each byte index
+      uint32_t x = (static_cast<uint32_t>(i) + seed * 0x01000193u) * 0x9E3779B1u;
+      x ^= x >> 15, x *= 0x85EBCA77u, x ^= x >> 13;
+      in.pixels[i] = static_cast<uint8_t>(x >> 24);
+    }
+    const std::string f = c["filter"];
+    const ResampleFilter filter = f == "lanczos" ? ResampleFilter::Lanczos : f == "bicubic" ? ResampleFilter::Bicubic : ResampleFilter::Bilinear;
+    const ResampleArithmetic arith = c["arithmetic"] == "torch" ? ResampleArithmetic::Torch : ResampleArithmetic::Pillow;
+    const std::string want = c["sha256"], what = c.dump();
+    for (ThreadPool* pool : {static_cast<ThreadPool*>(nullptr), &one, &two, &three}) {
+      const ImageRGB out = resize_like_pil(in, ow, oh, filter, arith, pool);
+      EXPECT_EQ(test::sha256_hex(out.pixels.data(), out.pixels.size()), want) << what << " threads " << (pool ? pool->size() : 0);
+    }
+    ImageRGB bands;
+    bands.width = ow, bands.height = oh;
+    bands.pixels.assign(static_cast<size_t>(ow) * oh * 3, 0);
+    const int b1 = oh / 3, b2 = oh - oh / 4;
+    for (auto [a, b] : {std::pair{0, b1}, std::pair{b1, b2}, std::pair{b2, oh}}) resize_rows_like_pil(in, bands, a, b, filter, arith, &two);
+    EXPECT_EQ(test::sha256_hex(bands.pixels.data(), bands.pixels.size()), want) << what << " in bands";
+    ++checked;
+  }
+  EXPECT_EQ(checked, 75);
+}
+
 // A scratch buffer grows, keeps its block while requests fit, gives it back, and turns an
 // impossible size into a one-line error.
 TEST(Vision, ScratchBufferGrowsAndFailsCleanly) {
