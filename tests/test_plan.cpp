@@ -268,7 +268,7 @@ TEST(Plan, VisionTermsFollowTheProcessors) {
   const double per_tile = 2.0 * 1024 * (12 * (4.0 * 768 * 768 + 2.0 * 768 * 3072) + 3 * 256 * 768 + 768 * 576);
   EXPECT_NEAR(p.vision_per_tile_ms, (per_tile / 200e9 + 12 * 4.0 * 1024 * 1024 * 768 / 200e9) * 1e3, 1e-6);
   EXPECT_NEAR(p.vision_ms, 13 * p.vision_per_tile_ms, 1e-9);
-  EXPECT_EQ(p.vision_buffers, static_cast<double>(siglip_buffer_bytes(sm.siglip)));
+  EXPECT_EQ(p.vision_buffers, static_cast<double>(siglip_buffer_bytes(sm.siglip, d.vision_bf16)));
   // the element-wise passes: 25 LayerNorms over 1024 x 768, and on the fp16 and fp32 paths the
   // GELU pass over 12 x 1024 x 3072 (SigLIP's bf16 GEMM applies GELU in its epilogue)
   DeviceProfile de = d;

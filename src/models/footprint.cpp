@@ -5,15 +5,28 @@
 #include <cmath>
 
 #include "image/resize.h"
+#include "kernels/attention_bf16.h"
+#include "kernels/bf16_tiles.h"
 
 namespace tessera {
 
-size_t siglip_buffer_bytes(const SiglipConfig& c) {
+size_t siglip_buffer_bytes(const SiglipConfig& c, bool bf16) {
   const size_t N = static_cast<size_t>(c.n_patches()), H = static_cast<size_t>(c.hidden);
-  const size_t S = static_cast<size_t>(c.image_size), P = static_cast<size_t>(c.patch_size);
-  const size_t floats = N * 3 * P * P + 7 * N * H + N * static_cast<size_t>(c.ff) + 3 * S * S + N * H +
-                        static_cast<size_t>(c.tokens_per_tile()) * static_cast<size_t>(c.text_hidden);
-  return floats * sizeof(float);
+  const size_t S = static_cast<size_t>(c.image_size), P = static_cast<size_t>(c.patch_size), F = static_cast<size_t>(c.ff);
+  // im2col rows, the tile's pixels (three planes of floats), a row block of hidden and the output
+  const size_t common = N * 3 * P * P + 3 * S * S + N * H + static_cast<size_t>(c.tokens_per_tile()) * static_cast<size_t>(c.text_hidden);
+  if (!bf16) return (common + 7 * N * H + N * F) * sizeof(float);  // hidden, normed, q/k/v, attention, o/fc2, the MLP
+  // the bf16 path writes only the hidden rows and the o/fc2 output in fp32 (its buffers of the
+  // others stay untouched pages: siglip.cpp's TileFloats); the normed rows and the MLP's go into
+  // bf16 activation tiles, and q/k/v into the attention's tiles
+  AttentionShape a;
+  a.n_head = a.n_head_kv = c.heads;
+  a.head_dim = c.hidden / c.heads;
+  a.n_kv = c.n_patches();
+  const Bf16AttnDims D = bf16_attn_dims(a, c.n_patches());
+  const int64_t b16 = bf16_act_elems(c.n_patches(), c.hidden) + bf16_act_elems(c.n_patches(), c.ff) + D.n_head * D.nqp * D.hdk +
+                      bf16_attn_k_elems(D) + bf16_attn_v_elems(D);
+  return (common + 2 * N * H) * sizeof(float) + static_cast<size_t>(b16) * 2;
 }
 
 size_t idefics3_tile_count(const Idefics3PreprocessConfig& p, int w, int h) {

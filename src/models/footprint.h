@@ -11,9 +11,11 @@
 
 namespace tessera {
 
-// SmolVLM. A tile encode's buffers: the encoder's activations (tile_scratch in siglip.cpp: im2col,
-// rows of hidden, q/k/v, the MLP) and a visual memory's own (pixels, output).
-size_t siglip_buffer_bytes(const SiglipConfig& c);
+// SmolVLM. A tile encode's resident buffers: the encoder's activations (tile_scratch in
+// siglip.cpp: im2col, rows of hidden, q/k/v, the MLP; with bf16, the ones that path writes and its
+// bf16 tiles) and a visual memory's own (pixels, output). Without bf16 the largest, which a budget
+// may count whatever the path.
+size_t siglip_buffer_bytes(const SiglipConfig& c, bool bf16 = false);
 // A w x h image's tiles: the grid after the processor's resize, and the global image.
 size_t idefics3_tile_count(const Idefics3PreprocessConfig& p, int w, int h);
 // The frames a visual memory holds at once for a w x h screen: the newest and the copy being

@@ -278,7 +278,7 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
     p.preprocess_ms = (static_cast<double>(s.screen_w) * s.screen_h * d.preprocess_ns_src + px * d.preprocess_ns_out) * 1e-6;
     p.vision_per_tile_ms = vision_ms(siglip_tile_work(m.siglip), d);
     p.vision_ms = p.vision_per_tile_ms * p.tiles;
-    p.vision_buffers = static_cast<double>(siglip_buffer_bytes(m.siglip));
+    p.vision_buffers = static_cast<double>(siglip_buffer_bytes(m.siglip, d.vision_bf16));
     const double scratch = static_cast<double>(idefics3_resize_scratch_bytes(pc, s.screen_w, s.screen_h));
     p.frames = static_cast<double>(s.screen_w) * s.screen_h * 3 + px * 3 + p.tiles * (3.0 * pc.tile * pc.tile) +
                2.0 * p.image_tokens * m.siglip.text_hidden * 4 + scratch;

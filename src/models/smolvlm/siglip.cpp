@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 
+#include "core/zeroed_buffer.h"
 #include "core/error.h"
 #include "core/preempt.h"
 #include "kernels/attention.h"
@@ -160,10 +161,28 @@ void norm_rows(float* x, int n, int H, float eps, const float* w, const float* b
   });
 }
 
-// The buffers of one tile's pass, per thread (workers get raw pointers, never the vectors).
+// A float buffer of the tile's pass: zero pages from calloc, resident only once written, so a
+// buffer a path never writes costs no memory. The bf16 path's GEMM epilogues leave the fp32
+// normed rows, attention output and MLP activations unwritten (12.6 MB of MLP rows at SmolVLM's
+// shape); value-initialized vectors had made them all resident and cost the first tile their
+// page faults. Every element read is written first within a tile.
+class TileFloats {
+ public:
+  void resize(size_t n) {
+    if (n != n_) buf_.reset(n * sizeof(float), "vision encoder's buffers"), n_ = n;
+  }
+  float* data() { return reinterpret_cast<float*>(buf_.data()); }
+  size_t size() const { return n_; }
+
+ private:
+  ZeroedBuffer buf_;
+  size_t n_ = 0;
+};
+
+// The buffers of one tile's pass, per thread (workers get raw pointers, never the buffers).
 // q, k, v and qkv are sized by the path that uses them.
 struct TileScratch {
-  std::vector<float> cols, x, xn, q, k, v, qkv, att, tmp, ff;
+  TileFloats cols, x, xn, q, k, v, qkv, att, tmp, ff;
   std::vector<uint16_t> xnb, ffb;  // xn and ff rounded for bf16 GEMMs (bf16_tiles.h)
 };
 
