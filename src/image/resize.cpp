@@ -182,7 +182,7 @@ void resize_rows_like_pil(const ImageRGB& in, ImageRGB& out, int o0, int o1, Res
       const int64_t r0 = s * kResizeStripRows, rs = std::min<int64_t>(kResizeStripRows, h - r0);
       uint8_t* cols = cols_all + cols_bytes * static_cast<size_t>(slot);
       uint8_t* out_cols = out_all + out_bytes * static_cast<size_t>(slot);
-      transpose_pixels(in.row(y_first) + r0 * int64_t{in.width} * 3, int64_t{in.width} * 3, rs, in.width, cols, rs * 3, inner);
+      transpose_pixels(src + r0 * src_stride, src_stride, rs, in.width, cols, rs * 3, inner);
       const auto columns = [&](int64_t x0, int64_t x1) {
         std::vector<const uint8_t*> taps(static_cast<size_t>(ch.ksize));
         for (int64_t xx = x0; xx < x1; ++xx) {

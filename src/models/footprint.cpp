@@ -19,11 +19,7 @@ size_t siglip_buffer_bytes(const SiglipConfig& c, bool bf16) {
   // the bf16 path writes only the hidden rows and the o/fc2 output in fp32 (its buffers of the
   // others stay untouched pages: siglip.cpp's TileFloats); the normed rows and the MLP's go into
   // bf16 activation tiles, and q/k/v into the attention's tiles
-  AttentionShape a;
-  a.n_head = a.n_head_kv = c.heads;
-  a.head_dim = c.hidden / c.heads;
-  a.n_kv = c.n_patches();
-  const Bf16AttnDims D = bf16_attn_dims(a, c.n_patches());
+  const Bf16AttnDims D = bf16_attn_dims(tile_attention_shape(c), c.n_patches());
   const int64_t b16 = bf16_act_elems(c.n_patches(), c.hidden) + bf16_act_elems(c.n_patches(), c.ff) + D.n_head * D.nqp * D.hdk +
                       bf16_attn_k_elems(D) + bf16_attn_v_elems(D);
   return (common + 2 * N * H) * sizeof(float) + static_cast<size_t>(b16) * 2;

@@ -20,6 +20,16 @@
 
 namespace tessera {
 
+AttentionShape tile_attention_shape(const SiglipConfig& c) {
+  AttentionShape shape;
+  shape.n_head = shape.n_head_kv = c.heads;
+  shape.head_dim = c.hidden / c.heads;
+  shape.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  shape.causal = false;
+  shape.n_kv = c.n_patches();
+  return shape;
+}
+
 namespace {
 
 uint64_t u(int x) { return static_cast<uint64_t>(x); }
@@ -100,15 +110,6 @@ void apply(const Linear& l, const float* x, int n, float* y, ThreadPool& pool, c
 // hidden, f32, heads side by side): flash_attention, or with bf16 (use_bf16_gemm) the bf16
 // attention on AMX tiles, or with f16 (use_f16_gemm) the fp16 attention.
 // out_b16 (bf16 only): the output rounded into the o projection's activation tiles instead.
-AttentionShape tile_attention_shape(const SiglipConfig& c) {
-  AttentionShape shape;
-  shape.n_head = shape.n_head_kv = c.heads;
-  shape.head_dim = c.hidden / c.heads;
-  shape.scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
-  shape.causal = false;
-  shape.n_kv = c.n_patches();
-  return shape;
-}
 
 void tile_attention(const SiglipConfig& c, const float* q, int n_q, const float* k, const float* v, int64_t stride,
                     float* out, bool bf16, bool f16, ThreadPool& pool, const char* what, uint16_t* out_b16 = nullptr) {
@@ -169,14 +170,13 @@ void norm_rows(float* x, int n, int H, float eps, const float* w, const float* b
 class TileFloats {
  public:
   void resize(size_t n) {
-    if (n != n_) buf_.reset(n * sizeof(float), "vision encoder's buffers"), n_ = n;
+    if (n != size()) buf_.reset(n * sizeof(float), "vision encoder's buffers");
   }
   float* data() { return reinterpret_cast<float*>(buf_.data()); }
-  size_t size() const { return n_; }
+  size_t size() const { return buf_.size() / sizeof(float); }
 
  private:
   ZeroedBuffer buf_;
-  size_t n_ = 0;
 };
 
 // The buffers of one tile's pass, per thread (workers get raw pointers, never the buffers).

@@ -9,6 +9,7 @@
 
 #include "core/thread_pool.h"
 #include "formats/gguf.h"
+#include "kernels/attention.h"
 #include "kernels/gemm_panels.h"
 #include "kernels/kernels.h"
 #include "models/tensor_source.h"
@@ -24,6 +25,9 @@ struct SiglipConfig {
   int n_patches() const { return (image_size / patch_size) * (image_size / patch_size); }
   int tokens_per_tile() const { return n_patches() / (scale_factor * scale_factor); }
 };
+
+// The encoder's attention over one tile: every head, bidirectional, over its n_patches keys.
+AttentionShape tile_attention_shape(const SiglipConfig& c);
 
 // What a SmolVLM mmproj GGUF's metadata gives (clip.* keys), every number range-checked, and the
 // preprocessing settings it carries (into `pre`). Throws Error.
