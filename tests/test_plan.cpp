@@ -280,6 +280,30 @@ TEST(Plan, VisionTermsFollowTheProcessors) {
   DeviceProfile d16 = d;
   d16.vision_bf16 = false, d16.vision_f16 = true;
   EXPECT_NEAR(predict(sm, s, de).vision_per_tile_ms - predict(sm, s, d16).vision_per_tile_ms, norms_ms + gelu_ms, 1e-6);
+  // A Q8_0 mmproj where the calibration says 8-bit activations are its fast path (vision_q8, the
+  // CLI's default there): its GEMMs at Q8_0's 8-bit prefill rate, each layer's inputs quantized (a
+  // norm element each: q/k/v's once, o's, fc1's, fc2's), the GELU a pass again, the matrices as q8
+  // panels (~1.06 bytes a weight against bf16 tiles' 2), the fp32 buffers plus the attention's tiles.
+  {
+    const ModelSpec sq = with_weight_types(sm, kKeepType, DType::Q8_0);
+    DeviceProfile dq = d;
+    dq.q8_prefill_gflops[DType::Q8_0] = 400;
+    dq.norm_ns = 1, dq.swiglu_ns = 3;
+    const Prediction off = predict(sq, s, dq);
+    EXPECT_FALSE(off.vision_q8);
+    dq.vision_q8 = true;
+    const Prediction on = predict(sq, s, dq);
+    EXPECT_TRUE(on.vision_q8);
+    const double quantized_ms = 12.0 * 1024 * (3 * 768 + 3072) * 1e-6;
+    EXPECT_NEAR(on.vision_per_tile_ms - off.vision_per_tile_ms, per_tile * (1 / 400e9 - 1 / 200e9) * 1e3 + quantized_ms + gelu_ms, 1e-6);
+    EXPECT_LT(on.vision_weights, 0.6 * off.vision_weights);
+    EXPECT_EQ(on.vision_buffers, static_cast<double>(siglip_buffer_bytes(sq.siglip, true, true)));
+    EXPECT_GT(on.vision_buffers, off.vision_buffers);
+    Scenario f32 = s;
+    f32.q8_activations = false;  // --f32-activations
+    EXPECT_FALSE(predict(sq, f32, dq).vision_q8);
+    EXPECT_FALSE(predict(sm, s, dq).vision_q8);  // an f16 mmproj has nothing to switch
+  }
   s.longest_edge = 512;
   EXPECT_EQ(predict(sm, s, d).tiles, 1);
 
@@ -338,6 +362,18 @@ TEST(Plan, DeviceProfilesRoundTripAndScale) {
   EXPECT_EQ(r.vision_attn_gflops, 123);
   EXPECT_EQ(r.qwen_vision_gflops, 111);
   EXPECT_TRUE(r.vision_bf16);
+  EXPECT_FALSE(r.vision_q8);
+  d.vision_q8 = true;
+  EXPECT_TRUE(device_from_json(device_to_json(d), "test.json").vision_q8);
+  {  // optional (calibrations before 2026-12-07 lack it: false), and a boolean where present
+    nlohmann::json j = nlohmann::json::parse(device_to_json(d));
+    ASSERT_TRUE(j.contains("vision_q8"));
+    j["vision_q8"] = 1;
+    EXPECT_THROW(device_from_json(j.dump(), "x.json"), Error);
+    j.erase("vision_q8");
+    EXPECT_FALSE(device_from_json(j.dump(), "old.json").vision_q8);
+  }
+  d.vision_q8 = false;
   d.vision_bf16 = false;
   EXPECT_FALSE(device_from_json(device_to_json(d), "test.json").vision_bf16);
   {  // a calibration from before the flag: inferred from the rates (vision 200 > attention 50)

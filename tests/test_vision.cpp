@@ -451,6 +451,38 @@ TEST(Vision, QuantizedMmprojRunsOn8BitActivations) {
   EXPECT_GT(r_between, 0.0);   // the activations really were quantized
   EXPECT_LE(r_fp, 2e-2);       // Q8_0 weights alone
   EXPECT_LE(r_q8, 4e-2);       // plus 8-bit activations (docs/numerics.md)
+  EXPECT_STREQ(q8->precision(), "int8+fp32");
+  EXPECT_STREQ(fp->precision(), "fp32");
+
+  // The full tile quantizes the normed rows once for q, k and v together (matmul_q8_group); the
+  // gated path runs three separate calls. Re-encoding every patch must give the same bits, on the
+  // fp32 attention and, where it exists, with the bf16 attention too (the CLI's default on AMD
+  // Zen 4: a Q8_0 mmproj's layers on 8-bit activations, the attention bf16).
+  const auto gated_all_is_full = [&](const Idefics3Vision& v) {
+    ThreadPool pool(2);
+    Idefics3Vision::TileState st;
+    std::vector<float> full(ne), gated(ne);
+    v.encode_tile(chw.data(), full.data(), pool, &st);
+    std::vector<int> all(static_cast<size_t>(c.n_patches()));
+    for (int i = 0; i < c.n_patches(); ++i) all[static_cast<size_t>(i)] = i;
+    v.encode_tile_gated(chw.data(), all, st, gated.data(), pool);
+    EXPECT_EQ(gated, full);
+    return full;
+  };
+  const std::vector<float> e_q8 = gated_all_is_full(*q8);
+  if (!bf16_gemm_available()) return;
+  auto mixed = Idefics3Vision::load_mmproj(path);
+  EXPECT_EQ(mixed->use_q8_activations(), 2 * 6 + 1);
+  EXPECT_EQ(mixed->use_bf16_gemm(), 1);  // only the F16 patch embedding is left for the bf16 GEMM
+  EXPECT_STREQ(mixed->precision(), "int8+bf16");
+  const std::vector<float> e_mixed = gated_all_is_full(*mixed);
+  EXPECT_NE(e_mixed, e_q8);  // the attention really was bf16
+  const std::vector<std::vector<float>> mo = connector_at_1_2_3_threads(*mixed, chw);
+  EXPECT_EQ(mo[0], mo[1]);
+  EXPECT_EQ(mo[0], mo[2]);
+  const double r_mixed = max_rel_err(mo[0], con_want.data(), nc);
+  std::printf("8-bit activations with the bf16 attention: connector max rel err %.2e vs transformers\n", r_mixed);
+  EXPECT_LE(r_mixed, 4e-2);
 }
 
 // The tiny tower's first golden tile through v (already switched to a lower-precision path):

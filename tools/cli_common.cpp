@@ -40,13 +40,14 @@ void add_common(CLI::App* app, CommonArgs& a) {
       ->check(CLI::IsMember(kv_type_choices()));
   app->add_flag("--no-kv-rotation", a.no_kv_rotation,
                 "q4 KV cache without llama.cpp's Walsh-Hadamard rotation of q/k/v (as LLAMA_ATTN_ROT_DISABLE=1)");
-  auto* q8 = app->add_flag("--q8-activations", a.q8_act,
-                           "8-bit activations (per 32, as llama.cpp's CPU backend) in a quantized mmproj's layers too; the text "
-                           "model's quantized matrices have them by default");
+  app->add_flag("--q8-activations", a.q8_act,
+                           "8-bit activations (per 32, as llama.cpp's CPU backend) in a quantized mmproj's layers on any CPU, and "
+                           "with --bf16-vision, --f16-vision or --fp32-vision; the default for the text model's quantized matrices, "
+                           "and for a quantized mmproj's where they are the fast path (AVX-512 VNNI without AMX)");
   app->add_flag("--f32-activations", a.f32_act,
-                "the text model's quantized matrices on fp32 activations (closer to float64, slower) instead of the default "
-                "8-bit ones (llama.cpp's W4A8 numerics)")
-      ->excludes(q8);
+                "quantized matrices on float activations instead of the default 8-bit ones (llama.cpp's W4A8 numerics): the "
+                "text model's in fp32 (closer to float64, slower), a quantized mmproj's on the vision path's own precision "
+                "(unless --q8-activations is given too)");
   auto* bf16 = app->add_flag("--bf16-vision", a.bf16_vision,
                              "vision encoder matmuls and attention in bf16 (inputs rounded to bf16, fp32 sums; needs AMX bf16 or "
                              "AVX512_BF16; the default where they are fast: AMX, AMD Zen 4 and later)");
@@ -116,7 +117,10 @@ VisionPrecision vision_precision(const CommonArgs& a) {
 
 std::unique_ptr<Idefics3Vision> vision_options(const CommonArgs& a, std::unique_ptr<Idefics3Vision> v) {
   if (!v) return v;
-  if (a.q8_act) v->use_q8_activations();
+  // 8-bit activations in a quantized mmproj's layers: asked for, or by default where they are the
+  // fast path and no vision precision was named (their quality cost: docs/numerics.md)
+  const bool named = a.bf16_vision || a.f16_vision || a.fp32_vision;
+  if (a.q8_act || (!a.f32_act && !named && q8_vision_fast())) v->use_q8_activations();
   const VisionPrecision p = vision_precision(a);
   if (p == VisionPrecision::Bf16) v->use_bf16_gemm();
   if (p == VisionPrecision::F16) v->use_f16_gemm();

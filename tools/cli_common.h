@@ -26,8 +26,8 @@ struct CommonArgs {
   int batch = 512;
   std::string isa;
   std::string cache_type = "f16";
-  bool q8_act = false;   // --q8-activations: 8-bit activations in a quantized mmproj's layers too
-  bool f32_act = false;  // --f32-activations: the text model's matmuls on fp32 activations
+  bool q8_act = false;   // --q8-activations: 8-bit activations in a quantized mmproj's layers on any CPU
+  bool f32_act = false;  // --f32-activations: quantized matrices (text, mmproj) on float activations
   bool no_kv_rotation = false;
   bool bf16_vision = false;   // --bf16-vision: the bf16 vision path, failing where there is none
   bool f16_vision = false;    // --f16-vision: the fp16 vision GEMMs, failing where there are none

@@ -69,14 +69,14 @@ double mib(double b) { return b / (1 << 20); }
 std::string json_prediction(const ModelSpec& m, const Scenario& s, const DeviceProfile& d, const Prediction& p) {
   return format(
       "{\"model\": \"%s\", \"device\": \"%s\", \"screen\": [%d, %d], \"longest_edge\": %d, \"max_pixels\": %lld, \"n_ctx\": %d, "
-      "\"text_type\": \"%s\", \"activations\": \"%s\", \"kv_type\": \"%s\", \"tiles\": %d, \"patches\": %lld, \"image_tokens\": %d, \"prompt_tokens\": %d, "
+      "\"text_type\": \"%s\", \"activations\": \"%s\", \"vision_q8\": %s, \"kv_type\": \"%s\", \"tiles\": %d, \"patches\": %lld, \"image_tokens\": %d, \"prompt_tokens\": %d, "
       "\"memory\": {\"weights\": %.0f, \"vision_weights\": %.0f, \"kv_full\": %.0f, \"kv_question\": %.0f, \"activations\": %.0f, "
       "\"vision_buffers\": %.0f, \"frames\": %.0f, \"process\": %.0f, \"screen_cache\": %.0f, \"peak_question\": %.0f, \"reserved\": %.0f}, "
       "\"ms\": {\"preprocess\": %.3f, \"vision\": %.3f, \"vision_per_tile\": %.3f, \"prefill\": %.3f, \"prefill_question\": %.3f, "
       "\"decode_per_token\": %.4f, \"ttft_cold\": %.3f, \"ttft_watched\": %.3f, \"answer\": %.3f, \"watch_per_frame\": %.3f}, "
       "\"watch_cpu_share\": %.4f}",
       json_escape(m.name).c_str(), json_escape(d.name).c_str(), s.screen_w, s.screen_h, s.longest_edge, static_cast<long long>(s.max_pixels),
-      s.n_ctx, dtype_name(m.main_type(false)), s.q8_activations ? "q8" : "f32", dtype_name(s.kv_type), p.tiles, static_cast<long long>(p.patches), p.image_tokens,
+      s.n_ctx, dtype_name(m.main_type(false)), s.q8_activations ? "q8" : "f32", p.vision_q8 ? "true" : "false", dtype_name(s.kv_type), p.tiles, static_cast<long long>(p.patches), p.image_tokens,
       p.prompt_tokens, p.weights, p.vision_weights, p.kv_full, p.kv_question, p.activations, p.vision_buffers, p.frames, p.process,
       p.screen_cache, p.peak_question, p.reserved, p.preprocess_ms, p.vision_ms, p.vision_per_tile_ms, p.prefill_ms, p.prefill_question_ms,
       p.decode_ms_per_token, p.ttft_cold_ms, p.ttft_watched_ms, p.answer_ms, p.watch_ms_per_frame, p.watch_cpu_share);
@@ -87,7 +87,8 @@ void print_report(const ModelSpec& m, const Scenario& s, const DeviceProfile& d,
   std::printf("        text %.0fM weights, %s, %.1f MiB, %s activations", m.params(false) / 1e6, dtype_name(m.main_type(false)),
               mib(static_cast<double>(m.bytes(false))), s.q8_activations ? "8-bit" : "fp32");
   if (m.vision != VisionFamily::None)
-    std::printf("; vision %.0fM weights, %s, %.1f MiB", m.params(true) / 1e6, dtype_name(m.main_type(true)), mib(static_cast<double>(m.bytes(true))));
+    std::printf("; vision %.0fM weights, %s, %.1f MiB%s", m.params(true) / 1e6, dtype_name(m.main_type(true)), mib(static_cast<double>(m.bytes(true))),
+                p.vision_q8 ? ", 8-bit activations" : "");
   std::printf("\ndevice  %s: %d threads, %.1f GiB, DRAM %.1f GB/s (%s)\n", d.name.c_str(), d.threads, d.mem_bytes / (1u << 30), d.dram_gbs,
               d.source.c_str());
   if (m.vision == VisionFamily::Idefics3)

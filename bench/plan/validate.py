@@ -11,11 +11,12 @@ question (the profiler's peak RSS). With --calibrate-once, one calibration first
 round (a noisy neighbour at calibration time then moves every prediction alike). The report
 names the CPU.
 
-  python3 bench/plan/validate.py OUT_DIR [--cases smolvlm,qwen] [--quick] [--repeats 3] [--calibrate-once]
+  python3 bench/plan/validate.py OUT_DIR [--cases smolvlm,qwen,smolvlm_q8mmproj] [--quick] [--repeats 3] [--calibrate-once]
 
 Models (made by the project's scripts, git-ignored):
   .peers/smolvlm-full/{text.gguf,mmproj.gguf}  SmolVLM-256M shape (real SmolLM2 Q4_1 text, random vision)
   .peers/qwen3vl-2b/{text.gguf,text-Q4_K_M.gguf,mmproj.gguf}  Qwen3-VL-2B shape, seeded random
+  smolvlm_q8mmproj: the SmolVLM pair with its mmproj converted to Q8_0 (not in the default set)
 Other precisions are made with `tessera convert` into OUT_DIR/models.
 """
 import argparse
@@ -60,6 +61,15 @@ def cases(which, out_dir, quick):
         for typ in ([] if quick else ["q8_0", "f16"]):
             c.append(("SmolVLM-256M", convert(text, typ, out_dir), mm, typ.upper(), ["--vision-longest-edge", "1024"],
                       ["--longest-edge", "1024"], "edge 1024"))
+    if "smolvlm_q8mmproj" in which:  # a Q8_0 mmproj: on 8-bit activations where the calibration says vision_q8
+        d = os.path.join(ROOT, ".peers", "smolvlm-full")
+        text, mm = os.path.join(d, "text.gguf"), os.path.join(out_dir, "smolvlm-full-mmproj-q8_0.gguf")
+        if not os.path.exists(mm):
+            os.makedirs(out_dir, exist_ok=True)
+            run([TESSERA, "convert", "-m", os.path.join(d, "mmproj.gguf"), "-o", mm, "--type", "q8_0"])
+        for edge in ([1024] if quick else [512, 1024, 2048]):
+            c.append(("SmolVLM-256M, Q8_0 mmproj", text, mm, "Q4_1", ["--vision-longest-edge", str(edge)], ["--longest-edge", str(edge)],
+                      f"edge {edge}"))
     if "qwen" in which:
         d = os.path.join(ROOT, ".peers", "qwen3vl-2b")
         mm = os.path.join(d, "mmproj.gguf")

@@ -324,6 +324,8 @@ void quantize_rows_q8_1(const float* x, int64_t n, int64_t xs, BlockQ8_1* y, int
   pool.parallel_for(n, 4, rows);
 }
 
+bool q8_vision_fast() { return kernels().isa == Isa::Avx512Vnni; }
+
 void matmul_q8(const WeightMatrix& w, const BlockQ8_1* xq, int64_t m, int64_t xq_stride, float* y,
                int64_t ys, ThreadPool& pool) {
   const Q8Output out{&w, y, ys};

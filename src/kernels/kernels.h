@@ -104,6 +104,11 @@ static_assert(sizeof(BlockQ8_1) == 48);
 // per-256 Q8_K activations instead) and A4G64 (each half of a 64-group as a Q4_1 block with the
 // group's scale and bias).
 bool supports_q8_activations(DType weight_type);
+// Whether 8-bit activations are the faster path for an encoder's quantized matrices than their
+// dequantized 16-bit or fp32 GEMM: the AVX-512 VNNI level (measured per SmolVLM tile on a Q8_0
+// mmproj, docs/numerics.md: AMD Zen 4 ~465 against ~570 ms on bf16, an Intel Xeon without AMX 594
+// against 953 on fp32). Not on AMX (its bf16 tiles), AVX2 (Zen 3: 1628 against 1574 ms) or NEON.
+bool q8_vision_fast();
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k);  // k % 32 == 0
 // n rows of x (xs floats apart) into k/32 blocks each, rows spread over the pool.
 void quantize_rows_q8_1(const float* x, int64_t n, int64_t xs, BlockQ8_1* y, int64_t k, ThreadPool& pool);

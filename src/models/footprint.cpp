@@ -10,18 +10,20 @@
 
 namespace tessera {
 
-size_t siglip_buffer_bytes(const SiglipConfig& c, bool bf16) {
+size_t siglip_buffer_bytes(const SiglipConfig& c, bool bf16, bool q8) {
   const size_t N = static_cast<size_t>(c.n_patches()), H = static_cast<size_t>(c.hidden);
   const size_t S = static_cast<size_t>(c.image_size), P = static_cast<size_t>(c.patch_size), F = static_cast<size_t>(c.ff);
   // im2col rows, the tile's pixels (three planes of floats), a row block of hidden and the output
   const size_t common = N * 3 * P * P + 3 * S * S + N * H + static_cast<size_t>(c.tokens_per_tile()) * static_cast<size_t>(c.text_hidden);
-  if (!bf16) return (common + 7 * N * H + N * F) * sizeof(float);  // hidden, normed, q/k/v, attention, o/fc2, the MLP
+  const size_t fp32 = (common + 7 * N * H + N * F) * sizeof(float);  // hidden, normed, q/k/v, attention, o/fc2, the MLP
+  if (!bf16) return fp32;
+  const Bf16AttnDims D = bf16_attn_dims(tile_attention_shape(c), c.n_patches());
+  const int64_t attn16 = D.n_head * D.nqp * D.hdk + bf16_attn_k_elems(D) + bf16_attn_v_elems(D);
+  if (q8) return fp32 + static_cast<size_t>(attn16) * 2;  // fp32 q/k/v packed into the bf16 attention's tiles
   // the bf16 path writes only the hidden rows and the o/fc2 output in fp32 (its buffers of the
   // others stay untouched pages: siglip.cpp's TileFloats); the normed rows and the MLP's go into
   // bf16 activation tiles, and q/k/v into the attention's tiles
-  const Bf16AttnDims D = bf16_attn_dims(tile_attention_shape(c), c.n_patches());
-  const int64_t b16 = bf16_act_elems(c.n_patches(), c.hidden) + bf16_act_elems(c.n_patches(), c.ff) + D.n_head * D.nqp * D.hdk +
-                      bf16_attn_k_elems(D) + bf16_attn_v_elems(D);
+  const int64_t b16 = bf16_act_elems(c.n_patches(), c.hidden) + bf16_act_elems(c.n_patches(), c.ff) + attn16;
   return (common + 2 * N * H) * sizeof(float) + static_cast<size_t>(b16) * 2;
 }
 

@@ -506,6 +506,7 @@ DeviceProfile calibrate_this_machine(int threads) {
   // the encoder's rates: the medians of the three samples taken across the calibration
   d.vision_bf16 = encoder.bf16;
   d.vision_f16 = encoder.f16;
+  d.vision_q8 = q8_vision_fast();
   d.vision_gflops = median_of(encoder.vision_gflops);
   d.qwen_vision_gflops = median_of(encoder.qwen_vision_gflops);
   d.attn_gflops = median_of(encoder.attn_gflops);
@@ -676,6 +677,7 @@ std::string device_to_json(const DeviceProfile& d) {
   if (d.vision_attn_gflops > 0) j["vision_attn_gflops"] = d.vision_attn_gflops;
   j["vision_bf16"] = d.vision_bf16;
   j["vision_f16"] = d.vision_f16;
+  j["vision_q8"] = d.vision_q8;
   for (const auto& [key, c] : curve_fields(d)) {
     if (c->empty()) continue;
     j[key] = json::array();
@@ -725,6 +727,10 @@ DeviceProfile device_from_json(const std::string& text, const std::string& path)
   if (j.contains("vision_f16")) {  // optional: see device.h
     if (!j["vision_f16"].is_boolean()) fail("%s: 'vision_f16' must be true or false", path.c_str());
     d.vision_f16 = j["vision_f16"].get<bool>();
+  }
+  if (j.contains("vision_q8")) {  // optional: see device.h
+    if (!j["vision_q8"].is_boolean()) fail("%s: 'vision_q8' must be true or false", path.c_str());
+    d.vision_q8 = j["vision_q8"].get<bool>();
   }
   for (const auto& [key, c] : curve_fields(d)) {  // optional: see device.h
     if (!j.contains(key)) continue;
@@ -838,7 +844,7 @@ DeviceProfile apple_device(const std::string& name, int memory_gb, const DeviceP
   for (const auto& [t, v] : here.q8_prefill_gflops) d.q8_prefill_gflops[t] = v * fl;
   for (const auto& [t, v] : here.q8_prefill_gflops_narrow) d.q8_prefill_gflops_narrow[t] = v * fl;
   for (const auto& [t, v] : here.q8_prefill_gflops_short) d.q8_prefill_gflops_short[t] = v * fl;
-  d.vision_bf16 = here.vision_bf16, d.vision_f16 = here.vision_f16;  // the rates below are those of this machine's path, scaled
+  d.vision_bf16 = here.vision_bf16, d.vision_f16 = here.vision_f16, d.vision_q8 = here.vision_q8;  // the rates below are those of this machine's path, scaled
   d.vision_gflops = here.vision_gflops * fl;
   d.qwen_vision_gflops = here.qwen_vision_gflops * fl;
   d.attn_gflops = here.attn_gflops * fl;

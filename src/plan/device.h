@@ -58,6 +58,10 @@ struct DeviceProfile {
   // slow, the Intel Xeon without AMX); its weights are then fp16 tiles, as large as bf16 ones.
   // Absent from calibrations made before 2026-12-05 evening: false.
   bool vision_f16 = false;
+  // whether a quantized mmproj's matrices run on 8-bit activations (q8_vision_fast(): AVX-512 VNNI
+  // without AMX), at the 8-bit prefill rate of their type; the attention keeps the path above.
+  // Absent from calibrations made before 2026-12-07 afternoon: false.
+  bool vision_q8 = false;
   double attn_gflops = 0;   // fused attention over a 1024-token encoder tile / a long prompt
   // the encoder's bf16 (or fp16) attention over a 1024-token tile, where those GEMMs run (0: not measured, as in
   // calibrations before it was; the GEMM's rate stands in)

@@ -68,6 +68,11 @@ double kv_bytes_per_position(const ModelSpec& m, DType kv) {
 // it in its epilogue: no pass there), Qwen3-VL's 2-D RoPE of q and k.
 struct VisionWork {
   double gemm_flops = 0, attn_flops = 0, calls = 0;
+  // a quantized mmproj on 8-bit activations (vision_q8_type): its GEMMs at the 8-bit prefill rate
+  // of this type, the inputs quantized (a norm element's cost each), the GELU a pass of its own
+  bool q8 = false;
+  DType q8_type = DType::F32;
+  double q8_input_elems = 0;
   bool qwen = false;  // Qwen3-VL's tower: its GEMMs at their own calibrated rate
   double norm_elems = 0, gelu_elems = 0, rope_elems = 0;
   bool gelu_in_bf16_gemm = false;
@@ -82,6 +87,7 @@ VisionWork siglip_tile_work(const SiglipConfig& v) {
   w.norm_elems = (2.0 * v.layers + 1) * N * H;
   w.gelu_elems = v.layers * N * F;
   w.gelu_in_bf16_gemm = true;
+  w.q8_input_elems = v.layers * N * (3 * H + F);  // q/k/v's, o's and fc1's inputs (H each; q/k/v once), fc2's (F)
   return w;
 }
 
@@ -107,9 +113,11 @@ double vision_ms(const VisionWork& w, const DeviceProfile& d) {
   // element-wise passes at the text layer's calibrated rates (0 in calibrations without them):
   // a LayerNorm element at an (add+)RMSNorm's, a GELU element at a SwiGLU's, a RoPE element at
   // RoPE with the cache store's; together 3-4% of a SigLIP tile on the fp16 path
-  const double gelu = w.gelu_in_bf16_gemm && d.vision_bf16 ? 0 : w.gelu_elems;
-  const double elementwise_ms = (w.norm_elems * d.norm_ns + gelu * d.swiglu_ns + w.rope_elems * d.rope_store_ns) * 1e-6;
-  const double gemm_rate = w.qwen && d.qwen_vision_gflops > 0 ? d.qwen_vision_gflops : d.vision_gflops;
+  const double gelu = w.gelu_in_bf16_gemm && d.vision_bf16 && !w.q8 ? 0 : w.gelu_elems;
+  const double norm = w.norm_elems + (w.q8 ? w.q8_input_elems : 0);
+  const double elementwise_ms = (norm * d.norm_ns + gelu * d.swiglu_ns + w.rope_elems * d.rope_store_ns) * 1e-6;
+  const double gemm_rate = w.q8 ? rate(d.q8_prefill_gflops, w.q8_type)
+                           : w.qwen && d.qwen_vision_gflops > 0 ? d.qwen_vision_gflops : d.vision_gflops;
   return (w.gemm_flops / (gemm_rate * 1e9) + w.attn_flops / (attn_rate * 1e9)) * 1e3 + w.calls * d.op_us * 1e-3 + elementwise_ms;
 }
 
@@ -129,14 +137,28 @@ double resident_text_bytes(const WeightTensor& t, bool q8) {
   return t.type == DType::Q6_K && t.rows > 1 ? b * 280.0 / 210.0 : b;
 }
 
+// Whether the session runs a SmolVLM mmproj's quantized matrices on 8-bit activations (the CLI's
+// default where the calibration says q8_vision_fast(), and the text's activations are 8-bit too),
+// and of which type: the vision part's main type, if matmul_q8 takes it.
+bool vision_q8(const ModelSpec& m, const DeviceProfile& d, bool q8, DType* type) {
+  const DType t = m.main_type(true);
+  *type = t;
+  return q8 && d.vision_q8 && !d.q8_prefill_gflops.empty() && supports_q8_activations(t);
+}
+
 // Vision weights as the engine holds them: repacked into fp32-GEMM panels in their own type, or,
 // where bf16 or fp16 GEMMs run (this CPU's choice: bf16_gemm_fast(), f16_gemm_fast()), into
-// 16-bit tiles, each matrix's panels freed once its tiles exist.
-double vision_resident(const ModelSpec& m, bool bf16) {
+// 16-bit tiles, each matrix's panels freed once its tiles exist; with q8, a quantized matrix as
+// q8 panels (kernels/q8_panels.h) instead.
+double vision_resident(const ModelSpec& m, bool bf16, bool q8 = false) {
   double b = 0, largest = 0;
   for (const WeightTensor& t : m.tensors) {
     if (!t.vision) continue;
     const bool matrix = t.rows > 1 && t.name.find("position_embd") == std::string::npos;
+    if (matrix && q8 && supports_q8_activations(t.type) && t.cols % q8_col_multiple(t.type) == 0) {
+      b += static_cast<double>((t.rows + kPanelRows - 1) / kPanelRows) * static_cast<double>(panel_bytes(t.type, t.cols));
+      continue;
+    }
     const double tiles = static_cast<double>((t.rows + 31) / 32 * 32) * static_cast<double>(bf16_padded_k(t.cols)) * 2;
     if (!matrix || !bf16) b += static_cast<double>(t.bytes());
     else b += tiles, largest = std::max(largest, static_cast<double>(t.bytes()));
@@ -276,9 +298,12 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
     p.prompt_tokens = p.image_tokens + (g.rows ? 2 * (p.tiles - 1) + rows : 0) + 3 + s.question_tokens;
     const double px = g.rows ? static_cast<double>(g.stretched_w) * g.stretched_h : static_cast<double>(g.resized_w) * g.resized_h;
     p.preprocess_ms = (static_cast<double>(s.screen_w) * s.screen_h * d.preprocess_ns_src + px * d.preprocess_ns_out) * 1e-6;
-    p.vision_per_tile_ms = vision_ms(siglip_tile_work(m.siglip), d);
+    VisionWork work = siglip_tile_work(m.siglip);
+    work.q8 = vision_q8(m, d, s.q8_activations, &work.q8_type);
+    p.vision_q8 = work.q8;
+    p.vision_per_tile_ms = vision_ms(work, d);
     p.vision_ms = p.vision_per_tile_ms * p.tiles;
-    p.vision_buffers = static_cast<double>(siglip_buffer_bytes(m.siglip, d.vision_bf16));
+    p.vision_buffers = static_cast<double>(siglip_buffer_bytes(m.siglip, d.vision_bf16, work.q8));
     const double scratch = static_cast<double>(idefics3_resize_scratch_bytes(pc, s.screen_w, s.screen_h));
     p.frames = static_cast<double>(s.screen_w) * s.screen_h * 3 + px * 3 + p.tiles * (3.0 * pc.tile * pc.tile) +
                2.0 * p.image_tokens * m.siglip.text_hidden * 4 + scratch;
@@ -305,7 +330,7 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
     p.weights += std::min<double>(static_cast<double>(m.find("token_embd.weight") ? m.find("token_embd.weight")->bytes() : 0),
                                   (p.prompt_tokens + s.answer_tokens) * 4096.0);
   p.weights += kTokenizerBytesPerToken * c.n_vocab;
-  p.vision_weights = vision_resident(m, bf16);
+  p.vision_weights = vision_resident(m, bf16, p.vision_q8);
   const double kvp = kv_bytes_per_position(m, s.kv_type);
   p.kv_full = kvp * s.n_ctx;
   p.kv_question = kvp * std::min(s.n_ctx, p.prompt_tokens + s.answer_tokens);

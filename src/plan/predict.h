@@ -33,6 +33,7 @@ struct Prediction {
   int tiles = 0;            // SmolVLM: encoder passes (grid + global); Qwen3-VL: 1
   int64_t patches = 0;      // Qwen3-VL: patches of the resized image
   int image_tokens = 0, prompt_tokens = 0;
+  bool vision_q8 = false;   // SmolVLM: a quantized mmproj's matrices on 8-bit activations (DeviceProfile::vision_q8)
   // memory, bytes
   double weights = 0, vision_weights = 0;
   double kv_full = 0;       // the cache at n_ctx (what must be reserved)

@@ -124,6 +124,49 @@ void tile_attention(const SiglipConfig& c, const float* q, int n_q, const float*
   flash_attention(shape, q, n_q, stride, view, out, H, pool);
 }
 
+// Whether q, k and v all run on 8-bit activations (use_q8_activations) over rows of one length:
+// then one quantization of the normed rows feeds all three (qkv_q8).
+bool q8_qkv(const SiglipLayer& L) {
+  return L.q.w.panels && L.k.w.panels && L.v.w.panels && L.k.w.cols == L.q.w.cols && L.v.w.cols == L.q.w.cols;
+}
+
+// q, k and v of n rows of x on 8-bit activations into y, each row [q | k | v] (row stride the
+// three widths): x quantized once and the three matrices in one pass of the pool
+// (matmul_q8_group), then their biases. Each output has the bits three separate mm + bias passes
+// give it.
+void qkv_q8(const SiglipLayer& L, const float* x, int n, float* y, ThreadPool& pool) {
+  const int64_t cols = L.q.w.cols, ys = L.q.w.rows + L.k.w.rows + L.v.w.rows;
+  {
+    OpCost cost;  // the three matrices' costs, x read once
+    for (const Linear* l : {&L.q, &L.k, &L.v}) {
+      const OpCost c = matmul_cost(l->w, n);
+      cost.flops += c.flops, cost.bytes += c.bytes;
+    }
+    cost.bytes -= 2 * 4.0 * static_cast<double>(n) * static_cast<double>(cols);
+    char detail[80] = "";
+    if (prof::on()) std::snprintf(detail, sizeof detail, "qkv %s %lldx%lld", dtype_name(L.q.w.type), static_cast<long long>(ys),
+                                  static_cast<long long>(cols));
+    prof::OpScope op("matmul_q8", detail, cost);
+    thread_local std::vector<BlockQ8_1> xq;  // workers get its pointer, never the vector
+    const int64_t nb = cols / 32;
+    xq.resize(static_cast<size_t>(n) * static_cast<size_t>(nb));
+    quantize_rows_q8_1(x, n, cols, xq.data(), cols, pool);
+    const Q8Output outs[3] = {{&L.q.w, y, ys}, {&L.k.w, y + L.q.w.rows, ys}, {&L.v.w, y + L.q.w.rows + L.k.w.rows, ys}};
+    matmul_q8_group(outs, 3, xq.data(), n, nb, pool);
+  }
+  if (L.q.b.empty() && L.k.b.empty() && L.v.b.empty()) return;
+  prof::OpScope op("bias", "qkv", bias_gelu_cost(n, ys, false, false));
+  pool.parallel_for(n, 16, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      float* row = y + i * ys;
+      for (const Linear* l : {&L.q, &L.k, &L.v}) {
+        if (!l->b.empty()) add_inplace(row, l->b.data(), l->w.rows);
+        row += l->w.rows;
+      }
+    }
+  });
+}
+
 // Whether a layer's q/k/v GEMM rounds its results straight into the bf16 attention's layouts
 // (Bf16QkvTarget): one stacked bf16 matrix (use_bf16_gemm), rounded input, head_dim of 32s.
 bool fused_qkv(const SiglipLayer& L, const AttentionShape& s) {
@@ -271,6 +314,10 @@ void self_attention(const SiglipConfig& c, const SiglipLayer& L, size_t li, cons
   if (in.qkv && L.qkv.w.bf16_tiles) {  // q, k and v side by side in one row (one GEMM over the stacked matrix)
     s.qkv.resize(3 * s.x.size());
     apply(L.qkv, s.xn.data(), N, s.qkv.data(), pool, "qkv", false, in.qkv);
+    qp = s.qkv.data(), kp = qp + H, vp = qp + 2 * H, stride = 3 * H;
+  } else if (q8_qkv(L)) {  // 8-bit activations: the normed rows quantized once, q, k and v side by side
+    s.qkv.resize(3 * s.x.size());
+    qkv_q8(L, s.xn.data(), N, s.qkv.data(), pool);
     qp = s.qkv.data(), kp = qp + H, vp = qp + 2 * H, stride = 3 * H;
   } else {  // each in its own buffer
     s.q.resize(s.x.size()), s.k.resize(s.x.size()), s.v.resize(s.x.size());
@@ -424,7 +471,11 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
   const int N = c.n_patches(), H = c.hidden;
   const size_t NH = static_cast<size_t>(N) * H;
   prof::note_memory("vision weights (repacked)", packed_bytes_);
-  TileScratch& s = tile_scratch(c, bf16_attention_);
+  // bf16 activation tiles where some layer's GEMM takes them (not where 8-bit activations replaced them all)
+  bool b16_acts = false;
+  for (const SiglipLayer& L : layers_)
+    for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.fc1, &L.fc2}) b16_acts = b16_acts || l->w.bf16_tiles;
+  TileScratch& s = tile_scratch(c, bf16_attention_ && b16_acts);
   embed_patches(chw, nullptr, N, s.cols.data(), s.x.data(), pool, "patch");
   const TilePlan plan = plan_tile(c, layers_, bf16_attention_, f16_, record != nullptr);
   if (record) {
@@ -574,12 +625,21 @@ void Idefics3Vision::drop_gemm_panels(WeightMatrix& w) {
       packed_bytes_ -= p.bytes, p.data.reset(), p.bytes = 0;
 }
 
+void Idefics3Vision::release_file_pages(const WeightMatrix& w) const {
+  // only a matrix read from the file itself: one with fp32-GEMM panels was released at load
+  if (w.gemm_panels || !w.data) return;
+  const size_t n = static_cast<size_t>(w.rows) * w.row_stride;
+  if (source_) source_->release(w.data, n);
+  else if (file_) file_->release(w.data, n);
+}
+
 int Idefics3Vision::repack_linear(PackedWeights (*pack)(const WeightMatrix&)) {
   int n = 0;
   for (WeightMatrix* w : linear_weights()) {
     if (w->bf16_tiles || w->f16_tiles || w->panels || !supports_bf16_tiles(w->type)) continue;
     packed_.push_back(pack(*w));
     packed_bytes_ += packed_.back().bytes;
+    release_file_pages(*w);  // a quantized matrix's file pages, read to make its tiles
     drop_gemm_panels(*w);
     *w = packed_.back().matrix;
     w->gemm_panels = nullptr;
@@ -603,7 +663,7 @@ int Idefics3Vision::use_bf16_gemm() {
            w->cols == L.q.w.cols && w->rows % 32 == 0;
     if (!ok) continue;
     StackedBf16Tiles st = stack_bf16_tiles(parts);
-    for (Linear* l : {&L.q, &L.k, &L.v}) drop_gemm_panels(l->w);
+    for (Linear* l : {&L.q, &L.k, &L.v}) release_file_pages(l->w), drop_gemm_panels(l->w);
     for (WeightMatrix& v : st.views) v.gemm_panels = nullptr;
     L.q.w = st.views[0], L.k.w = st.views[1], L.v.w = st.views[2];
     L.qkv.w = st.all.matrix;
@@ -632,10 +692,11 @@ int Idefics3Vision::use_q8_activations() {
     if (w->panels || !supports_q8_activations(w->type) || w->cols % q8_col_multiple(w->type) != 0) continue;
     packed_.push_back(pack_q8_panels(*w));
     packed_bytes_ += packed_.back().bytes;
-    if (source_) source_->release(w->data, static_cast<size_t>(w->rows) * w->row_stride);  // the panels replace them
+    release_file_pages(*w);  // the panels replace them
     *w = packed_.back().matrix;
     ++n;
   }
+  q8_ = q8_ || n > 0;
   return n;
 }
 

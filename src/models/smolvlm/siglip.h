@@ -105,8 +105,13 @@ class Idefics3Vision {
   // once. Fails with a one-line error where the CPU has no AVX512-FP16. Bitwise invariant across
   // thread counts and batch sizes, like every path. Returns the number of layers switched.
   int use_f16_gemm();
-  // The GEMMs' arithmetic: "bf16", "f16" or "fp32".
-  const char* precision() const { return bf16_attention_ ? "bf16" : f16_ ? "f16" : "fp32"; }
+  bool q8() const { return q8_; }  // use_q8_activations() switched at least one layer
+  // The arithmetic: "bf16", "f16" or "fp32"; with 8-bit activations in the quantized layers
+  // "int8+bf16" etc. (the attention and any float layers keep the named one).
+  const char* precision() const {
+    if (q8_) return bf16_attention_ ? "int8+bf16" : f16_ ? "int8+f16" : "int8+fp32";
+    return bf16_attention_ ? "bf16" : f16_ ? "f16" : "fp32";
+  }
 
  private:
   Idefics3Vision() = default;
@@ -115,6 +120,9 @@ class Idefics3Vision {
   std::vector<WeightMatrix*> linear_weights();
   // Frees the fp32-GEMM panels w was read from (its 16-bit tiles replace them) and unlinks them.
   void drop_gemm_panels(WeightMatrix& w);
+  // Gives back the file pages of a matrix repacked straight from the file (a quantized type: no
+  // fp32-GEMM panels), once its tiles or q8 panels exist; reading them again would only fault them in.
+  void release_file_pages(const WeightMatrix& w) const;
   // Every linear layer not yet repacked and of a type the tiles take, repacked by `pack`.
   int repack_linear(PackedWeights (*pack)(const WeightMatrix&));
   // The patch embedding of n patches (patches[r], or all in order when null): im2col into cols,
@@ -136,6 +144,7 @@ class Idefics3Vision {
   size_t packed_bytes_ = 0;
   bool bf16_attention_ = false;  // after use_bf16_gemm()
   bool f16_ = false;             // after use_f16_gemm()
+  bool q8_ = false;              // after use_q8_activations() switched a layer
 };
 
 }  // namespace tessera
