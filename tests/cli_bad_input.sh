@@ -47,7 +47,6 @@ check "bad isa"              run -m "$model" -p hi --isa sse9
 check "bf16 vision, no image" run -m "$model" -p hi --bf16-vision
 check "fp32 vision, no image" run -m "$model" -p hi --fp32-vision
 check "bf16 and fp32 vision" run -m "$model" -p hi --bf16-vision --fp32-vision
-check "q8 and f32 activations" run -m "$model" -p hi --q8-activations --f32-activations
 check "tokenize bad model"   tokenize -m "$tmp/random.gguf" -p hi
 check "eval: missing text"   eval -m "$model" -f "$tmp/nope.txt"
 check "eval: f32 reference, no reference" eval -m "$model" -f "$root/README.md" --reference-f32-activations

@@ -613,3 +613,16 @@ TEST(Model, DamagedModelFilesAreRejected) {
   EXPECT_NE(load_error(cut).find("truncated"), std::string::npos);
   std::filesystem::remove_all(dir);
 }
+
+// A session gives back the file pages of every matrix it repacks and counts their bytes (the
+// server's memory plan takes the file less these: their copies are on the heap, in the process's
+// resident size): on 8-bit activations every layer matrix and the output head.
+TEST(Model, SessionCountsTheFileBytesItGaveBack) {
+  size_t want = 0;
+  for (const LlamaLayer& L : model().layers())
+    for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+      want += static_cast<size_t>(w->rows) * w->row_stride;
+  want += static_cast<size_t>(model().output().rows) * model().output().row_stride;
+  Session s(model(), SessionOptions{});
+  EXPECT_EQ(s.released_file_bytes(), want);
+}

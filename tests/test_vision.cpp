@@ -472,7 +472,14 @@ TEST(Vision, QuantizedMmprojRunsOn8BitActivations) {
   const std::vector<float> e_q8 = gated_all_is_full(*q8);
   if (!bf16_gemm_available()) return;
   auto mixed = Idefics3Vision::load_mmproj(path);
+  // the Q8_0 matrices' file pages are given back once their q8 panels exist, and counted (a
+  // memory plan takes the file less these)
+  const size_t released_at_load = mixed->released_file_bytes();
+  size_t q8_bytes = 0;
+  for (const GgufTensor& t : GgufFile::open(path)->tensors())
+    if (t.type == DType::Q8_0) q8_bytes += t.n_bytes;
   EXPECT_EQ(mixed->use_q8_activations(), 2 * 6 + 1);
+  EXPECT_EQ(mixed->released_file_bytes() - released_at_load, q8_bytes);
   EXPECT_EQ(mixed->use_bf16_gemm(), 1);  // only the F16 patch embedding is left for the bf16 GEMM
   EXPECT_STREQ(mixed->precision(), "int8+bf16");
   const std::vector<float> e_mixed = gated_all_is_full(*mixed);

@@ -13,9 +13,9 @@ namespace tessera {
 
 // SmolVLM. A tile encode's resident buffers: the encoder's activations (tile_scratch in
 // siglip.cpp: im2col, rows of hidden, q/k/v, the MLP; with bf16, the ones that path writes and its
-// bf16 tiles) and a visual memory's own (pixels, output). Without bf16 the largest, which a budget
-// may count whatever the path. q8: a quantized mmproj on 8-bit activations (fp32 buffers like the
-// fp32 path, plus, with bf16, the bf16 attention's tiles).
+// bf16 tiles) and a visual memory's own (pixels, output). q8: a quantized mmproj on 8-bit
+// activations (fp32 buffers like the fp32 path, plus, with bf16, the bf16 attention's tiles): with
+// bf16 the largest of all, which a budget may count whatever the path.
 size_t siglip_buffer_bytes(const SiglipConfig& c, bool bf16 = false, bool q8 = false);
 // A w x h image's tiles: the grid after the processor's resize, and the global image.
 size_t idefics3_tile_count(const Idefics3PreprocessConfig& p, int w, int h);

@@ -115,17 +115,21 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
   // read-only mapping comes back from the file if touched). The panels go side by side into
   // packed_arena_'s huge pages, which decode streams every token.
   const auto decode_panels = q8_act_ ? nullptr : kernels().decode_panels;
+  // given the bytes of a matrix read so far, from its start: their pages go back
+  const auto release = [&](const uint8_t* p, size_t n) { model.release_pages(p, n); };
   const auto pack = [&](const WeightMatrix& w) {
     if (packed_.count(w.data)) return;
     if (q8_act_) {
       if (!supports_q8_activations(w.type) || w.cols % q8_col_multiple(w.type) != 0) return;
-      PackedWeights pw = pack_q8_panels(w, [&](const uint8_t* p, size_t n) { model.release_pages(p, n); }, &packed_arena_);
+      PackedWeights pw = pack_q8_panels(w, release, &packed_arena_);
       packed_bytes_ += pw.bytes;
+      released_file_bytes_ += static_cast<size_t>(w.rows) * w.row_stride;
       packed_.emplace(w.data, std::move(pw));
     } else if (decode_panels) {
       if (!fits_decode_panels(w) || !decode_panels(w.type)) return;
-      PackedWeights pw = pack_decode_panels(w, [&](const uint8_t* p, size_t n) { model.release_pages(p, n); }, &packed_arena_);
+      PackedWeights pw = pack_decode_panels(w, release, &packed_arena_);
       packed_bytes_ += pw.bytes;
+      released_file_bytes_ += static_cast<size_t>(w.rows) * w.row_stride;
       packed_.emplace(w.data, std::move(pw));
     }
   };

@@ -76,6 +76,9 @@ class Session {
   const LlamaModel& model() const { return model_; }
   ThreadPool& pool() { return pool_; }
   size_t kv_bytes() const { return k_cache_.size() + v_cache_.size(); }
+  // Bytes of the model file whose pages were given back once repacked (their copies, the panels,
+  // are on the heap): a memory plan counts the file less these.
+  size_t released_file_bytes() const { return released_file_bytes_; }
   // The K/V of positions [0, n) (n <= n_past()) copied out, e.g. a standing prompt prefix, and
   // copied back after other prompts overwrote them: n_past becomes n, as if they had been
   // evaluated again (the same bytes). The saved form is this session's layout.
@@ -148,6 +151,7 @@ class Session {
   HugePageArena packed_arena_;  // holds packed_'s panels, so it is declared (and outlives them) first
   std::unordered_map<const uint8_t*, PackedWeights> packed_;
   size_t packed_bytes_ = 0;
+  size_t released_file_bytes_ = 0;
   std::vector<float> x_, xn_, q_, k_, v_, att_, tmp_, gate_, up_, logits_;
   std::vector<float> rope_cs_;  // RoPE cos/sin of the batch's positions (head_dim per token)
   std::vector<float> rope_cs_swa_;  // the same with the sliding-window layers' base (swa_window)

@@ -28,7 +28,8 @@ namespace {
 constexpr size_t kMiB = size_t{1} << 20;
 constexpr size_t kMinTileCache = 16 * kMiB;  // a screen's worth of tiles, at least
 
-size_t vision_buffer_bytes(const SiglipConfig& c) { return siglip_buffer_bytes(c); }
+// the largest of the paths' figures (8-bit activations with the bf16 attention: the fp32 buffers and the attention's tiles)
+size_t vision_buffer_bytes(const SiglipConfig& c) { return siglip_buffer_bytes(c, true, true); }
 size_t tile_count(const Idefics3Vision& v, int w, int h) { return idefics3_tile_count(v.preprocess_config(), w, h); }
 size_t frame_bytes(const Idefics3Vision& v, int w, int h) {
   return idefics3_frame_bytes(v.config(), v.preprocess_config(), w, h);
@@ -58,7 +59,11 @@ Engine::Engine(HfModel model, const SessionOptions& options, std::string model_i
     : model_(std::move(model)), session_(*model_.text, options), model_id_(std::move(model_id)),
       image_limits_(image_limits) {
   plan_.budget = memory.budget_bytes;
-  plan_.weights = memory.weight_bytes;
+  // the files less what was repacked out of them: those copies are on the heap, inside `process`
+  size_t released = session_.released_file_bytes();
+  if (model_.vision) released += model_.vision->released_file_bytes();
+  if (model_.qwen_vision) released += model_.qwen_vision->released_file_bytes();
+  plan_.weights = memory.weight_bytes > released ? memory.weight_bytes - released : 0;
   plan_.kv = session_.kv_bytes();
   qwen_max_pixels_ = memory.vision_max_pixels;
   if (const Qwen3VLVision* q = model_.qwen_vision.get()) {

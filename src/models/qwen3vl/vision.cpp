@@ -165,7 +165,10 @@ void Qwen3VLVision::load_weights(const TensorSource& s, bool g) {
   for (WeightMatrix* w : dense) {
     if (!supports_gemm_panels(w->type)) continue;
     packed_.push_back(pack_gemm_panels(*w));
-    if (w != &patch_.w) s.release(w->data, static_cast<size_t>(w->rows) * w->row_stride);
+    if (w != &patch_.w) {
+      s.release(w->data, static_cast<size_t>(w->rows) * w->row_stride);
+      released_file_bytes_ += static_cast<size_t>(w->rows) * w->row_stride;
+    }
     *w = packed_.back().matrix;
   }
 }
@@ -202,7 +205,10 @@ int Qwen3VLVision::repack_dense(PackedWeights (*pack)(const WeightMatrix&)) {
     if (w->bf16_tiles || w->f16_tiles || !supports_bf16_tiles(w->type)) continue;
     PackedWeights pw = pack(*w);
     // a quantized matrix was read from the file itself (no fp32 panels): its pages are given back
-    if (!w->gemm_panels && w->data && source_) source_->release(w->data, static_cast<size_t>(w->rows) * w->row_stride);
+    if (!w->gemm_panels && w->data && source_) {
+      source_->release(w->data, static_cast<size_t>(w->rows) * w->row_stride);
+      released_file_bytes_ += static_cast<size_t>(w->rows) * w->row_stride;
+    }
     // the fp32 panels it was read from are no longer needed
     for (PackedWeights& old : packed_)
       if (old.matrix.gemm_panels && old.matrix.gemm_panels == w->gemm_panels) old.data.reset(), old.bytes = 0;

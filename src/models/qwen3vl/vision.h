@@ -101,6 +101,9 @@ class Qwen3VLVision {
   int use_f16_gemm();
   // The GEMMs' arithmetic: "bf16", "f16" or "fp32".
   const char* precision() const { return bf16_ ? "bf16" : f16_ ? "f16" : "fp32"; }
+  // Bytes of the mmproj file whose pages were given back once repacked: a memory plan counts the
+  // file less these.
+  size_t released_file_bytes() const { return released_file_bytes_; }
 
  private:
   Qwen3VLVision() = default;
@@ -126,6 +129,7 @@ class Qwen3VLVision {
   std::vector<Qwen3VLMerger> deepstack_;
   std::vector<PackedWeights> packed_;
   bool bf16_ = false;
+  size_t released_file_bytes_ = 0;
   bool f16_ = false;  // after use_f16_gemm()
   std::vector<WeightMatrix*> dense_weights();
   // Every dense matrix not yet repacked and of a type the tiles take, repacked by `pack`.

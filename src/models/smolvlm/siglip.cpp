@@ -405,6 +405,7 @@ void Idefics3Vision::load_weights(const TensorSource& s, bool g) {
     packed_.push_back(pack_gemm_panels(*w));
     packed_bytes_ += packed_.back().bytes;
     s.release(w->data, static_cast<size_t>(w->rows) * w->row_stride);
+    released_file_bytes_ += static_cast<size_t>(w->rows) * w->row_stride;
     *w = packed_.back().matrix;
   }
 }
@@ -590,15 +591,23 @@ void Idefics3Vision::connector(const float* enc, float* out, ThreadPool& pool) c
   const SiglipConfig& c = cfg_;
   const int side = c.image_size / c.patch_size, s = c.scale_factor, g = side / s, H = c.hidden;
   const int T = g * g, F = H * s * s;
-  thread_local std::vector<float> shuffled;
+  thread_local std::vector<float> shuffled;  // workers get its pointer, never the vector
   shuffled.resize(static_cast<size_t>(T) * F);
-  for (int hb = 0; hb < g; ++hb)
-    for (int wb = 0; wb < g; ++wb)
-      for (int i = 0; i < s; ++i)
-        for (int j = 0; j < s; ++j)
-          std::memcpy(&shuffled[static_cast<size_t>(hb * g + wb) * F + static_cast<size_t>(i * s + j) * H],
-                      enc + static_cast<size_t>((s * hb + i) * side + s * wb + j) * H, H * sizeof(float));
-  mm(proj_, shuffled.data(), T, F, out, pool, "connector proj");
+  float* const sh = shuffled.data();
+  {
+    // output tokens over the pool (a serial copy was most of the connector's time between kernels)
+    prof::OpScope op("pixel shuffle", "connector", OpCost{0, 8.0 * T * F});
+    pool.parallel_for(T, 4, [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int hb = static_cast<int>(t) / g, wb = static_cast<int>(t) % g;
+        for (int i = 0; i < s; ++i)
+          for (int j = 0; j < s; ++j)
+            std::memcpy(sh + t * F + static_cast<int64_t>(i * s + j) * H, enc + static_cast<size_t>((s * hb + i) * side + s * wb + j) * H,
+                        H * sizeof(float));
+      }
+    });
+  }
+  mm(proj_, sh, T, F, out, pool, "connector proj");
 }
 
 std::vector<WeightMatrix*> Idefics3Vision::linear_weights() {
@@ -625,10 +634,11 @@ void Idefics3Vision::drop_gemm_panels(WeightMatrix& w) {
       packed_bytes_ -= p.bytes, p.data.reset(), p.bytes = 0;
 }
 
-void Idefics3Vision::release_file_pages(const WeightMatrix& w) const {
+void Idefics3Vision::release_file_pages(const WeightMatrix& w) {
   // only a matrix read from the file itself: one with fp32-GEMM panels was released at load
   if (w.gemm_panels || !w.data) return;
   const size_t n = static_cast<size_t>(w.rows) * w.row_stride;
+  released_file_bytes_ += n;
   if (source_) source_->release(w.data, n);
   else if (file_) file_->release(w.data, n);
 }

@@ -106,6 +106,9 @@ class Idefics3Vision {
   // thread counts and batch sizes, like every path. Returns the number of layers switched.
   int use_f16_gemm();
   bool q8() const { return q8_; }  // use_q8_activations() switched at least one layer
+  // Bytes of the mmproj file whose pages were given back once repacked (fp32-GEMM panels at load,
+  // a quantized matrix's tiles or q8 panels later): a memory plan counts the file less these.
+  size_t released_file_bytes() const { return released_file_bytes_; }
   // The arithmetic: "bf16", "f16" or "fp32"; with 8-bit activations in the quantized layers
   // "int8+bf16" etc. (the attention and any float layers keep the named one).
   const char* precision() const {
@@ -122,7 +125,7 @@ class Idefics3Vision {
   void drop_gemm_panels(WeightMatrix& w);
   // Gives back the file pages of a matrix repacked straight from the file (a quantized type: no
   // fp32-GEMM panels), once its tiles or q8 panels exist; reading them again would only fault them in.
-  void release_file_pages(const WeightMatrix& w) const;
+  void release_file_pages(const WeightMatrix& w);
   // Every linear layer not yet repacked and of a type the tiles take, repacked by `pack`.
   int repack_linear(PackedWeights (*pack)(const WeightMatrix&));
   // The patch embedding of n patches (patches[r], or all in order when null): im2col into cols,
@@ -145,6 +148,7 @@ class Idefics3Vision {
   bool bf16_attention_ = false;  // after use_bf16_gemm()
   bool f16_ = false;             // after use_f16_gemm()
   bool q8_ = false;              // after use_q8_activations() switched a layer
+  size_t released_file_bytes_ = 0;  // file bytes given back once repacked (released_file_bytes())
 };
 
 }  // namespace tessera
