@@ -476,7 +476,8 @@ TEST(Vision, QuantizedMmprojRunsOn8BitActivations) {
   // memory plan takes the file less these)
   const size_t released_at_load = mixed->released_file_bytes();
   size_t q8_bytes = 0;
-  for (const GgufTensor& t : GgufFile::open(path)->tensors())
+  const std::unique_ptr<GgufFile> file = GgufFile::open(path);  // held: the loop reads its tensors
+  for (const GgufTensor& t : file->tensors())
     if (t.type == DType::Q8_0) q8_bytes += t.n_bytes;
   EXPECT_EQ(mixed->use_q8_activations(), 2 * 6 + 1);
   EXPECT_EQ(mixed->released_file_bytes() - released_at_load, q8_bytes);
