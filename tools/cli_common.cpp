@@ -41,9 +41,9 @@ void add_common(CLI::App* app, CommonArgs& a) {
   app->add_flag("--no-kv-rotation", a.no_kv_rotation,
                 "q4 KV cache without llama.cpp's Walsh-Hadamard rotation of q/k/v (as LLAMA_ATTN_ROT_DISABLE=1)");
   app->add_flag("--q8-activations", a.q8_act,
-                           "8-bit activations (per 32, as llama.cpp's CPU backend) in a quantized mmproj's layers on any CPU, and "
-                           "with --bf16-vision, --f16-vision or --fp32-vision; the default for the text model's quantized matrices, "
-                           "and for a quantized mmproj's where they are the fast path (AVX-512 VNNI without AMX)");
+                "8-bit activations (per 32, as llama.cpp's CPU backend) in a quantized mmproj's layers on any CPU, and "
+                "with --bf16-vision, --f16-vision or --fp32-vision; the default for the text model's quantized matrices, "
+                "and for a quantized mmproj's where they are the fast path (AVX-512 VNNI without AMX)");
   app->add_flag("--f32-activations", a.f32_act,
                 "quantized matrices on float activations instead of the default 8-bit ones (llama.cpp's W4A8 numerics): the "
                 "text model's in fp32 (closer to float64, slower), a quantized mmproj's on the vision path's own precision "

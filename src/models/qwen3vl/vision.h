@@ -129,8 +129,8 @@ class Qwen3VLVision {
   std::vector<Qwen3VLMerger> deepstack_;
   std::vector<PackedWeights> packed_;
   bool bf16_ = false;
-  size_t released_file_bytes_ = 0;
   bool f16_ = false;  // after use_f16_gemm()
+  size_t released_file_bytes_ = 0;  // released_file_bytes()
   std::vector<WeightMatrix*> dense_weights();
   // Every dense matrix not yet repacked and of a type the tiles take, repacked by `pack`.
   int repack_dense(PackedWeights (*pack)(const WeightMatrix&));

@@ -41,6 +41,15 @@ Linear linear(const TensorSource& s, const std::string& w, const std::string& b,
   return l;
 }
 
+// n rows of x (xs floats apart, cols used) quantized per 32 for matmul_q8, into this thread's
+// buffer (workers get its pointer, never the vector).
+const BlockQ8_1* quantized_rows(const float* x, int n, int64_t xs, int64_t cols, ThreadPool& pool) {
+  thread_local std::vector<BlockQ8_1> xq;
+  xq.resize(static_cast<size_t>(n) * static_cast<size_t>(cols / 32));
+  quantize_rows_q8_1(x, n, xs, xq.data(), cols, pool);
+  return xq.data();
+}
+
 // y[n][w.rows] = x[n][xs-strided rows of w.cols] W^T: the fp32 GEMM, or, on weights that carry
 // q8 panels (use_q8_activations), 8-bit activations and matmul_q8, or on weights that carry bf16
 // tiles (use_bf16_gemm) or f16 tiles (use_f16_gemm), the bf16 or fp16 GEMM.
@@ -61,11 +70,7 @@ void mm(const WeightMatrix& w, const float* x, int n, int64_t xs, float* y, Thre
   if (w.bf16_tiles) return gemm_bf16(w, x, n, xs, y, w.rows, pool, bias);
   if (w.f16_tiles) return gemm_f16(w, x, n, xs, y, w.rows, pool, bias);
   if (!w.panels) return gemm(w, x, n, xs, y, w.rows, pool);
-  thread_local std::vector<BlockQ8_1> xq;  // workers get its pointer, never the vector
-  const int64_t nb = w.cols / 32;
-  xq.resize(static_cast<size_t>(n) * static_cast<size_t>(nb));
-  quantize_rows_q8_1(x, n, xs, xq.data(), w.cols, pool);
-  matmul_q8(w, xq.data(), n, nb, y, w.rows, pool);
+  matmul_q8(w, quantized_rows(x, n, xs, w.cols, pool), n, w.cols / 32, y, w.rows, pool);
 }
 
 // y[n][rows] = x[n][cols] W^T + b, then GELU-tanh if asked (fc1). The bias and the GELU go row by
@@ -147,12 +152,8 @@ void qkv_q8(const SiglipLayer& L, const float* x, int n, float* y, ThreadPool& p
     if (prof::on()) std::snprintf(detail, sizeof detail, "qkv %s %lldx%lld", dtype_name(L.q.w.type), static_cast<long long>(ys),
                                   static_cast<long long>(cols));
     prof::OpScope op("matmul_q8", detail, cost);
-    thread_local std::vector<BlockQ8_1> xq;  // workers get its pointer, never the vector
-    const int64_t nb = cols / 32;
-    xq.resize(static_cast<size_t>(n) * static_cast<size_t>(nb));
-    quantize_rows_q8_1(x, n, cols, xq.data(), cols, pool);
     const Q8Output outs[3] = {{&L.q.w, y, ys}, {&L.k.w, y + L.q.w.rows, ys}, {&L.v.w, y + L.q.w.rows + L.k.w.rows, ys}};
-    matmul_q8_group(outs, 3, xq.data(), n, nb, pool);
+    matmul_q8_group(outs, 3, quantized_rows(x, n, cols, cols, pool), n, cols / 32, pool);
   }
   if (L.q.b.empty() && L.k.b.empty() && L.v.b.empty()) return;
   prof::OpScope op("bias", "qkv", bias_gelu_cost(n, ys, false, false));

@@ -105,7 +105,6 @@ class Idefics3Vision {
   // once. Fails with a one-line error where the CPU has no AVX512-FP16. Bitwise invariant across
   // thread counts and batch sizes, like every path. Returns the number of layers switched.
   int use_f16_gemm();
-  bool q8() const { return q8_; }  // use_q8_activations() switched at least one layer
   // Bytes of the mmproj file whose pages were given back once repacked (fp32-GEMM panels at load,
   // a quantized matrix's tiles or q8 panels later): a memory plan counts the file less these.
   size_t released_file_bytes() const { return released_file_bytes_; }
