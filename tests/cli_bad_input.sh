@@ -47,6 +47,7 @@ check "bad isa"              run -m "$model" -p hi --isa sse9
 check "bf16 vision, no image" run -m "$model" -p hi --bf16-vision
 check "fp32 vision, no image" run -m "$model" -p hi --fp32-vision
 check "bf16 and fp32 vision" run -m "$model" -p hi --bf16-vision --fp32-vision
+check "q8 vision, no image"   run -m "$model" -p hi --q8-vision
 check "tokenize bad model"   tokenize -m "$tmp/random.gguf" -p hi
 check "eval: missing text"   eval -m "$model" -f "$tmp/nope.txt"
 check "eval: f32 reference, no reference" eval -m "$model" -f "$root/README.md" --reference-f32-activations
@@ -56,6 +57,8 @@ check "eval: text under one chunk" eval -m "$model" -f "$root/README.md" -c 1000
 check "eval: unwritable json" eval -m "$model" -f "$root/README.md" --json "$tmp/no/such/dir/e.json"
 # Qwen3-VL: an image whose tokens cannot fit the context is refused before it is encoded
 qwen="$root/tests/fixtures/qwen3vl/tiny"
+check "q8 vision on Qwen3-VL" run -m "$qwen/text.gguf" --mmproj "$qwen/mmproj.gguf" \
+  --image "$root/tests/fixtures/vision/screens/xterm_700x450.png" -p hi -n 1 --q8-vision
 # quantize: bad budgets, types, files; nothing written (the leftover check below covers q.gguf)
 qz=(quantize -m "$qwen/text.gguf" -o "$tmp/q.gguf" -c 64 --layer-bands 1)
 check "quantize: no budget"        "${qz[@]}"

@@ -3,7 +3,9 @@
 # 8-bit activations by default where they are the fast path (the AVX-512 VNNI level without AMX:
 # q8_vision_fast), the float path elsewhere; --f32-activations or a named --bf16/--f16/--fp32-vision
 # keeps the float path; --q8-activations asks for 8-bit anywhere, --f32-activations then only for
-# the text. `run` names the path it took ("| int8+bf16 vision |"). Usage: cli_vision_paths.sh BIN
+# the text. A float mmproj takes 8-bit activations too, quantized to Q8_0 at load, by default where
+# that beats its bf16 path (q8_vision_fast with bf16 the float default: AMD Zen 4), and anywhere with
+# --q8-vision. `run` names the path it took ("| int8+bf16 vision |"). Usage: cli_vision_paths.sh BIN
 set -u
 bin="$1"
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -38,10 +40,20 @@ expect "Q8_0 mmproj, --fp32-vision"           float "$q8" --fp32-vision
 expect "Q8_0 mmproj, --q8-activations"        int8  "$q8" --q8-activations
 expect "Q8_0 mmproj, --q8-activations --f32-activations" int8 "$q8" --q8-activations --f32-activations
 expect "Q8_0 mmproj, --q8-activations --fp32-vision" int8 "$q8" --q8-activations --fp32-vision
-expect "f32 mmproj, --q8-activations"         float "$tiny/mmproj.gguf" --q8-activations
+f32="$tiny/mmproj.gguf"
+float_default=$(path "$f32" --f32-activations)
+if [ "$isa" = avx512vnni ] && [ "$float_default" = bf16 ]; then fdefault=int8; else fdefault=float; fi
+echo "a float mmproj's float path: $float_default (its default: $fdefault)"
+expect "f32 mmproj, default"                  "$fdefault" "$f32"
+expect "f32 mmproj, --q8-activations"         float "$f32" --q8-activations --f32-activations
+expect "f32 mmproj, --fp32-vision"     float "$f32" --fp32-vision
+expect "f32 mmproj, --q8-vision"              int8  "$f32" --q8-vision
+expect "f32 mmproj, --q8-vision --f32-activations" int8 "$f32" --q8-vision --f32-activations
+expect "f32 mmproj, --q8-vision --isa avx2"   int8  "$f32" --q8-vision --isa avx2
 if [ "$isa" = avx512vnni ] || [ "$isa" = amx ]; then  # the choice follows the kernels in use, capped
   expect "Q8_0 mmproj, default, --isa avx2"     float "$q8" --isa avx2
   expect "Q8_0 mmproj, default, --isa avx512vnni" int8 "$q8" --isa avx512vnni
+  expect "f32 mmproj, default, --isa avx2"      float "$f32" --isa avx2
 fi
 [ "$(path "$q8" --q8-activations --fp32-vision)" = "int8+fp32" ] && ok "8-bit layers with fp32 attention named int8+fp32" ||
   bad "8-bit layers with fp32 attention: $(path "$q8" --q8-activations --fp32-vision)"

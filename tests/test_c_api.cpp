@@ -88,6 +88,13 @@ TEST(CApi, SessionParams) {
   if (f16 < 0) EXPECT_NE(std::string(tessera_last_error()).find("FP16"), std::string::npos);
   else EXPECT_EQ(f16, 14);
   tessera_vision_free(v);
+  v = tessera_vision_load(tessera::test::source_path("tests/fixtures/vision/tiny/mmproj.gguf").c_str());
+  EXPECT_EQ(tessera_vision_quantize_q8_0(nullptr, 0), -1);
+  EXPECT_EQ(tessera_vision_quantize_q8_0(v, -1), -1);
+  EXPECT_NE(std::string(tessera_last_error()).find("negative"), std::string::npos);
+  EXPECT_EQ(tessera_vision_quantize_q8_0(v, 2), 13);  // all but the patch embedding (as convert --type q8_0)
+  EXPECT_EQ(tessera_vision_quantize_q8_0(v, 0), 0);
+  tessera_vision_free(v);
 }
 
 // A screen capturer's path: a raw RGBA frame in memory, no files.

@@ -303,6 +303,18 @@ TEST(Plan, VisionTermsFollowTheProcessors) {
     f32.q8_activations = false;  // --f32-activations
     EXPECT_FALSE(predict(sq, f32, dq).vision_q8);
     EXPECT_FALSE(predict(sm, s, dq).vision_q8);  // an f16 mmproj has nothing to switch
+    // ... unless the calibration says a float mmproj is quantized to Q8_0 at load (vision_q8_float,
+    // the CLI's default on Zen 4): then it is predicted as the Q8_0 file, time and memory, but for
+    // the patch embedding, which stays f16 in both
+    dq.vision_q8_float = true;
+    const Prediction at_load = predict(sm, s, dq);
+    EXPECT_TRUE(at_load.vision_q8);
+    EXPECT_EQ(at_load.vision_q8_type, DType::Q8_0);
+    EXPECT_EQ(on.vision_q8_type, DType::Q8_0);
+    EXPECT_NEAR(at_load.vision_per_tile_ms, on.vision_per_tile_ms, 1e-9);
+    EXPECT_NEAR(at_load.vision_weights, on.vision_weights, 1.0);
+    EXPECT_EQ(at_load.vision_buffers, on.vision_buffers);
+    EXPECT_FALSE(predict(sm, f32, dq).vision_q8);
   }
   s.longest_edge = 512;
   EXPECT_EQ(predict(sm, s, d).tiles, 1);
@@ -373,7 +385,16 @@ TEST(Plan, DeviceProfilesRoundTripAndScale) {
     j.erase("vision_q8");
     EXPECT_FALSE(device_from_json(j.dump(), "old.json").vision_q8);
   }
-  d.vision_q8 = false;
+  d.vision_q8_float = true;
+  EXPECT_TRUE(device_from_json(device_to_json(d), "test.json").vision_q8_float);
+  {  // optional likewise (before 2026-12-07 evening)
+    nlohmann::json j = nlohmann::json::parse(device_to_json(d));
+    j["vision_q8_float"] = "yes";
+    EXPECT_THROW(device_from_json(j.dump(), "x.json"), Error);
+    j.erase("vision_q8_float");
+    EXPECT_FALSE(device_from_json(j.dump(), "old.json").vision_q8_float);
+  }
+  d.vision_q8 = false, d.vision_q8_float = false;
   d.vision_bf16 = false;
   EXPECT_FALSE(device_from_json(device_to_json(d), "test.json").vision_bf16);
   {  // a calibration from before the flag: inferred from the rates (vision 200 > attention 50)

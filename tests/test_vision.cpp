@@ -416,6 +416,22 @@ std::vector<std::vector<float>> connector_at_1_2_3_threads(const Idefics3Vision&
   return outs;
 }
 
+// The tile encoded in full (recording its state), then re-encoded gated with every patch
+// "changed": the two must be the same bits. Returns the full encoding.
+std::vector<float> gated_all_equals_full(const Idefics3Vision& v, const std::vector<float>& chw) {
+  const SiglipConfig& c = v.config();
+  const size_t ne = static_cast<size_t>(c.n_patches()) * c.hidden;
+  ThreadPool pool(2);
+  Idefics3Vision::TileState st;
+  std::vector<float> full(ne), gated(ne);
+  v.encode_tile(chw.data(), full.data(), pool, &st);
+  std::vector<int> all(static_cast<size_t>(c.n_patches()));
+  for (int i = 0; i < c.n_patches(); ++i) all[static_cast<size_t>(i)] = i;
+  v.encode_tile_gated(chw.data(), all, st, gated.data(), pool);
+  EXPECT_EQ(gated, full);
+  return full;
+}
+
 // A quantized mmproj (Q8_0 matrices, as ggml-org ships SmolVLM's) with --q8-activations: its
 // linear layers run on 8-bit activations (matmul_q8), as llama.cpp's CPU backend runs them. The
 // result stays close to transformers' (quantization error only), is bitwise the same for any
@@ -458,17 +474,7 @@ TEST(Vision, QuantizedMmprojRunsOn8BitActivations) {
   // gated path runs three separate calls. Re-encoding every patch must give the same bits, on the
   // fp32 attention and, where it exists, with the bf16 attention too (the CLI's default on AMD
   // Zen 4: a Q8_0 mmproj's layers on 8-bit activations, the attention bf16).
-  const auto gated_all_is_full = [&](const Idefics3Vision& v) {
-    ThreadPool pool(2);
-    Idefics3Vision::TileState st;
-    std::vector<float> full(ne), gated(ne);
-    v.encode_tile(chw.data(), full.data(), pool, &st);
-    std::vector<int> all(static_cast<size_t>(c.n_patches()));
-    for (int i = 0; i < c.n_patches(); ++i) all[static_cast<size_t>(i)] = i;
-    v.encode_tile_gated(chw.data(), all, st, gated.data(), pool);
-    EXPECT_EQ(gated, full);
-    return full;
-  };
+  const auto gated_all_is_full = [&](const Idefics3Vision& v) { return gated_all_equals_full(v, chw); };
   const std::vector<float> e_q8 = gated_all_is_full(*q8);
   if (!bf16_gemm_available()) return;
   auto mixed = Idefics3Vision::load_mmproj(path);
@@ -491,6 +497,54 @@ TEST(Vision, QuantizedMmprojRunsOn8BitActivations) {
   const double r_mixed = max_rel_err(mo[0], con_want.data(), nc);
   std::printf("8-bit activations with the bf16 attention: connector max rel err %.2e vs transformers\n", r_mixed);
   EXPECT_LE(r_mixed, 4e-2);
+}
+
+// A float mmproj quantized to Q8_0 at load (--q8-vision; the CLI's default on Zen 4) is the file
+// `tessera convert --type q8_0` writes, run on 8-bit activations: the same bits at 1/2/3 threads,
+// at the scalar level (whose twin reads the blocks back from the panels: no rows are kept), in
+// the gated re-encoding, and with the bf16 attention. The patch embedding stays float, as convert
+// keeps it; nothing is switched twice; the file's pages are counted as given back only once.
+TEST(Vision, FloatMmprojQuantizedAtLoadIsTheConvertedFile) {
+  const std::string dir = std::filesystem::temp_directory_path() / "tessera_mmproj_q8_at_load_test";
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/mmproj-q8_0.gguf";
+  const std::string f32 = test::source_path(kTiny + "mmproj.gguf");
+  convert_gguf(*GgufFile::open(f32), DType::Q8_0, path);
+  auto file = Idefics3Vision::load_mmproj(path);
+  ASSERT_EQ(file->use_q8_activations(), 2 * 6 + 1);
+  auto at_load = Idefics3Vision::load_mmproj(f32);
+  const size_t released = at_load->released_file_bytes();
+  {
+    ThreadPool pool(2);
+    EXPECT_EQ(at_load->quantize_to_q8_0(pool), 2 * 6 + 1);  // q k v o fc1 fc2 per layer + the projection
+    EXPECT_EQ(at_load->quantize_to_q8_0(pool), 0);
+    EXPECT_EQ(file->quantize_to_q8_0(pool), 0);  // a quantized file has no float layer left but the patch
+  }
+  EXPECT_EQ(at_load->quantized_at_load(), 2 * 6 + 1);
+  EXPECT_EQ(at_load->released_file_bytes(), released);
+  EXPECT_STREQ(at_load->precision(), "int8+fp32");
+  EXPECT_EQ(at_load->use_q8_activations(), 0);
+
+  const std::vector<float> chw = first_golden_tile(*at_load);
+  const std::vector<std::vector<float>> want = connector_at_1_2_3_threads(*file, chw);
+  const std::vector<std::vector<float>> got = connector_at_1_2_3_threads(*at_load, chw);
+  EXPECT_EQ(got[0], want[0]);
+  EXPECT_EQ(got[1], want[0]);
+  EXPECT_EQ(got[2], want[0]);
+  const Isa before = active_isa();
+  set_isa_cap(Isa::Scalar);
+  const std::vector<std::vector<float>> scalar = connector_at_1_2_3_threads(*at_load, chw);
+  set_isa_cap(before);
+  EXPECT_EQ(scalar[0], want[0]);
+
+  const auto gated_all = [&](const Idefics3Vision& v) { return gated_all_equals_full(v, chw); };
+  EXPECT_EQ(gated_all(*at_load), gated_all(*file));
+  if (!bf16_gemm_available()) return;
+  EXPECT_EQ(at_load->use_bf16_gemm(), 1);  // the patch embedding
+  EXPECT_EQ(file->use_bf16_gemm(), 1);
+  EXPECT_STREQ(at_load->precision(), "int8+bf16");
+  EXPECT_EQ(gated_all(*at_load), gated_all(*file));
+  EXPECT_EQ(connector_at_1_2_3_threads(*at_load, chw)[1], connector_at_1_2_3_threads(*file, chw)[1]);
 }
 
 // The tiny tower's first golden tile through v (already switched to a lower-precision path):

@@ -48,6 +48,12 @@ void add_common(CLI::App* app, CommonArgs& a) {
                 "quantized matrices on float activations instead of the default 8-bit ones (llama.cpp's W4A8 numerics): the "
                 "text model's in fp32 (closer to float64, slower), a quantized mmproj's on the vision path's own precision "
                 "(unless --q8-activations is given too)");
+  app->add_flag("--q8-vision", a.q8_vision,
+                "every vision linear layer but the patch embedding on 8-bit activations (as --q8-activations), a float "
+                "(f16) mmproj's weights quantized to Q8_0 at load first: the bytes `tessera convert --type q8_0` writes, "
+                "so the same results as that file; the attention keeps the float path. The default for a float mmproj "
+                "where it is faster than bf16 (AVX-512 VNNI with fast bf16, no AMX: AMD Zen 4); --f32-activations or a "
+                "named --bf16/--f16/--fp32-vision keeps the float weights");
   auto* bf16 = app->add_flag("--bf16-vision", a.bf16_vision,
                              "vision encoder matmuls and attention in bf16 (inputs rounded to bf16, fp32 sums; needs AMX bf16 or "
                              "AVX512_BF16; the default where they are fast: AMX, AMD Zen 4 and later)");
@@ -102,6 +108,7 @@ void check_bf16_vision_applies(const CommonArgs& a, bool runs_vision, const char
   if (a.bf16_vision && !runs_vision) fail("--bf16-vision applies to the vision encoder: give %s", what_runs_it);
   if (a.f16_vision && !runs_vision) fail("--f16-vision applies to the vision encoder: give %s", what_runs_it);
   if (a.fp32_vision && !runs_vision) fail("--fp32-vision applies to the vision encoder: give %s", what_runs_it);
+  if (a.q8_vision && !runs_vision) fail("--q8-vision applies to the vision encoder: give %s", what_runs_it);
 }
 
 VisionPrecision vision_precision(const CommonArgs& a) {
@@ -120,7 +127,15 @@ std::unique_ptr<Idefics3Vision> vision_options(const CommonArgs& a, std::unique_
   // 8-bit activations in a quantized mmproj's layers: asked for, or by default where they are the
   // fast path and no vision precision was named (their quality cost: docs/numerics.md)
   const bool named = a.bf16_vision || a.f16_vision || a.fp32_vision;
-  if (a.q8_act || (!a.f32_act && !named && q8_vision_fast())) v->use_q8_activations();
+  const bool q8_default = !a.f32_act && !named && q8_vision_fast();
+  if (a.q8_vision || a.q8_act || q8_default) v->use_q8_activations();
+  // a float mmproj quantized to Q8_0 at load, where that beats the bf16 path it would take (Zen 4;
+  // with AVX512-FP16 the fp16 path stays: as fast, a tenth of its error; docs/numerics.md)
+  if (a.q8_vision || (q8_default && bf16_gemm_fast())) {
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    ThreadPool pool(a.threads > 0 ? cap_threads(a.threads) : cores);
+    v->quantize_to_q8_0(pool);
+  }
   const VisionPrecision p = vision_precision(a);
   if (p == VisionPrecision::Bf16) v->use_bf16_gemm();
   if (p == VisionPrecision::F16) v->use_f16_gemm();
@@ -128,6 +143,7 @@ std::unique_ptr<Idefics3Vision> vision_options(const CommonArgs& a, std::unique_
 }
 
 void vision_options(const CommonArgs& a, Qwen3VLVision& v) {
+  if (a.q8_vision) fail("--q8-vision: Qwen3-VL's vision tower has no 8-bit path (SmolVLM's has)");
   const VisionPrecision p = vision_precision(a);
   if (p == VisionPrecision::Bf16) v.use_bf16_gemm();
   if (p == VisionPrecision::F16) v.use_f16_gemm();

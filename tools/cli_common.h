@@ -32,6 +32,7 @@ struct CommonArgs {
   bool bf16_vision = false;   // --bf16-vision: the bf16 vision path, failing where there is none
   bool f16_vision = false;    // --f16-vision: the fp16 vision GEMMs, failing where there are none
   bool fp32_vision = false;   // --fp32-vision: the fp32 vision path even where bf16 or fp16 is the default
+  bool q8_vision = false;     // --q8-vision: every vision linear layer on 8-bit activations, a float mmproj quantized to Q8_0 at load
 };
 
 void add_common(CLI::App* app, CommonArgs& a);
@@ -45,7 +46,8 @@ SessionOptions session_options(const CommonArgs& a);
 // -t above the machine's core count runs no faster and spins: warn once and use the cores.
 int cap_threads(int requested);
 // The vision tower as the common flags ask for it (--q8-activations: 8-bit activations on a
-// quantized mmproj's layers, which the text model has by default); null stays null.
+// quantized mmproj's layers, which the text model has by default; --q8-vision: a float mmproj's
+// too, quantized to Q8_0 at load; each by default where it is the fast path); null stays null.
 std::unique_ptr<Idefics3Vision> vision_options(const CommonArgs& a, std::unique_ptr<Idefics3Vision> v);
 // The same policy for Qwen3-VL's tower (no 8-bit-activation path there yet).
 void vision_options(const CommonArgs& a, Qwen3VLVision& v);

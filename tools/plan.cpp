@@ -88,7 +88,7 @@ void print_report(const ModelSpec& m, const Scenario& s, const DeviceProfile& d,
               mib(static_cast<double>(m.bytes(false))), s.q8_activations ? "8-bit" : "fp32");
   if (m.vision != VisionFamily::None)
     std::printf("; vision %.0fM weights, %s, %.1f MiB%s", m.params(true) / 1e6, dtype_name(m.main_type(true)), mib(static_cast<double>(m.bytes(true))),
-                p.vision_q8 ? ", 8-bit activations" : "");
+                !p.vision_q8 ? "" : p.vision_q8_type != m.main_type(true) ? ", as Q8_0 (quantized at load), 8-bit activations" : ", 8-bit activations");
   std::printf("\ndevice  %s: %d threads, %.1f GiB, DRAM %.1f GB/s (%s)\n", d.name.c_str(), d.threads, d.mem_bytes / (1u << 30), d.dram_gbs,
               d.source.c_str());
   if (m.vision == VisionFamily::Idefics3)

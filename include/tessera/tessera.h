@@ -67,6 +67,10 @@ void tessera_vision_free(tessera_vision* vision);
 /* Runs a quantized mmproj's layers (Q8_0, Q4_*, Q5_*, Q6_K) on 8-bit activations from now on, as llama.cpp
  * does (--q8-activations); float layers are unchanged. Returns the layers switched, or -1. */
 int tessera_vision_use_q8_activations(tessera_vision* vision);
+/* Quantizes the float linear layers but the patch embedding to Q8_0 (the bytes `tessera convert
+ * --type q8_0` writes) and runs them on 8-bit activations from now on (--q8-vision), on up to
+ * n_threads threads (0: all cores). Returns the layers switched, or -1. */
+int tessera_vision_quantize_q8_0(tessera_vision* vision, int n_threads);
 /* Runs the float layers as the bf16 GEMM, and the attention as the bf16 attention, on AMX tiles
  * from now on (--bf16-vision: inputs rounded to bf16, fp32 sums). Returns the layers switched, or
  * -1 (and an error) where the CPU or OS gives no AMX bf16. */

@@ -5,8 +5,10 @@
 #include <memory>
 #include <new>
 #include <string>
+#include <thread>
 
 #include "core/error.h"
+#include "core/thread_pool.h"
 #include "image/image.h"
 #include "models/smolvlm/idefics3.h"
 #include "models/llama/llama.h"
@@ -161,6 +163,16 @@ int tessera_vision_use_q8_activations(tessera_vision* vision) {
   return guarded([&]() -> int {
     if (!vision) tessera::fail("vision is NULL");
     return vision->vision->use_q8_activations();
+  }, -1);
+}
+
+int tessera_vision_quantize_q8_0(tessera_vision* vision, int n_threads) {
+  return guarded([&]() -> int {
+    if (!vision) tessera::fail("vision is NULL");
+    if (n_threads < 0) tessera::fail("n_threads %d is negative", n_threads);
+    const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    tessera::ThreadPool pool(n_threads > 0 ? std::min(n_threads, cores) : cores);
+    return vision->vision->quantize_to_q8_0(pool);
   }, -1);
 }
 

@@ -507,6 +507,7 @@ DeviceProfile calibrate_this_machine(int threads) {
   d.vision_bf16 = encoder.bf16;
   d.vision_f16 = encoder.f16;
   d.vision_q8 = q8_vision_fast();
+  d.vision_q8_float = q8_vision_fast() && bf16_gemm_fast();  // tools/cli_common.cpp, vision_options
   d.vision_gflops = median_of(encoder.vision_gflops);
   d.qwen_vision_gflops = median_of(encoder.qwen_vision_gflops);
   d.attn_gflops = median_of(encoder.attn_gflops);
@@ -678,6 +679,7 @@ std::string device_to_json(const DeviceProfile& d) {
   j["vision_bf16"] = d.vision_bf16;
   j["vision_f16"] = d.vision_f16;
   j["vision_q8"] = d.vision_q8;
+  j["vision_q8_float"] = d.vision_q8_float;
   for (const auto& [key, c] : curve_fields(d)) {
     if (c->empty()) continue;
     j[key] = json::array();
@@ -731,6 +733,10 @@ DeviceProfile device_from_json(const std::string& text, const std::string& path)
   if (j.contains("vision_q8")) {  // optional: see device.h
     if (!j["vision_q8"].is_boolean()) fail("%s: 'vision_q8' must be true or false", path.c_str());
     d.vision_q8 = j["vision_q8"].get<bool>();
+  }
+  if (j.contains("vision_q8_float")) {  // optional: see device.h
+    if (!j["vision_q8_float"].is_boolean()) fail("%s: 'vision_q8_float' must be true or false", path.c_str());
+    d.vision_q8_float = j["vision_q8_float"].get<bool>();
   }
   for (const auto& [key, c] : curve_fields(d)) {  // optional: see device.h
     if (!j.contains(key)) continue;
@@ -844,7 +850,8 @@ DeviceProfile apple_device(const std::string& name, int memory_gb, const DeviceP
   for (const auto& [t, v] : here.q8_prefill_gflops) d.q8_prefill_gflops[t] = v * fl;
   for (const auto& [t, v] : here.q8_prefill_gflops_narrow) d.q8_prefill_gflops_narrow[t] = v * fl;
   for (const auto& [t, v] : here.q8_prefill_gflops_short) d.q8_prefill_gflops_short[t] = v * fl;
-  d.vision_bf16 = here.vision_bf16, d.vision_f16 = here.vision_f16, d.vision_q8 = here.vision_q8;  // the rates below are those of this machine's path, scaled
+  d.vision_bf16 = here.vision_bf16, d.vision_f16 = here.vision_f16, d.vision_q8 = here.vision_q8;
+  d.vision_q8_float = here.vision_q8_float;  // the rates below are those of this machine's path, scaled
   d.vision_gflops = here.vision_gflops * fl;
   d.qwen_vision_gflops = here.qwen_vision_gflops * fl;
   d.attn_gflops = here.attn_gflops * fl;

@@ -62,6 +62,10 @@ struct DeviceProfile {
   // without AMX), at the 8-bit prefill rate of their type; the attention keeps the path above.
   // Absent from calibrations made before 2026-12-07 afternoon: false.
   bool vision_q8 = false;
+  // whether a float mmproj's matrices are quantized to Q8_0 at load and run on 8-bit activations
+  // too (the CLI's default where q8_vision_fast() and bf16_gemm_fast(): AMD Zen 4), predicted as a
+  // Q8_0 mmproj. Absent from calibrations made before 2026-12-07 evening: false.
+  bool vision_q8_float = false;
   double attn_gflops = 0;   // fused attention over a 1024-token encoder tile / a long prompt
   // the encoder's bf16 (or fp16) attention over a 1024-token tile, where those GEMMs run (0: not measured, as in
   // calibrations before it was; the GEMM's rate stands in)

@@ -137,26 +137,35 @@ double resident_text_bytes(const WeightTensor& t, bool q8) {
   return t.type == DType::Q6_K && t.rows > 1 ? b * 280.0 / 210.0 : b;
 }
 
+bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
+
 // Whether the session runs a SmolVLM mmproj's quantized matrices on 8-bit activations (the CLI's
 // default where the calibration says q8_vision_fast(), and the text's activations are 8-bit too),
-// and of which type: the vision part's main type, if matmul_q8 takes it.
+// and of which type: the vision part's main type, if matmul_q8 takes it; a float one as Q8_0 where
+// the calibration says it is quantized at load (vision_q8_float).
 bool vision_q8(const ModelSpec& m, const DeviceProfile& d, bool q8, DType* type) {
-  const DType t = m.main_type(true);
+  DType t = m.main_type(true);
+  if (is_float(t) && d.vision_q8_float) t = DType::Q8_0;
   *type = t;
   return q8 && d.vision_q8 && !d.q8_prefill_gflops.empty() && supports_q8_activations(t);
 }
+
+// Whether a float vision matrix is quantized to Q8_0 at load (Idefics3Vision::quantize_to_q8_0):
+// rows a whole number of blocks (not the patch embedding, whose GGUF rows are its 16 pixels).
+bool q8_at_load(const WeightTensor& t, bool q8_float) { return q8_float && is_float(t.type) && t.cols % 32 == 0; }
 
 // Vision weights as the engine holds them: repacked into fp32-GEMM panels in their own type, or,
 // where bf16 or fp16 GEMMs run (this CPU's choice: bf16_gemm_fast(), f16_gemm_fast()), into
 // 16-bit tiles, each matrix's panels freed once its tiles exist; with q8, a quantized matrix as
 // q8 panels (kernels/q8_panels.h) instead.
-double vision_resident(const ModelSpec& m, bool bf16, bool q8 = false) {
+double vision_resident(const ModelSpec& m, bool bf16, bool q8 = false, bool q8_float = false) {
   double b = 0, largest = 0;
   for (const WeightTensor& t : m.tensors) {
     if (!t.vision) continue;
     const bool matrix = t.rows > 1 && t.name.find("position_embd") == std::string::npos;
-    if (matrix && q8 && supports_q8_activations(t.type) && t.cols % q8_col_multiple(t.type) == 0) {
-      b += static_cast<double>((t.rows + kPanelRows - 1) / kPanelRows) * static_cast<double>(panel_bytes(t.type, t.cols));
+    const DType as = matrix && q8 && q8_at_load(t, q8_float) ? DType::Q8_0 : t.type;
+    if (matrix && q8 && supports_q8_activations(as) && t.cols % q8_col_multiple(as) == 0) {
+      b += static_cast<double>((t.rows + kPanelRows - 1) / kPanelRows) * static_cast<double>(panel_bytes(as, t.cols));
       continue;
     }
     const double tiles = static_cast<double>((t.rows + 31) / 32 * 32) * static_cast<double>(bf16_padded_k(t.cols)) * 2;
@@ -301,6 +310,7 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
     VisionWork work = siglip_tile_work(m.siglip);
     work.q8 = vision_q8(m, d, s.q8_activations, &work.q8_type);
     p.vision_q8 = work.q8;
+    if (work.q8) p.vision_q8_type = work.q8_type;
     p.vision_per_tile_ms = vision_ms(work, d);
     p.vision_ms = p.vision_per_tile_ms * p.tiles;
     p.vision_buffers = static_cast<double>(siglip_buffer_bytes(m.siglip, d.vision_bf16, work.q8));
@@ -330,7 +340,7 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
     p.weights += std::min<double>(static_cast<double>(m.find("token_embd.weight") ? m.find("token_embd.weight")->bytes() : 0),
                                   (p.prompt_tokens + s.answer_tokens) * 4096.0);
   p.weights += kTokenizerBytesPerToken * c.n_vocab;
-  p.vision_weights = vision_resident(m, bf16, p.vision_q8);
+  p.vision_weights = vision_resident(m, bf16, p.vision_q8, d.vision_q8_float);
   const double kvp = kv_bytes_per_position(m, s.kv_type);
   p.kv_full = kvp * s.n_ctx;
   p.kv_question = kvp * std::min(s.n_ctx, p.prompt_tokens + s.answer_tokens);

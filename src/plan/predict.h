@@ -34,6 +34,7 @@ struct Prediction {
   int64_t patches = 0;      // Qwen3-VL: patches of the resized image
   int image_tokens = 0, prompt_tokens = 0;
   bool vision_q8 = false;   // SmolVLM: a quantized mmproj's matrices on 8-bit activations (DeviceProfile::vision_q8)
+  DType vision_q8_type = DType::F32;  // their type then: the mmproj's, or Q8_0 for a float one quantized at load
   // memory, bytes
   double weights = 0, vision_weights = 0;
   double kv_full = 0;       // the cache at n_ctx (what must be reserved)

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "core/error.h"
 #include "core/fp16.h"
 #include "kernels/kernels.h"
 #include "kernels/q8_panels.h"
@@ -83,21 +84,37 @@ void weight_block(DType t, const uint8_t* row, int64_t b, int q[32], float& d, f
   }
 }
 
+// Block b of row r of a Q8_0 matrix that keeps only its q8 panels (a float matrix quantized at
+// load, Idefics3Vision::quantize_to_q8_0): the panel holds the GGUF block's quants + 128 and its
+// fp16 d (q8_panels.h), so these are the bytes the row had.
+void q8_0_block_from_panel(const WeightMatrix& w, int64_t r, int64_t b, int q[32], float& d) {
+  const uint8_t* panel = w.panels + (r / kPanelRows) * static_cast<int64_t>(w.panel_stride);
+  const int64_t lane = r % kPanelRows;
+  const uint8_t* qb = panel + b * static_cast<int64_t>(panel_quant_bytes(DType::Q8_0));
+  for (int v = 0; v < 8; ++v)
+    for (int e = 0; e < 4; ++e) q[4 * v + e] = static_cast<int8_t>(qb[64 * v + 4 * lane + e] ^ 0x80);
+  const uint8_t* scales = panel + (w.cols / 32) * static_cast<int64_t>(panel_quant_bytes(DType::Q8_0));
+  float unused;
+  fp16_scale_min(scales + b * static_cast<int64_t>(panel_scale_bytes(DType::Q8_0)) + 2 * lane, false, d, unused);
+}
+
 }  // namespace
 
 void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq, int64_t m,
                     int64_t xq_stride, float* y, int64_t ys) {
   const int64_t nb = w.cols / 32;
   const bool has_min = q8_has_min(w.type);
+  if (!w.data && (w.type != DType::Q8_0 || !w.panels)) fail("matmul_q8: %s weights without their rows", dtype_name(w.type));
   int q[32];
   for (int64_t r = r0; r < r1; ++r) {
-    const uint8_t* row = w.data + r * w.row_stride;
+    const uint8_t* row = w.data ? w.data + r * w.row_stride : nullptr;
     for (int64_t t = 0; t < m; ++t) {
       const BlockQ8_1* xb = xq + t * xq_stride;
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
         float d, mn;
-        weight_block(w.type, row, b, q, d, mn);
+        if (row) weight_block(w.type, row, b, q, d, mn);
+        else q8_0_block_from_panel(w, r, b, q, d), mn = 0.0f;
         if (w.type == DType::Q6_K) {  // two halves, each with its own scale
           int lo = 0, hi = 0;
           for (int e = 0; e < 16; ++e) lo += q[e] * xb[b].q[e];

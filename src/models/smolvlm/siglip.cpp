@@ -15,6 +15,7 @@
 #include "kernels/elementwise.h"
 #include "kernels/f16_tiles.h"
 #include "kernels/q8_panels.h"
+#include "kernels/quantize.h"
 #include "models/gguf_source.h"
 #include "profile/profiler.h"
 
@@ -708,6 +709,45 @@ int Idefics3Vision::use_q8_activations() {
     ++n;
   }
   q8_ = q8_ || n > 0;
+  return n;
+}
+
+int Idefics3Vision::quantize_to_q8_0(ThreadPool& pool) {
+  int n = 0;
+  const int64_t rb = static_cast<int64_t>(row_bytes(DType::Q8_0, 32));  // one block of 32
+  for (WeightMatrix* w : linear_weights()) {
+    // the patch embedding stays: its GGUF rows are the conv kernel's 16 (or 14) pixels, no whole
+    // block, so `tessera convert` and llama-quantize keep it too
+    if (w == &patch_.w || w->panels || w->bf16_tiles || w->f16_tiles) continue;
+    if (w->type != DType::F32 && w->type != DType::F16 && w->type != DType::BF16) continue;
+    if (w->cols % 32 != 0 || !w->data) continue;
+    // the bytes `tessera convert --type q8_0` writes for this tensor (its dequantize + quantize)
+    const int64_t qs = w->cols / 32 * rb;
+    std::vector<uint8_t> rows(static_cast<size_t>(w->rows * qs));
+    const WeightMatrix& f = *w;
+    pool.parallel_for(w->rows, 16, [&](int64_t r0, int64_t r1) {
+      std::vector<float> x(static_cast<size_t>(f.cols));
+      for (int64_t r = r0; r < r1; ++r) {
+        dequantize_row(f.type, f.data + static_cast<size_t>(r) * f.row_stride, x.data(), f.cols);
+        quantize_row(DType::Q8_0, x.data(), f.cols, rows.data() + r * qs);
+      }
+    });
+    WeightMatrix q = *w;
+    q.type = DType::Q8_0, q.data = rows.data(), q.row_stride = static_cast<size_t>(qs);
+    q.gemm_panels = nullptr, q.row_panels = nullptr;
+    packed_.push_back(pack_q8_panels(q));
+    packed_bytes_ += packed_.back().bytes;
+    // the file rows were read again for this: give their pages back (counted once, at load)
+    const size_t file_bytes = static_cast<size_t>(w->rows) * w->row_stride;
+    if (source_) source_->release(w->data, file_bytes);
+    else if (file_) file_->release(w->data, file_bytes);
+    drop_gemm_panels(*w);
+    *w = packed_.back().matrix;
+    w->data = nullptr;  // only the panels are kept (the scalar twin reads a Q8_0 block from them)
+    ++n;
+  }
+  q8_ = q8_ || n > 0;
+  quantized_at_load_ += n;
   return n;
 }
 

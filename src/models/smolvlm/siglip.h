@@ -89,6 +89,16 @@ class Idefics3Vision {
   // Returns the number of layers switched. Like every kernel path, results stay bitwise the
   // same across thread counts and batch sizes (so gated re-encoding keeps its guarantees).
   int use_q8_activations();
+  // From now on, run every float linear layer (F32, F16, BF16: an f16 mmproj's) but the patch
+  // embedding as Q8_0 on 8-bit activations: the weights quantized to Q8_0 once -- the very bytes
+  // `tessera convert --type q8_0` writes for them -- and repacked into q8 panels, which are all
+  // that is kept. So the results are bitwise those of the converted file after
+  // use_q8_activations(), on every kernel level. The CLI's default for a float mmproj where this is
+  // faster than its 16-bit path (AMD Zen 4: q8_vision_fast() with bf16_gemm_fast()); its quality
+  // cost: docs/numerics.md. Returns the number of layers switched.
+  int quantize_to_q8_0(ThreadPool& pool);
+  // Layers quantize_to_q8_0() switched (their weights were float in the file).
+  int quantized_at_load() const { return quantized_at_load_; }
   // From now on, run every linear layer not on 8-bit activations (F32, F16, BF16 weights, and
   // llama.cpp's block types, dequantized: supports_bf16_tiles) as the bf16 GEMM on AMX or
   // AVX512-BF16 (kernels/bf16_tiles.h), and the attention as the bf16 attention
@@ -146,7 +156,8 @@ class Idefics3Vision {
   size_t packed_bytes_ = 0;
   bool bf16_attention_ = false;  // after use_bf16_gemm()
   bool f16_ = false;             // after use_f16_gemm()
-  bool q8_ = false;              // after use_q8_activations() switched a layer
+  bool q8_ = false;              // after use_q8_activations() or quantize_to_q8_0() switched a layer
+  int quantized_at_load_ = 0;    // layers quantize_to_q8_0() switched
   size_t released_file_bytes_ = 0;  // file bytes given back once repacked (released_file_bytes())
 };
 
