@@ -524,10 +524,17 @@ TEST(Vision, FloatMmprojQuantizedAtLoadIsTheConvertedFile) {
   EXPECT_EQ(at_load->released_file_bytes(), released);
   EXPECT_STREQ(at_load->precision(), "int8+fp32");
   EXPECT_EQ(at_load->use_q8_activations(), 0);
+  // loaded so (the CLI's way): the float layers never get fp32-GEMM panels, the same pages are
+  // given back, the same panels result
+  auto direct = Idefics3Vision::load_mmproj(f32, true);
+  EXPECT_EQ(direct->quantized_at_load(), 2 * 6 + 1);
+  EXPECT_EQ(direct->released_file_bytes(), released);
+  EXPECT_EQ(direct->packed_bytes(), at_load->packed_bytes());
 
   const std::vector<float> chw = first_golden_tile(*at_load);
   const std::vector<std::vector<float>> want = connector_at_1_2_3_threads(*file, chw);
   const std::vector<std::vector<float>> got = connector_at_1_2_3_threads(*at_load, chw);
+  EXPECT_EQ(connector_at_1_2_3_threads(*direct, chw)[1], want[0]);
   EXPECT_EQ(got[0], want[0]);
   EXPECT_EQ(got[1], want[0]);
   EXPECT_EQ(got[2], want[0]);

@@ -155,7 +155,7 @@ int cmd_bench(CommonArgs& a, const BenchArgs& b) {
   }
   if (b.n_gen > 0 && b.depth > 0) decode_row(b.depth);  // llama-bench's tg@d
   if (!b.mmproj.empty()) {
-    auto vision = vision_options(a, Idefics3Vision::load_mmproj(b.mmproj));
+    auto vision = vision_options(a, Idefics3Vision::load_mmproj(b.mmproj, vision_q8_0_at_load(a)));
     const SiglipConfig& vc = vision->config();
     const PreprocessedImage pre = preprocess_idefics3(image, vision->preprocess_config());
     std::vector<float> chw(static_cast<size_t>(3) * vc.image_size * vc.image_size);

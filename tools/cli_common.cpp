@@ -79,7 +79,14 @@ HfModel load_any(CommonArgs& a, const std::string& mmproj) {
     if (!std::filesystem::exists(a.model))
       fail("default model not found at '%s': run scripts/setup.sh (or pass -m MODEL.gguf)", a.model.c_str());
   }
-  return open_model(a.model, mmproj);
+  return open_model(a.model, mmproj, vision_q8_0_at_load(a));
+}
+
+bool vision_q8_0_at_load(const CommonArgs& a) {
+  // a float mmproj quantized to Q8_0 at load, where that beats the bf16 path it would take (Zen 4;
+  // with AVX512-FP16 the fp16 path stays: as fast, a tenth of its error; docs/numerics.md)
+  const bool named = a.bf16_vision || a.f16_vision || a.fp32_vision;
+  return a.q8_vision || (!a.f32_act && !named && q8_vision_fast() && bf16_gemm_fast());
 }
 
 std::unique_ptr<LlamaModel> load(CommonArgs& a) { return std::move(load_any(a).text); }
@@ -127,11 +134,10 @@ std::unique_ptr<Idefics3Vision> vision_options(const CommonArgs& a, std::unique_
   // 8-bit activations in a quantized mmproj's layers: asked for, or by default where they are the
   // fast path and no vision precision was named (their quality cost: docs/numerics.md)
   const bool named = a.bf16_vision || a.f16_vision || a.fp32_vision;
-  const bool q8_default = !a.f32_act && !named && q8_vision_fast();
-  if (a.q8_vision || a.q8_act || q8_default) v->use_q8_activations();
-  // a float mmproj quantized to Q8_0 at load, where that beats the bf16 path it would take (Zen 4;
-  // with AVX512-FP16 the fp16 path stays: as fast, a tenth of its error; docs/numerics.md)
-  if (a.q8_vision || (q8_default && bf16_gemm_fast())) {
+  if (a.q8_vision || a.q8_act || (!a.f32_act && !named && q8_vision_fast())) v->use_q8_activations();
+  // a float mmproj's layers on Q8_0: done at load where the tower came from load_any (nothing left
+  // to switch then), else here
+  if (vision_q8_0_at_load(a)) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     ThreadPool pool(a.threads > 0 ? cap_threads(a.threads) : cores);
     v->quantize_to_q8_0(pool);

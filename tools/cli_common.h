@@ -41,6 +41,9 @@ void apply_isa_cap(const CommonArgs& a);
 // -m FILE.gguf, or -m DIR for a Hugging Face directory (which may hold a vision tower too), with
 // an optional mmproj (models/open_model.h); the default model when -m is absent.
 HfModel load_any(CommonArgs& a, const std::string& mmproj = "");
+// Whether the flags (or this CPU's default) put a float mmproj's layers on Q8_0 (--q8-vision): then
+// the tower is loaded so (Idefics3Vision::load_mmproj's q8_0), never holding the float panels.
+bool vision_q8_0_at_load(const CommonArgs& a);
 std::unique_ptr<LlamaModel> load(CommonArgs& a);
 SessionOptions session_options(const CommonArgs& a);
 // -t above the machine's core count runs no faster and spins: warn once and use the cores.

@@ -50,7 +50,7 @@ int cmd_sustained(CommonArgs& a, const SustainedArgs& s) {
   auto model = load(a);
   Session session(*model, session_options(a));
   std::unique_ptr<Idefics3Vision> vision;
-  if (s.workload == "screen") vision = vision_options(a, Idefics3Vision::load_mmproj(s.mmproj));
+  if (s.workload == "screen") vision = vision_options(a, Idefics3Vision::load_mmproj(s.mmproj, vision_q8_0_at_load(a)));
   const std::vector<int32_t> chat = model->tokenizer().encode(
       apply_chat_template(*model, {{"user", "Summarise what a developer does when they refactor a large C++ codebase."}}, true), true);
   SamplerOptions greedy;

@@ -11,9 +11,11 @@ Tests (llama-bench's, plus vision):
                                   screenshot (13 tiles), once per mmproj file: by default the f16 one
                                   (the type llama.cpp users download) and its Q8_0 conversion. A quantized
                                   mmproj's layers run on 8-bit activations by default where that is the fast
-                                  path (AVX-512 VNNI without AMX), as llama.cpp runs them; with --q8 also
-                                  tessera --q8-activations (8-bit on any CPU) and --f32-activations (float
-                                  activations: the vision path's bf16/fp16/fp32); with --fp32-vision also tessera
+                                  path (AVX-512 VNNI without AMX), as llama.cpp runs them, and an f16 one's
+                                  too, quantized to Q8_0 at load, where that beats bf16 (AMD Zen 4); with --q8
+                                  also tessera --q8-vision (8-bit layers on any CPU, any mmproj) and
+                                  --f32-activations (the float weights and activations: the vision path's
+                                  bf16/fp16/fp32); with --fp32-vision also tessera
                                   --fp32-vision where its default is the bf16 vision path (AMX, AMD Zen 4+)
   screenshot question             the same runs, end to end (preprocess, encode, prefill, answer)
 
@@ -61,7 +63,7 @@ def llama_text(a, p, n, d):
 
 # ---- vision tests: ms, lower is better --------------------------------------------------
 def tessera_image(a, image, q8=False, fp32=False, float_act=False):
-    flags = (["--q8-activations"] if q8 else []) + (["--fp32-vision"] if fp32 else []) + (["--f32-activations"] if float_act else [])
+    flags = (["--q8-vision"] if q8 else []) + (["--fp32-vision"] if fp32 else []) + (["--f32-activations"] if float_act else [])
     e = run([TESSERA, "run", "-m", a.text, "--mmproj", a.mmproj, "--image", image, "-p", a.question, "-n", a.n_answer,
              "-t", a.threads, "--temp", 0] + flags).stderr
     VISION_MODES.add(f"{gguf_type(a.mmproj)}: " + re.search(r"\| ([\w+]+) vision \|", e)[1] + f" ({' '.join(flags) or 'default'})")
@@ -170,8 +172,9 @@ def main():
     ap.add_argument("--fp32-vision", action="store_true",
                     help="also run tessera's vision encoder with --fp32-vision (where bf16 is its default: AMX, AMD Zen 4+)")
     ap.add_argument("--no-text", action="store_true", help="only the vision tests")
-    ap.add_argument("--q8", action="store_true", help="also run tessera's vision with --q8-activations and with --f32-activations "
-                    "(a quantized mmproj's layers on 8-bit and on float activations, whichever is not the default)")
+    ap.add_argument("--q8", action="store_true", help="also run tessera's vision with --q8-vision and with --f32-activations "
+                    "(the mmproj's layers on 8-bit activations, a float one quantized to Q8_0 at load, and on its float "
+                    "path: whichever is not the default)")
     ap.add_argument("--f32", action="store_true", help="also run tessera's text tests with --f32-activations")
     ap.add_argument("--out", default=str(ROOT / "out/compare"))
     a = ap.parse_args()
@@ -203,7 +206,7 @@ def main():
         for k in vkeys(mm):
             res[k] = ([], [])
             if a.q8:
-                res[k + " (q8 act)"] = ([], [])
+                res[k + " (q8 vision)"] = ([], [])
                 res[k + " (float act)"] = ([], [])
             if a.fp32_vision:
                 res[k + " (fp32 vision)"] = ([], [])
@@ -222,7 +225,7 @@ def main():
             res[tile][1].append(la["tile_ms"])
             res[total][0].append(ta["total_ms"])
             res[total][1].append(la["total_ms"])
-            for tag, on, kw in ((" (q8 act)", a.q8, {"q8": True}), (" (float act)", a.q8, {"float_act": True}),
+            for tag, on, kw in ((" (q8 vision)", a.q8, {"q8": True}), (" (float act)", a.q8, {"float_act": True}),
                                 (" (fp32 vision)", a.fp32_vision, {"fp32": True})):
                 if on:
                     tv = tessera_image(a, a.screenshot, **kw)

@@ -322,7 +322,7 @@ HfConfig parse_hf_config(const std::string& config_text, const std::string& proc
   return h;
 }
 
-HfModel load_hf_dir(const std::string& dir) {
+HfModel load_hf_dir(const std::string& dir, bool vision_q8_0) {
   namespace fs = std::filesystem;
   const std::string cfg_path = dir + "/config.json";
   std::string pp_path = dir + "/preprocessor_config.json";
@@ -338,7 +338,7 @@ HfModel load_hf_dir(const std::string& dir) {
   spec.eos = h.eos;
   HfModel m;
   m.text = LlamaModel::from_hf(h.text, std::make_unique<Tokenizer>(std::move(spec)), src, h.text_prefix);
-  if (h.has_vision) m.vision = Idefics3Vision::from_hf(h.vision, src, h.preprocess);
+  if (h.has_vision) m.vision = Idefics3Vision::from_hf(h.vision, src, h.preprocess, vision_q8_0);
   if (h.has_qwen_vision) m.qwen_vision = Qwen3VLVision::from_hf(h.qwen_vision, src);
   return m;
 }

@@ -16,7 +16,8 @@ struct HfModel {
   std::unique_ptr<Qwen3VLVision> qwen_vision;  // Qwen3-VL's tower (directory or mmproj), else null
 };
 
-HfModel load_hf_dir(const std::string& dir);
+// vision_q8_0: a SmolVLM tower's float layers loaded as Q8_0 (Idefics3Vision::from_hf).
+HfModel load_hf_dir(const std::string& dir, bool vision_q8_0 = false);
 
 // What config.json (and, for SmolVLM, the preprocessor config) say, every number range-checked:
 // read before any weight is touched.

@@ -11,7 +11,8 @@ namespace tessera {
 
 // `mmproj`, when given, is the vision tower (a directory's own tower is then not used): SmolVLM's
 // (HfModel::vision) or, for projector type qwen3vl_merger, Qwen3-VL's (HfModel::qwen_vision).
-HfModel open_model(const std::string& path, const std::string& mmproj = "");
+// vision_q8_0: SmolVLM's float layers loaded as Q8_0 (Idefics3Vision::load_mmproj).
+HfModel open_model(const std::string& path, const std::string& mmproj = "", bool vision_q8_0 = false);
 // An mmproj GGUF's clip.projector_type ("" when unset).
 std::string mmproj_projector_type(const std::string& path);
 

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <thread>
 
 #include "core/zeroed_buffer.h"
 #include "core/error.h"
@@ -40,6 +41,11 @@ Linear linear(const TensorSource& s, const std::string& w, const std::string& b,
   l.w = s.matrix(w, rows, cols);
   if (!b.empty()) l.b = s.floats(b, {u(rows)});
   return l;
+}
+
+// A float matrix (F32, F16, BF16) whose rows are whole Q8_0 blocks: what quantize_to_q8_0 takes.
+bool quantizable_to_q8_0(const WeightMatrix& w) {
+  return (w.type == DType::F32 || w.type == DType::F16 || w.type == DType::BF16) && w.cols % 32 == 0 && w.data;
 }
 
 // n rows of x (xs floats apart, cols used) quantized per 32 for matmul_q8, into this thread's
@@ -352,7 +358,7 @@ void check_config(const SiglipConfig& c, const std::string& file) {
 
 }  // namespace
 
-void Idefics3Vision::load_weights(const TensorSource& s, bool g) {
+void Idefics3Vision::load_weights(const TensorSource& s, bool g, bool q8_0_at_load) {
   const SiglipConfig& c = cfg_;
   const int P = c.patch_size, H = c.hidden;
   const std::string vp = g ? "v." : "model.vision_model.";
@@ -404,6 +410,9 @@ void Idefics3Vision::load_weights(const TensorSource& s, bool g) {
   packed_.reserve(dense.size());
   for (WeightMatrix* w : dense) {
     if (!supports_gemm_panels(w->type)) continue;
+    // a matrix about to be quantized (quantize_to_q8_0) is read from the file once, for that: its
+    // panels would only raise the load's peak by the float weights' size
+    if (q8_0_at_load && w != &patch_.w && quantizable_to_q8_0(*w)) continue;
     packed_.push_back(pack_gemm_panels(*w));
     packed_bytes_ += packed_.back().bytes;
     s.release(w->data, static_cast<size_t>(w->rows) * w->row_stride);
@@ -448,25 +457,32 @@ SiglipConfig read_siglip_config(const GgufFile& f, const std::string& path, Idef
   return c;
 }
 
-std::unique_ptr<Idefics3Vision> Idefics3Vision::load_mmproj(const std::string& path) {
+std::unique_ptr<Idefics3Vision> Idefics3Vision::load_mmproj(const std::string& path, bool q8_0) {
   std::unique_ptr<Idefics3Vision> v(new Idefics3Vision());
   v->file_ = GgufFile::open(path);
   const GgufFile& f = *v->file_;
   v->cfg_ = read_siglip_config(f, path, v->pre_);
   GgufTensorSource src(f);
-  v->load_weights(src, true);
+  v->load_weights(src, true, q8_0);
+  if (q8_0) v->quantize_at_load();
   return v;
 }
 
 std::unique_ptr<Idefics3Vision> Idefics3Vision::from_hf(const SiglipConfig& cfg, std::shared_ptr<const TensorSource> src,
-                                                        const Idefics3PreprocessConfig& pre) {
+                                                        const Idefics3PreprocessConfig& pre, bool q8_0) {
   check_config(cfg, src->describe());
   std::unique_ptr<Idefics3Vision> v(new Idefics3Vision());
   v->cfg_ = cfg;
   v->pre_ = pre;
-  v->load_weights(*src, false);
+  v->load_weights(*src, false, q8_0);
   v->source_ = std::move(src);
+  if (q8_0) v->quantize_at_load();
   return v;
+}
+
+void Idefics3Vision::quantize_at_load() {
+  ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  quantize_to_q8_0(pool);
 }
 
 void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& pool, TileState* record) const {
@@ -718,9 +734,7 @@ int Idefics3Vision::quantize_to_q8_0(ThreadPool& pool) {
   for (WeightMatrix* w : linear_weights()) {
     // the patch embedding stays: its GGUF rows are the conv kernel's 16 (or 14) pixels, no whole
     // block, so `tessera convert` and llama-quantize keep it too
-    if (w == &patch_.w || w->panels || w->bf16_tiles || w->f16_tiles) continue;
-    if (w->type != DType::F32 && w->type != DType::F16 && w->type != DType::BF16) continue;
-    if (w->cols % 32 != 0 || !w->data) continue;
+    if (w == &patch_.w || w->panels || w->bf16_tiles || w->f16_tiles || !quantizable_to_q8_0(*w)) continue;
     // the bytes `tessera convert --type q8_0` writes for this tensor (its dequantize + quantize)
     const int64_t qs = w->cols / 32 * rb;
     std::vector<uint8_t> rows(static_cast<size_t>(w->rows * qs));
@@ -737,11 +751,14 @@ int Idefics3Vision::quantize_to_q8_0(ThreadPool& pool) {
     q.gemm_panels = nullptr, q.row_panels = nullptr;
     packed_.push_back(pack_q8_panels(q));
     packed_bytes_ += packed_.back().bytes;
-    // the file rows were read again for this: give their pages back (counted once, at load)
-    const size_t file_bytes = static_cast<size_t>(w->rows) * w->row_stride;
-    if (source_) source_->release(w->data, file_bytes);
-    else if (file_) file_->release(w->data, file_bytes);
-    drop_gemm_panels(*w);
+    if (w->gemm_panels) {  // the file rows were read again for this: give their pages back (counted at load)
+      const size_t file_bytes = static_cast<size_t>(w->rows) * w->row_stride;
+      if (source_) source_->release(w->data, file_bytes);
+      else if (file_) file_->release(w->data, file_bytes);
+      drop_gemm_panels(*w);
+    } else {
+      release_file_pages(*w);  // read for the first time (load_mmproj(path, true)): counted now
+    }
     *w = packed_.back().matrix;
     w->data = nullptr;  // only the panels are kept (the scalar twin reads a Q8_0 block from them)
     ++n;

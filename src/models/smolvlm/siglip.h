@@ -48,11 +48,13 @@ struct SiglipLayer {
 
 class Idefics3Vision {
  public:
-  // llama.cpp's mmproj GGUF (clip.* keys, v.* and mm.* tensors).
-  static std::unique_ptr<Idefics3Vision> load_mmproj(const std::string& path);
-  // Tensors named as Hugging Face's Idefics3ForConditionalGeneration saves them.
+  // llama.cpp's mmproj GGUF (clip.* keys, v.* and mm.* tensors). With q8_0, the float layers are
+  // loaded as quantize_to_q8_0() leaves them, straight from the file (no float panels between:
+  // the load's peak memory is the Q8_0 weights', not the float ones').
+  static std::unique_ptr<Idefics3Vision> load_mmproj(const std::string& path, bool q8_0 = false);
+  // Tensors named as Hugging Face's Idefics3ForConditionalGeneration saves them; q8_0 likewise.
   static std::unique_ptr<Idefics3Vision> from_hf(const SiglipConfig& cfg, std::shared_ptr<const TensorSource> src,
-                                                 const Idefics3PreprocessConfig& pre);
+                                                 const Idefics3PreprocessConfig& pre, bool q8_0 = false);
 
   const SiglipConfig& config() const { return cfg_; }
   const Idefics3PreprocessConfig& preprocess_config() const { return pre_; }
@@ -118,6 +120,8 @@ class Idefics3Vision {
   // Bytes of the mmproj file whose pages were given back once repacked (fp32-GEMM panels at load,
   // a quantized matrix's tiles or q8 panels later): a memory plan counts the file less these.
   size_t released_file_bytes() const { return released_file_bytes_; }
+  // Bytes of the repacked weights held (panels and tiles; the file's own pages not counted).
+  size_t packed_bytes() const { return packed_bytes_; }
   // The arithmetic: "bf16", "f16" or "fp32"; with 8-bit activations in the quantized layers
   // "int8+bf16" etc. (the attention and any float layers keep the named one).
   const char* precision() const {
@@ -127,7 +131,8 @@ class Idefics3Vision {
 
  private:
   Idefics3Vision() = default;
-  void load_weights(const TensorSource& src, bool gguf_names);
+  void load_weights(const TensorSource& src, bool gguf_names, bool q8_0_at_load);
+  void quantize_at_load();  // quantize_to_q8_0 on a pool of all cores (load_mmproj/from_hf with q8_0)
   // Every linear layer's weights: the patch embedding, q k v o fc1 fc2 per layer, the projection.
   std::vector<WeightMatrix*> linear_weights();
   // Frees the fp32-GEMM panels w was read from (its 16-bit tiles replace them) and unlinks them.
