@@ -315,6 +315,18 @@ TEST(Plan, VisionTermsFollowTheProcessors) {
     EXPECT_NEAR(at_load.vision_weights, on.vision_weights, 1.0);
     EXPECT_EQ(at_load.vision_buffers, on.vision_buffers);
     EXPECT_FALSE(predict(sm, f32, dq).vision_q8);
+    // the first frame after a load that freed no float panels (Q4_1 text and the tower as q8
+    // panels, both straight from the files) pays the cold bound; with float panels, the midpoint
+    dq.preprocess_ns_src = 1, dq.preprocess_ns_out = 2, dq.preprocess_cold_ns_src = 3, dq.preprocess_cold_ns_out = 5;
+    const double src = 1920.0 * 1080 * 1e-6;
+    const double out = (predict(sm, s, dq).preprocess_ms - 1 * src) / 2;  // the output pixels, in millions
+    EXPECT_GT(out, 0);
+    const ModelSpec q4 = with_weight_types(sm, DType::Q4_1, kKeepType);
+    EXPECT_NEAR(predict(q4, s, dq).preprocess_ms, 3 * src + 5 * out, 1e-9);  // Q4_1 text, tower quantized at load
+    EXPECT_NEAR(predict(sq, s, dq).preprocess_ms, 1 * src + 2 * out, 1e-9);  // float text: it freed panels
+    EXPECT_NEAR(predict(with_weight_types(sm, DType::Q4_1, DType::Q8_0), s, dq).preprocess_ms, 3 * src + 5 * out, 1e-9);
+    dq.vision_q8_float = false;
+    EXPECT_NEAR(predict(q4, s, dq).preprocess_ms, 1 * src + 2 * out, 1e-9);  // the f16 tower's panels were freed
   }
   s.longest_edge = 512;
   EXPECT_EQ(predict(sm, s, d).tiles, 1);
@@ -356,6 +368,7 @@ TEST(Plan, VisionTermsFollowTheProcessors) {
 TEST(Plan, DeviceProfilesRoundTripAndScale) {
   DeviceProfile d = round_device();
   d.preprocess_ns_src = 1, d.preprocess_ns_out = 2, d.qwen_preprocess_ns_src = 3, d.qwen_preprocess_ns_out = 4, d.process_bytes = 5e6;
+  d.preprocess_cold_ns_src = 1.5, d.preprocess_cold_ns_out = 2.5;
   d.vision_attn_gflops = 123;
   d.qwen_vision_gflops = 111;
   d.prefill_gflops_short[DType::Q4_K] = 45;
@@ -436,6 +449,17 @@ TEST(Plan, DeviceProfilesRoundTripAndScale) {
   EXPECT_EQ(r.prefill_gflops, d.prefill_gflops);
   EXPECT_EQ(r.dram_gbs, d.dram_gbs);
   EXPECT_EQ(r.qwen_preprocess_ns_out, 4);
+  EXPECT_EQ(r.preprocess_cold_ns_src, 1.5);
+  EXPECT_EQ(r.preprocess_cold_ns_out, 2.5);
+  {  // the cold bound is optional (calibrations before 2026-12-07 evening): the midpoint's then
+    nlohmann::json j = nlohmann::json::parse(device_to_json(d));
+    j.erase("preprocess_cold_ns_src"), j.erase("preprocess_cold_ns_out");
+    const DeviceProfile old = device_from_json(j.dump(), "old.json");
+    EXPECT_EQ(old.preprocess_cold_ns_src, 1);
+    EXPECT_EQ(old.preprocess_cold_ns_out, 2);
+    j["preprocess_cold_ns_out"] = -1;
+    EXPECT_THROW(device_from_json(j.dump(), "x.json"), Error);
+  }
   EXPECT_THROW(device_from_json("{\"mem_bytes\": 1e9}", "x.json"), Error);
   EXPECT_THROW(device_from_json("[1, 2]", "x.json"), Error);
   std::string bad = device_to_json(d);

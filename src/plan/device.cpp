@@ -79,23 +79,29 @@ double median_seconds(int reps, F&& f) {
   return median_timed(reps, f, [] {});
 }
 
-// A question's first frame in a new process, the mean of its two bounds: one call on fresh pages
-// (before it the resampler's scratch and the heap's free memory go back to the kernel, as in a
-// process that has allocated nothing), then the same call again on the pages the first faulted.
-// A real first frame comes after a model load, whose freed heap holds some of its images: all of
-// them at SmolVLM's edge 1024, half at 2048 (page faults counted inside `tessera run`,
-// docs/plan.md). Halfway between the bounds, the figure is off by at most half their gap
-// whatever the load left. A watcher's later frames pay the warm bound.
+// A question's first frame in a new process, as its two bounds: one call on fresh pages (before
+// it the resampler's scratch and the heap's free memory go back to the kernel, as in a process
+// that has allocated nothing), then the same call again on the pages the first faulted. A real
+// first frame comes after a model load, whose freed heap holds some of its images: all of them at
+// SmolVLM's edge 1024, half at 2048 (page faults counted inside `tessera run`, docs/plan.md).
+// Halfway between the bounds, the figure is off by at most half their gap whatever the load
+// left; a load that freed nothing (every matrix repacked straight from the file) pays the cold
+// one. A watcher's later frames pay the warm bound.
+struct FirstFrame {
+  double cold = 0, warm = 0;
+  double mid() const { return 0.5 * (cold + warm); }
+};
 template <class F>
-double first_frame_seconds(F&& f) {
-  const double cold = median_timed(1, f, [] {
+FirstFrame first_frame_seconds(F&& f) {
+  FirstFrame r;
+  r.cold = median_timed(1, f, [] {
     release_resize_scratch();
 #if defined(__GLIBC__)
     malloc_trim(0);
 #endif
   });
-  const double warm = median_timed(1, f, [] {});
-  return 0.5 * (cold + warm);
+  r.warm = median_timed(1, f, [] {});
+  return r;
 }
 
 // A rows x cols matrix of type t from seeded Gaussian rows; the first `distinct` rows are
@@ -619,14 +625,21 @@ DeviceProfile calibrate_this_machine(int threads) {
       ns_src = a, ns_out = b;
     };
     // each size's median first frame over 7 rounds, the sizes in turn within a round (a neighbour's
-    // burst then moves one sample of each size, not the fit's slope)
-    const auto timed_sizes = [&](const auto& call, double* t) {
-      std::vector<double> s[3];
+    // burst then moves one sample of each size, not the fit's slope): the bounds' midpoint, and
+    // where asked the cold bound
+    const auto timed_sizes = [&](const auto& call, double* t, double* t_cold = nullptr) {
+      std::vector<double> s[3], c[3];
       for (int rep = 0; rep < 7; ++rep)
-        for (int k = 0; k < 3; ++k) s[k].push_back(first_frame_seconds([&] { call(k); }));
-      for (int k = 0; k < 3; ++k) t[k] = median_of(std::move(s[k])) * 1e9;
+        for (int k = 0; k < 3; ++k) {
+          const FirstFrame f = first_frame_seconds([&] { call(k); });
+          s[k].push_back(f.mid()), c[k].push_back(f.cold);
+        }
+      for (int k = 0; k < 3; ++k) {
+        t[k] = median_of(std::move(s[k])) * 1e9;
+        if (t_cold) t_cold[k] = median_of(std::move(c[k])) * 1e9;
+      }
     };
-    double out[3], t[3];
+    double out[3], t[3], t_cold[3];
     const int edges[3] = {512, 1024, 2048};  // the knob's range: from one tile to 4 x 4
     Idefics3PreprocessConfig ic[3];
     for (int k = 0; k < 3; ++k) {
@@ -634,8 +647,9 @@ DeviceProfile calibrate_this_machine(int threads) {
       const Idefics3Grid g = idefics3_grid(ic[k], im.width, im.height);
       out[k] = static_cast<double>(g.stretched_w) * g.stretched_h;
     }
-    timed_sizes([&](int k) { (void)preprocess_idefics3(im, ic[k], &pool); }, t);
+    timed_sizes([&](int k) { (void)preprocess_idefics3(im, ic[k], &pool); }, t, t_cold);
     fit(out, t, 3, d.preprocess_ns_src, d.preprocess_ns_out);
+    fit(out, t_cold, 3, d.preprocess_cold_ns_src, d.preprocess_cold_ns_out);
     const int64_t pixels[3] = {65536, 262144, 1048576};
     Qwen3VLPreprocessConfig qc[3];
     for (int k = 0; k < 3; ++k) {
@@ -691,6 +705,7 @@ std::string device_to_json(const DeviceProfile& d) {
   if (d.prompt_attn_gflops_128 > 0) j["prompt_attn_gflops_128"] = d.prompt_attn_gflops_128, j["prompt_attn_gflops_512"] = d.prompt_attn_gflops_512;
   if (d.norm_ns > 0) j["norm_ns"] = d.norm_ns, j["rope_store_ns"] = d.rope_store_ns, j["swiglu_ns"] = d.swiglu_ns;
   j["preprocess_ns_src"] = d.preprocess_ns_src, j["preprocess_ns_out"] = d.preprocess_ns_out;
+  j["preprocess_cold_ns_src"] = d.preprocess_cold_ns_src, j["preprocess_cold_ns_out"] = d.preprocess_cold_ns_out;
   j["qwen_preprocess_ns_src"] = d.qwen_preprocess_ns_src, j["qwen_preprocess_ns_out"] = d.qwen_preprocess_ns_out;
   j["process_bytes"] = d.process_bytes;
   j["gpu_tflops"] = d.gpu_tflops, j["ane_tops"] = d.ane_tops, j["sme"] = d.sme;
@@ -762,6 +777,9 @@ DeviceProfile device_from_json(const std::string& text, const std::string& path)
   d.op_us = num(j, "op_us", 0, 1e6);
   d.preprocess_ns_src = num(j, "preprocess_ns_src", 0, 1e9);
   d.preprocess_ns_out = num(j, "preprocess_ns_out", 0, 1e9);
+  // optional (see device.h): the midpoint's where absent
+  d.preprocess_cold_ns_src = j.contains("preprocess_cold_ns_src") ? num(j, "preprocess_cold_ns_src", 0, 1e9) : d.preprocess_ns_src;
+  d.preprocess_cold_ns_out = j.contains("preprocess_cold_ns_out") ? num(j, "preprocess_cold_ns_out", 0, 1e9) : d.preprocess_ns_out;
   d.qwen_preprocess_ns_src = num(j, "qwen_preprocess_ns_src", 0, 1e9);
   d.qwen_preprocess_ns_out = num(j, "qwen_preprocess_ns_out", 0, 1e9);
   d.process_bytes = num(j, "process_bytes", 0, 1e12);
@@ -867,6 +885,7 @@ DeviceProfile apple_device(const std::string& name, int memory_gb, const DeviceP
   d.process_bytes = here.process_bytes;
   const double px = here_fp32 / chip->cpu_fp32_gflops;
   d.preprocess_ns_src = here.preprocess_ns_src * px, d.preprocess_ns_out = here.preprocess_ns_out * px;
+  d.preprocess_cold_ns_src = here.preprocess_cold_ns_src * px, d.preprocess_cold_ns_out = here.preprocess_cold_ns_out * px;
   d.qwen_preprocess_ns_src = here.qwen_preprocess_ns_src * px, d.qwen_preprocess_ns_out = here.qwen_preprocess_ns_out * px;
   return d;
 }

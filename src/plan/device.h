@@ -85,6 +85,10 @@ struct DeviceProfile {
   double op_us = 0;         // fixed cost of one kernel call (dispatch to the thread pool and back)
   // image resampling (SmolVLM's, Qwen3-VL's): ns per source pixel and per output pixel
   double preprocess_ns_src = 0, preprocess_ns_out = 0, qwen_preprocess_ns_src = 0, qwen_preprocess_ns_out = 0;
+  // SmolVLM's first frame on fresh pages alone (the cold bound; the two above are the midpoint of
+  // it and the warm one): what a question pays after a load that freed no float panels for the
+  // frame's images to reuse. Absent from calibrations before 2026-12-07 evening: the midpoint's.
+  double preprocess_cold_ns_src = 0, preprocess_cold_ns_out = 0;
   double process_bytes = 0;     // resident before any model is loaded (code, libraries, stacks)
   // published, for the table and the listing (Apple; 0 where unknown)
   double gpu_tflops = 0, ane_tops = 0;

@@ -306,9 +306,14 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
     // row (the last one's merges with the next "\n"), three around the global image
     p.prompt_tokens = p.image_tokens + (g.rows ? 2 * (p.tiles - 1) + rows : 0) + 3 + s.question_tokens;
     const double px = g.rows ? static_cast<double>(g.stretched_w) * g.stretched_h : static_cast<double>(g.resized_w) * g.resized_h;
-    p.preprocess_ms = (static_cast<double>(s.screen_w) * s.screen_h * d.preprocess_ns_src + px * d.preprocess_ns_out) * 1e-6;
     VisionWork work = siglip_tile_work(m.siglip);
     work.q8 = vision_q8(m, d, s.q8_activations, &work.q8_type);
+    // a load that freed no float panels -- the text's matrices and the tower's repacked straight
+    // from the files into q8 panels -- leaves the heap nothing for the first frame's images: its
+    // cold bound; else the bounds' midpoint (device.cpp, first_frame_seconds)
+    const bool cold = work.q8 && supports_q8_activations(m.main_type(false));
+    p.preprocess_ms = (static_cast<double>(s.screen_w) * s.screen_h * (cold ? d.preprocess_cold_ns_src : d.preprocess_ns_src) +
+                       px * (cold ? d.preprocess_cold_ns_out : d.preprocess_ns_out)) * 1e-6;
     p.vision_q8 = work.q8;
     if (work.q8) p.vision_q8_type = work.q8_type;
     p.vision_per_tile_ms = vision_ms(work, d);
