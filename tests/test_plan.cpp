@@ -315,18 +315,21 @@ TEST(Plan, VisionTermsFollowTheProcessors) {
     EXPECT_NEAR(at_load.vision_weights, on.vision_weights, 1.0);
     EXPECT_EQ(at_load.vision_buffers, on.vision_buffers);
     EXPECT_FALSE(predict(sm, f32, dq).vision_q8);
-    // the first frame after a load that freed no float panels (Q4_1 text and the tower as q8
-    // panels, both straight from the files) pays the cold bound; with float panels, the midpoint
+    // the first frame after a load that freed no float panels (the tower as q8 panels straight
+    // from the file) pays the cold bound; with the tower's float panels freed, the midpoint
     dq.preprocess_ns_src = 1, dq.preprocess_ns_out = 2, dq.preprocess_cold_ns_src = 3, dq.preprocess_cold_ns_out = 5;
     const double src = 1920.0 * 1080 * 1e-6;
-    const double out = (predict(sm, s, dq).preprocess_ms - 1 * src) / 2;  // the output pixels, in millions
-    EXPECT_GT(out, 0);
     const ModelSpec q4 = with_weight_types(sm, DType::Q4_1, kKeepType);
-    EXPECT_NEAR(predict(q4, s, dq).preprocess_ms, 3 * src + 5 * out, 1e-9);  // Q4_1 text, tower quantized at load
-    EXPECT_NEAR(predict(sq, s, dq).preprocess_ms, 1 * src + 2 * out, 1e-9);  // float text: it freed panels
-    EXPECT_NEAR(predict(with_weight_types(sm, DType::Q4_1, DType::Q8_0), s, dq).preprocess_ms, 3 * src + 5 * out, 1e-9);
     dq.vision_q8_float = false;
-    EXPECT_NEAR(predict(q4, s, dq).preprocess_ms, 1 * src + 2 * out, 1e-9);  // the f16 tower's panels were freed
+    const double out = (predict(q4, s, dq).preprocess_ms - 1 * src) / 2;  // the output pixels, in millions
+    EXPECT_GT(out, 0);  // above: the f16 tower's panels were freed (midpoint)
+    EXPECT_NEAR(predict(sq, s, dq).preprocess_ms, 3 * src + 5 * out, 1e-9);  // a Q8_0 tower
+    dq.vision_q8_float = true;
+    EXPECT_NEAR(predict(q4, s, dq).preprocess_ms, 3 * src + 5 * out, 1e-9);  // the f16 tower quantized at load
+    EXPECT_NEAR(predict(sm, s, dq).preprocess_ms, 3 * src + 5 * out, 1e-9);  // whatever the text
+    dq.vision_q8 = false;
+    EXPECT_NEAR(predict(sq, s, dq).preprocess_ms, 3 * src + 5 * out, 1e-9);  // a Q8_0 file's tiles: no float panels either
+    EXPECT_NEAR(predict(q4, s, dq).preprocess_ms, 1 * src + 2 * out, 1e-9);
   }
   s.longest_edge = 512;
   EXPECT_EQ(predict(sm, s, d).tiles, 1);

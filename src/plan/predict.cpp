@@ -308,10 +308,11 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
     const double px = g.rows ? static_cast<double>(g.stretched_w) * g.stretched_h : static_cast<double>(g.resized_w) * g.resized_h;
     VisionWork work = siglip_tile_work(m.siglip);
     work.q8 = vision_q8(m, d, s.q8_activations, &work.q8_type);
-    // a load that freed no float panels -- the text's matrices and the tower's repacked straight
-    // from the files into q8 panels -- leaves the heap nothing for the first frame's images: its
-    // cold bound; else the bounds' midpoint (device.cpp, first_frame_seconds)
-    const bool cold = work.q8 && supports_q8_activations(m.main_type(false));
+    // a tower repacked straight from the file (q8 panels, or a quantized file's 16-bit tiles)
+    // frees no float panels (its float weights' size, the load's largest frees) for the first
+    // frame's images to reuse: the cold bound; else the bounds' midpoint (device.cpp,
+    // first_frame_seconds; docs/plan.md)
+    const bool cold = work.q8 || !is_float(m.main_type(true));
     p.preprocess_ms = (static_cast<double>(s.screen_w) * s.screen_h * (cold ? d.preprocess_cold_ns_src : d.preprocess_ns_src) +
                        px * (cold ? d.preprocess_cold_ns_out : d.preprocess_ns_out)) * 1e-6;
     p.vision_q8 = work.q8;
