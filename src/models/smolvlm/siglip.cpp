@@ -609,7 +609,9 @@ void Idefics3Vision::connector(const float* enc, float* out, ThreadPool& pool) c
   const SiglipConfig& c = cfg_;
   const int side = c.image_size / c.patch_size, s = c.scale_factor, g = side / s, H = c.hidden;
   const int T = g * g, F = H * s * s;
-  thread_local std::vector<float> shuffled;  // workers get its pointer, never the vector
+  // workers get its pointer, never the buffer; zero pages (TileFloats), so a first call's page
+  // faults fall in the shuffle that writes them, not in a value-initializing pass before it
+  thread_local TileFloats shuffled;
   shuffled.resize(static_cast<size_t>(T) * F);
   float* const sh = shuffled.data();
   {
