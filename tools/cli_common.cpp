@@ -135,9 +135,9 @@ std::unique_ptr<Idefics3Vision> vision_options(const CommonArgs& a, std::unique_
   // fast path and no vision precision was named (their quality cost: docs/numerics.md)
   const bool named = a.bf16_vision || a.f16_vision || a.fp32_vision;
   if (a.q8_vision || a.q8_act || (!a.f32_act && !named && q8_vision_fast())) v->use_q8_activations();
-  // a float mmproj's layers on Q8_0: done at load where the tower came from load_any (nothing left
-  // to switch then), else here
-  if (vision_q8_0_at_load(a)) {
+  // a float mmproj's layers on Q8_0: done at load where the tower came from load_any (no pool to
+  // start then), else here
+  if (vision_q8_0_at_load(a) && v->quantized_at_load() == 0) {
     const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     ThreadPool pool(a.threads > 0 ? cap_threads(a.threads) : cores);
     v->quantize_to_q8_0(pool);

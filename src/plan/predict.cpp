@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "kernels/attention.h"
 #include "kernels/bf16_tiles.h"
+#include "kernels/gemm_panels.h"
 #include "kernels/kernels.h"
 #include "kernels/q8_panels.h"
 #include "models/footprint.h"
@@ -137,22 +138,20 @@ double resident_text_bytes(const WeightTensor& t, bool q8) {
   return t.type == DType::Q6_K && t.rows > 1 ? b * 280.0 / 210.0 : b;
 }
 
-bool is_float(DType t) { return t == DType::F32 || t == DType::F16 || t == DType::BF16; }
-
 // Whether the session runs a SmolVLM mmproj's quantized matrices on 8-bit activations (the CLI's
 // default where the calibration says q8_vision_fast(), and the text's activations are 8-bit too),
 // and of which type: the vision part's main type, if matmul_q8 takes it; a float one as Q8_0 where
 // the calibration says it is quantized at load (vision_q8_float).
 bool vision_q8(const ModelSpec& m, const DeviceProfile& d, bool q8, DType* type) {
   DType t = m.main_type(true);
-  if (is_float(t) && d.vision_q8_float) t = DType::Q8_0;
+  if (supports_gemm_panels(t) && d.vision_q8_float) t = DType::Q8_0;
   *type = t;
   return q8 && d.vision_q8 && !d.q8_prefill_gflops.empty() && supports_q8_activations(t);
 }
 
 // Whether a float vision matrix is quantized to Q8_0 at load (Idefics3Vision::quantize_to_q8_0):
 // rows a whole number of blocks (not the patch embedding, whose GGUF rows are its 16 pixels).
-bool q8_at_load(const WeightTensor& t, bool q8_float) { return q8_float && is_float(t.type) && t.cols % 32 == 0; }
+bool q8_at_load(const WeightTensor& t, bool q8_float) { return q8_float && supports_gemm_panels(t.type) && t.cols % 32 == 0; }
 
 // Vision weights as the engine holds them: repacked into fp32-GEMM panels in their own type, or,
 // where bf16 or fp16 GEMMs run (this CPU's choice: bf16_gemm_fast(), f16_gemm_fast()), into
@@ -312,7 +311,7 @@ Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d
     // frees no float panels (its float weights' size, the load's largest frees) for the first
     // frame's images to reuse: the cold bound; else the bounds' midpoint (device.cpp,
     // first_frame_seconds; docs/plan.md)
-    const bool cold = work.q8 || !is_float(m.main_type(true));
+    const bool cold = work.q8 || !supports_gemm_panels(m.main_type(true));
     p.preprocess_ms = (static_cast<double>(s.screen_w) * s.screen_h * (cold ? d.preprocess_cold_ns_src : d.preprocess_ns_src) +
                        px * (cold ? d.preprocess_cold_ns_out : d.preprocess_ns_out)) * 1e-6;
     p.vision_q8 = work.q8;

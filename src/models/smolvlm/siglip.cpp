@@ -43,10 +43,9 @@ Linear linear(const TensorSource& s, const std::string& w, const std::string& b,
   return l;
 }
 
-// A float matrix (F32, F16, BF16) whose rows are whole Q8_0 blocks: what quantize_to_q8_0 takes.
-bool quantizable_to_q8_0(const WeightMatrix& w) {
-  return (w.type == DType::F32 || w.type == DType::F16 || w.type == DType::BF16) && w.cols % 32 == 0 && w.data;
-}
+// A float matrix (F32, F16, BF16: the types the fp32-GEMM panels take) whose rows are whole Q8_0
+// blocks: what quantize_to_q8_0 takes.
+bool quantizable_to_q8_0(const WeightMatrix& w) { return supports_gemm_panels(w.type) && w.cols % 32 == 0 && w.data; }
 
 // n rows of x (xs floats apart, cols used) quantized per 32 for matmul_q8, into this thread's
 // buffer (workers get its pointer, never the vector).
@@ -657,10 +656,14 @@ void Idefics3Vision::drop_gemm_panels(WeightMatrix& w) {
 void Idefics3Vision::release_file_pages(const WeightMatrix& w) {
   // only a matrix read from the file itself: one with fp32-GEMM panels was released at load
   if (w.gemm_panels || !w.data) return;
+  released_file_bytes_ += give_back_rows(w);
+}
+
+size_t Idefics3Vision::give_back_rows(const WeightMatrix& w) const {
   const size_t n = static_cast<size_t>(w.rows) * w.row_stride;
-  released_file_bytes_ += n;
   if (source_) source_->release(w.data, n);
   else if (file_) file_->release(w.data, n);
+  return n;
 }
 
 int Idefics3Vision::repack_linear(PackedWeights (*pack)(const WeightMatrix&)) {
@@ -754,9 +757,7 @@ int Idefics3Vision::quantize_to_q8_0(ThreadPool& pool) {
     packed_.push_back(pack_q8_panels(q));
     packed_bytes_ += packed_.back().bytes;
     if (w->gemm_panels) {  // the file rows were read again for this: give their pages back (counted at load)
-      const size_t file_bytes = static_cast<size_t>(w->rows) * w->row_stride;
-      if (source_) source_->release(w->data, file_bytes);
-      else if (file_) file_->release(w->data, file_bytes);
+      give_back_rows(*w);
       drop_gemm_panels(*w);
     } else {
       release_file_pages(*w);  // read for the first time (load_mmproj(path, true)): counted now

@@ -140,6 +140,8 @@ class Idefics3Vision {
   // Gives back the file pages of a matrix repacked straight from the file (a quantized type: no
   // fp32-GEMM panels), once its tiles or q8 panels exist; reading them again would only fault them in.
   void release_file_pages(const WeightMatrix& w);
+  // Gives back the pages of w's rows in the file (counting nothing); returns their bytes.
+  size_t give_back_rows(const WeightMatrix& w) const;
   // Every linear layer not yet repacked and of a type the tiles take, repacked by `pack`.
   int repack_linear(PackedWeights (*pack)(const WeightMatrix&));
   // The patch embedding of n patches (patches[r], or all in order when null): im2col into cols,
