@@ -17,6 +17,7 @@
 #include "formats/gguf_writer.h"
 #include "image/image.h"
 #include "image/resize.h"
+#include "kernels/attention_bf16.h"
 #include "kernels/bf16_tiles.h"
 #include "kernels/f16_tiles.h"
 #include "models/gguf_convert.h"
@@ -491,6 +492,24 @@ TEST(Vision, QuantizedMmprojRunsOn8BitActivations) {
   EXPECT_STREQ(mixed->precision(), "int8+bf16");
   const std::vector<float> e_mixed = gated_all_is_full(*mixed);
   EXPECT_NE(e_mixed, e_q8);  // the attention really was bf16
+  {
+    // the recorded state keeps the bf16 attention's packed K/V (half of fp32's bytes), packed by
+    // the attention from the 8-bit path's fp32 q/k/v; a scattered subset of patches re-encoded
+    // over it gives the full encoding's bits
+    ThreadPool pool(2);
+    Idefics3Vision::TileState st;
+    std::vector<float> full(ne), gated(ne);
+    mixed->encode_tile(chw.data(), full.data(), pool, &st);
+    EXPECT_EQ(full, e_mixed);
+    EXPECT_TRUE(st.k.empty());
+    const Bf16AttnDims D = bf16_attn_dims(tile_attention_shape(c), c.n_patches());
+    EXPECT_EQ(st.k16.size(), static_cast<size_t>(c.layers * bf16_attn_k_elems(D)));
+    EXPECT_EQ(st.v16.size(), static_cast<size_t>(c.layers * bf16_attn_v_elems(D)));
+    std::vector<int> some;
+    for (int i = c.n_patches() - 1; i >= 0; i -= 5) some.push_back(i);
+    mixed->encode_tile_gated(chw.data(), some, st, gated.data(), pool);
+    EXPECT_EQ(gated, full);
+  }
   const std::vector<std::vector<float>> mo = connector_at_1_2_3_threads(*mixed, chw);
   EXPECT_EQ(mo[0], mo[1]);
   EXPECT_EQ(mo[0], mo[2]);

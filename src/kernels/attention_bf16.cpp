@@ -122,6 +122,24 @@ void attention_bf16_packed(const Bf16AttnDims& D, const Bf16AttnBuffers& b, floa
   if (out_b16 && !direct_b16) round_out_rows(out, D.n_q, out_stride, width, out_b16, pool);
 }
 
+namespace {
+
+// q, k and v packed into b (rows over the pool), then the attention over them.
+void pack_and_attend(const Bf16AttnDims& D, const float* q, int64_t q_stride, const float* k, const float* v,
+                     int64_t kv_stride, const Bf16AttnBuffers& b, float* out, int64_t out_stride, ThreadPool& pool,
+                     uint16_t* out_b16) {
+  const auto pack = kernels().pack_attn_bf16;
+  // rows in pairs (a V tile line holds two keys); padded rows are written as zeros
+  pool.parallel_for(std::max(D.nqp, D.nkp) / 2, 8, [&](int64_t a, int64_t e) {
+    const int64_t r0 = 2 * a, r1 = 2 * e;
+    const int64_t i0 = std::min(r0, D.nqp), i1 = std::min(r1, D.nqp), j0 = std::min(r0, D.nkp), j1 = std::min(r1, D.nkp);
+    pack(D, q, q_stride, k, v, kv_stride, i0, i1, j0, j1, b);
+  });
+  attention_bf16_packed(D, b, out, out_stride, pool, out_b16);
+}
+
+}  // namespace
+
 void attention_bf16(const AttentionShape& s, const float* q, int64_t n_q, int64_t q_stride, const float* k,
                     const float* v, int64_t kv_stride, float* out, int64_t out_stride, ThreadPool& pool,
                     uint16_t* out_b16) {
@@ -133,15 +151,16 @@ void attention_bf16(const AttentionShape& s, const float* q, int64_t n_q, int64_
     return;
   }
   const Bf16AttnDims D = bf16_attn_dims(s, n_q);
-  const Bf16AttnBuffers b = bf16_attn_scratch(D);
-  const auto pack = kernels().pack_attn_bf16;
-  // rows in pairs (a V tile line holds two keys); padded rows are written as zeros
-  pool.parallel_for(std::max(D.nqp, D.nkp) / 2, 8, [&](int64_t a, int64_t e) {
-    const int64_t r0 = 2 * a, r1 = 2 * e;
-    const int64_t i0 = std::min(r0, D.nqp), i1 = std::min(r1, D.nqp), j0 = std::min(r0, D.nkp), j1 = std::min(r1, D.nkp);
-    pack(D, q, q_stride, k, v, kv_stride, i0, i1, j0, j1, b);
-  });
-  attention_bf16_packed(D, b, out, out_stride, pool, out_b16);
+  pack_and_attend(D, q, q_stride, k, v, kv_stride, bf16_attn_scratch(D), out, out_stride, pool, out_b16);
+}
+
+void attention_bf16_keeping(const AttentionShape& s, const float* q, int64_t n_q, int64_t q_stride, const float* k,
+                            const float* v, int64_t kv_stride, uint16_t* k16, uint16_t* v16, float* out,
+                            int64_t out_stride, ThreadPool& pool, uint16_t* out_b16) {
+  check_bf16_attn_shape(s);
+  if (n_q <= 0 || n_q != s.n_kv) fail("bf16 attention keeping its keys: needs one query per key (a whole tile)");
+  const Bf16AttnDims D = bf16_attn_dims(s, n_q);
+  pack_and_attend(D, q, q_stride, k, v, kv_stride, {bf16_attn_scratch(D).q, k16, v16}, out, out_stride, pool, out_b16);
 }
 
 int64_t bf16_attn_k_elems(const Bf16AttnDims& D) { return D.n_head_kv * D.nkp * D.hdk; }

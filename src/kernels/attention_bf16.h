@@ -91,6 +91,14 @@ void attention_bf16(const AttentionShape& s, const float* q, int64_t n_q, int64_
                     const float* v, int64_t kv_stride, float* out, int64_t out_stride, ThreadPool& pool,
                     uint16_t* out_b16 = nullptr);
 
+// attention_bf16 over a whole tile (n_q = s.n_kv, q/k/v rows of one pass) that also keeps the
+// packed keys and values: k16 and v16 (bf16_attn_k_elems / bf16_attn_v_elems of bf16_attn_dims(s,
+// n_q), padding included) receive the layouts pack_attn_bf16 writes, the state a later
+// attention_bf16_over re-reads; the output has attention_bf16's bits.
+void attention_bf16_keeping(const AttentionShape& s, const float* q, int64_t n_q, int64_t q_stride, const float* k,
+                            const float* v, int64_t kv_stride, uint16_t* k16, uint16_t* v16, float* out,
+                            int64_t out_stride, ThreadPool& pool, uint16_t* out_b16 = nullptr);
+
 // The parts of attention_bf16, for a caller that writes the packed Q, K and V itself (the vision
 // encoder's q/k/v GEMM, gemm_bf16_rounded's Bf16QkvTarget): the shape checks (one-line errors),
 // this thread's buffers for D (valid until its next call), and the attention over them (n_q, n_kv

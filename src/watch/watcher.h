@@ -43,7 +43,7 @@ struct WatchOptions {
   double approx_kv = -1;               // < 0: off; else fraction of tokens recomputed in kept tiles
   bool approx_gate = false;            // token gating inside the encoder for partly changed tiles
   double gate_max_fraction = 0.5;      // above this fraction of changed patches: a full encode
-  int gate_positions = 3;              // tile positions whose per-layer K/V are kept (~78 MB each; ~41 MB as bf16 with --bf16-vision)
+  int gate_positions = 3;              // tile positions whose per-layer K/V are kept (~78 MB each as fp32; ~41 MB packed for the bf16 attention: bf16 and 8-bit paths)
   int64_t max_pixels = 0;              // Qwen3-VL: the resized image's bound (0: the processor's)
 };
 

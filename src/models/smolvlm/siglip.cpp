@@ -259,8 +259,8 @@ TileScratch& tile_scratch(const SiglipConfig& c, bool bf16) {
 }
 
 // What a tile's pass needs to know once: the attention's shape and bf16 layout, and whether a
-// recorded state keeps the bf16 attention's packed K/V (every layer writes them from its q/k/v
-// GEMM: fused_qkv) or fp32 K/V.
+// recorded state keeps the bf16 attention's packed K/V (wherever the bf16 attention runs) or fp32
+// K/V.
 struct TilePlan {
   AttentionShape shape;
   Bf16AttnDims dims;
@@ -270,15 +270,16 @@ struct TilePlan {
   size_t nk = 0, nv = 0;      // elements of one layer's packed K and V
 };
 
-TilePlan plan_tile(const SiglipConfig& c, const std::vector<SiglipLayer>& layers, bool bf16, bool f16, bool recording) {
+TilePlan plan_tile(const SiglipConfig& c, bool bf16, bool f16, bool recording) {
   TilePlan p;
   p.shape = tile_attention_shape(c);
   p.bf16 = bf16;
   p.f16 = f16;
   if (bf16) check_bf16_attn_shape(p.shape);
   p.dims = bf16_attn_dims(p.shape, c.n_patches());
+  // a layer whose q/k/v GEMM cannot round into the layouts (8-bit activations, head_dim not of
+  // 32s) packs its fp32 K/V into the state instead (attention_bf16_keeping): the same bf16 bits
   p.packed_state = recording && bf16;
-  for (const SiglipLayer& L : layers) p.packed_state = p.packed_state && fused_qkv(L, p.shape);
   p.nk = static_cast<size_t>(bf16_attn_k_elems(p.dims));
   p.nv = static_cast<size_t>(bf16_attn_v_elems(p.dims));
   return p;
@@ -332,6 +333,12 @@ void self_attention(const SiglipConfig& c, const SiglipLayer& L, size_t li, cons
     apply(L.q, s.xn.data(), N, s.q.data(), pool, "q", false, in.qkv);
     apply(L.k, s.xn.data(), N, s.k.data(), pool, "k", false, in.qkv);
     apply(L.v, s.xn.data(), N, s.v.data(), pool, "v", false, in.qkv);
+  }
+  if (record && plan.packed_state) {  // the attention packs K/V into the state as it runs
+    prof::OpScope op("attention_bf16", "bidirectional", attention_cost(static_cast<double>(N) * N, H, N, N, 4.0 * H));
+    attention_bf16_keeping(plan.shape, qp, N, stride, kp, vp, stride, record->k16.data() + li * plan.nk,
+                           record->v16.data() + li * plan.nv, s.att.data(), H, pool, in.o);
+    return;
   }
   if (record)
     for (int i = 0; i < N; ++i) {
@@ -495,7 +502,7 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.fc1, &L.fc2}) b16_acts = b16_acts || l->w.bf16_tiles;
   TileScratch& s = tile_scratch(c, bf16_attention_ && b16_acts);
   embed_patches(chw, nullptr, N, s.cols.data(), s.x.data(), pool, "patch");
-  const TilePlan plan = plan_tile(c, layers_, bf16_attention_, f16_, record != nullptr);
+  const TilePlan plan = plan_tile(c, bf16_attention_, f16_, record != nullptr);
   if (record) {
     record->k = record->v = {};
     record->k16 = record->v16 = {};

@@ -63,10 +63,11 @@ class Idefics3Vision {
 
   // What a tile's encoding leaves behind for a later gated re-encoding of the same tile
   // position: every layer's keys and values, and the encoder output (N x H floats). The keys
-  // and values are fp32 (k, v: layers x N x H), or, where every layer runs the bf16 attention
-  // with its fused q/k/v GEMM, that attention's own packed bf16 layouts (k16, v16: per layer,
-  // bf16_attn_k_elems / bf16_attn_v_elems): half the memory, written by the fused GEMM itself,
-  // and a gated re-encoding rounds only its changed keys into them instead of repacking all.
+  // and values are fp32 (k, v: layers x N x H), or, where the bf16 attention runs (bf16 and
+  // 8-bit paths), that attention's own packed bf16 layouts (k16, v16: per layer,
+  // bf16_attn_k_elems / bf16_attn_v_elems): half the memory, written by the fused q/k/v GEMM
+  // or by the attention's own packing, and a gated re-encoding rounds only its changed keys into
+  // them instead of repacking all.
   struct TileState {
     std::vector<float> k, v, encoded;
     std::vector<uint16_t> k16, v16;
