@@ -130,6 +130,43 @@ TEST(Kernels, QuantizeRowQ8_1FollowsGgml) {
   for (int i = 0; i < 32; ++i) EXPECT_EQ(y[0].q[i], 0);
 }
 
+// Each level's activation quantizer gives the scalar twin's bytes: rows of 1 to 97 blocks (the
+// AVX-512 one reduces 16 blocks side by side: whole groups, short last groups, single blocks),
+// with all-zero blocks, exact rounding ties, denormals, signed zeros and wide ranges.
+TEST(Kernels, QuantizeRowQ8_1IsTheScalarTwinOnEveryLevel) {
+  for (int64_t nb : {1, 2, 15, 16, 17, 18, 24, 33, 48, 97}) {
+    const int64_t K = 32 * nb;
+    std::vector<float> x = random_x(1, K, static_cast<uint32_t>(K + 3));
+    for (int64_t i = 0; i < K; ++i) {
+      const int64_t b = i / 32;
+      if (b % 5 == 1) x[static_cast<size_t>(i)] = 0.0f;                                            // an all-zero block
+      if (b % 5 == 2) x[static_cast<size_t>(i)] = static_cast<float>(i % 32 - 15) * 0.5f;          // ties: 127/15 steps
+      if (b % 5 == 3) x[static_cast<size_t>(i)] *= static_cast<float>(1 << (i % 20)) * 1e-3f;      // wide range
+      if (b % 5 == 4 && i % 3 == 0) x[static_cast<size_t>(i)] = i % 2 ? 1e-40f : -0.0f;          // denormal, -0
+    }
+    std::vector<BlockQ8_1> want(static_cast<size_t>(nb)), got(want.size());
+    ref::quantize_row_q8_1(x.data(), want.data(), K);
+    const auto same = [&](const char* level) {
+      for (int64_t b = 0; b < nb; ++b) {
+        const BlockQ8_1 &w = want[static_cast<size_t>(b)], &g = got[static_cast<size_t>(b)];
+        ASSERT_EQ(std::memcmp(w.q, g.q, 32), 0) << level << " blocks " << nb << " block " << b;
+        ASSERT_EQ(std::memcmp(&w.d, &g.d, 4), 0) << level << " d, blocks " << nb << " block " << b;
+        ASSERT_EQ(std::memcmp(&w.s, &g.s, 4), 0) << level << " s, blocks " << nb << " block " << b;
+        ASSERT_EQ(w.sum, g.sum) << level;
+        ASSERT_EQ(w.sum_lo, g.sum_lo) << level;
+      }
+    };
+    if (has_avx2()) {
+      avx2::quantize_row_q8_1(x.data(), got.data(), K);
+      same("avx2");
+    }
+    if (has_avx512()) {
+      avx512::quantize_row_q8_1(x.data(), got.data(), K);
+      same("avx512");
+    }
+  }
+}
+
 TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::A4G64, DType::Q5_0, DType::Q5_1,
                   DType::Q5_K, DType::Q6_K}) {

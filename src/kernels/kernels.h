@@ -99,6 +99,11 @@ struct BlockQ8_1 {
   int8_t q[32];
 };
 static_assert(sizeof(BlockQ8_1) == 48);
+// Blocks y[0, n)'s scales and sums from per-block arrays (the vectorised quantizers' last step).
+inline void set_q8_1_scales(BlockQ8_1* y, int n, const float* d, const float* s, const int32_t* sum,
+                            const int32_t* sum_lo) {
+  for (int i = 0; i < n; ++i) y[i].d = d[i], y[i].s = s[i], y[i].sum = sum[i], y[i].sum_lo = sum_lo[i];
+}
 // Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K and Q5_K (their 32-element sub-blocks as blocks: d·sc and
 // −dmin·m in place of Q4_1's scale and min), Q6_K (see above; ggml pairs the K-quants with
 // per-256 Q8_K activations instead) and A4G64 (each half of a 64-group as a Q4_1 block with the

@@ -131,39 +131,81 @@ void prefill_rows_own(const WeightMatrix& w, int64_t r0, int64_t r1, const float
 
 #include "kernels/x86/matmul_q8_avx2.inc"
 
-// ref::quantize_row_q8_1 eight lanes at a time: the same max (exact in any order; max(|x|, acc)
-// keeps acc where |x| is NaN, as std::fmax), the same division, products rounded half to even by
-// vcvtps2dq (MXCSR's default, as nearbyint), exact integer sums. The int32 quants (|q| <= 127)
-// narrow through two saturating packs; the permute undoes their 128-bit lane interleave.
+namespace {
+
+// Lane i of the result = op over the 8 lanes of v[i] (op associative and commutative on the
+// values at hand: max without NaNs, integer sums): 8 reductions in 7 folds of whole vectors.
+template <class Op>
+inline __m256 reduce8x8(const __m256 v[8], Op op) {
+  __m256 w[4];
+  for (int i = 0; i < 4; ++i)  // 128-bit lane 0: v[2i]'s partials, lane 1: v[2i+1]'s
+    w[i] = op(_mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x20), _mm256_permute2f128_ps(v[2 * i], v[2 * i + 1], 0x31));
+  const __m256 x0 = op(_mm256_unpacklo_ps(w[0], w[1]), _mm256_unpackhi_ps(w[0], w[1]));
+  const __m256 x1 = op(_mm256_unpacklo_ps(w[2], w[3]), _mm256_unpackhi_ps(w[2], w[3]));
+  // element e of 128-bit lane L: v[2e + L]
+  const __m256 z = op(_mm256_shuffle_ps(x0, x1, 0x44), _mm256_shuffle_ps(x0, x1, 0xEE));
+  return _mm256_permutevar8x32_ps(z, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+}
+
+inline __m256 max_ps(__m256 a, __m256 b) { return _mm256_max_ps(a, b); }
+inline __m256 add_epi32_ps(__m256 a, __m256 b) {
+  return _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(a), _mm256_castps_si256(b)));
+}
+
+}  // namespace
+
+// ref::quantize_row_q8_1 for 8 blocks at a time: the same max (exact in any order; max(|x|, acc)
+// keeps acc where |x| is NaN, as std::fmax), the same divisions (eight lanes of them), products
+// rounded half to even by vcvtps2dq (MXCSR's default, as nearbyint), exact integer sums. The
+// blocks' maxima and sums are reduced side by side (reduce8x8) rather than each block's in a
+// chain of its own. The int32 quants (|q| <= 127) narrow through two saturating packs; the
+// permute undoes their 128-bit lane interleave.
 void quantize_row_q8_1(const float* x, BlockQ8_1* y, int64_t k) {
   const __m256 sign = _mm256_set1_ps(-0.0f);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  const auto hsum = [](__m256i v) {
-    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4e));
-    return _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32(s, 0xb1)));
-  };
-  for (int64_t b = 0; b < k / 32; ++b) {
-    __m256 v[4], am = _mm256_setzero_ps();
-    for (int i = 0; i < 4; ++i) {
-      v[i] = _mm256_loadu_ps(x + 32 * b + 8 * i);
-      am = _mm256_max_ps(_mm256_andnot_ps(sign, v[i]), am);
+  const int64_t nb = k / 32;
+  for (int64_t b0 = 0; b0 < nb; b0 += 8) {
+    const int n = static_cast<int>(std::min<int64_t>(8, nb - b0));
+    const float* xb = x + 32 * b0;
+    __m256 am[8];
+    for (int i = 0; i < 8; ++i) {
+      am[i] = _mm256_setzero_ps();
+      if (i < n)
+        for (int j = 0; j < 4; ++j) am[i] = _mm256_max_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(xb + 32 * i + 8 * j)), am[i]);
     }
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(am), _mm256_extractf128_ps(am, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    const float amax = _mm_cvtss_f32(_mm_max_ss(m, _mm_shuffle_ps(m, m, 1)));
-    const float d = amax / 127.0f;
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
-    const __m256 idv = _mm256_set1_ps(id);
-    __m256i q[4];
-    for (int i = 0; i < 4; ++i) q[i] = _mm256_cvtps_epi32(_mm256_mul_ps(v[i], idv));
-    const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b].q), _mm256_permutevar8x32_epi32(bytes, order));
-    const int sum_lo = hsum(_mm256_add_epi32(q[0], q[1])), sum = sum_lo + hsum(_mm256_add_epi32(q[2], q[3]));
-    y[b].d = _cvtsh_ss(_cvtss_sh(d, _MM_FROUND_TO_NEAREST_INT));
-    y[b].s = _cvtsh_ss(_cvtss_sh(d * static_cast<float>(sum), _MM_FROUND_TO_NEAREST_INT));
-    y[b].sum = sum;
-    y[b].sum_lo = sum_lo;
+    const __m256 amax = reduce8x8(am, max_ps);
+    const __m256 d = _mm256_div_ps(amax, _mm256_set1_ps(127.0f));
+    const __m256 nz = _mm256_cmp_ps(amax, _mm256_setzero_ps(), _CMP_NEQ_UQ);
+    const __m256 id = _mm256_and_ps(nz, _mm256_div_ps(_mm256_set1_ps(127.0f), amax));  // 0 where amax is 0
+    alignas(32) float ids[8];
+    _mm256_store_ps(ids, id);
+    __m256 lo[8], all[8];  // the int32 quants of each block's first half and of both, for the sums
+    for (int i = 0; i < 8; ++i) {
+      if (i >= n) {
+        lo[i] = all[i] = _mm256_setzero_ps();
+        continue;
+      }
+      const __m256 idv = _mm256_set1_ps(ids[i]);
+      __m256i q[4];
+      for (int j = 0; j < 4; ++j) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(xb + 32 * i + 8 * j), idv));
+      const __m256i bytes = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(y[b0 + i].q), _mm256_permutevar8x32_epi32(bytes, order));
+      const __m256i l = _mm256_add_epi32(q[0], q[1]);
+      lo[i] = _mm256_castsi256_ps(l);
+      all[i] = _mm256_castsi256_ps(_mm256_add_epi32(l, _mm256_add_epi32(q[2], q[3])));
+    }
+    const __m256i sum_lo = _mm256_castps_si256(reduce8x8(lo, add_epi32_ps));
+    const __m256i sum = _mm256_castps_si256(reduce8x8(all, add_epi32_ps));
+    const __m256 dh = _mm256_cvtph_ps(_mm256_cvtps_ph(d, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const __m256 sh = _mm256_cvtph_ps(
+        _mm256_cvtps_ph(_mm256_mul_ps(d, _mm256_cvtepi32_ps(sum)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    alignas(32) float ds[8], ss[8];
+    alignas(32) int32_t sums[8], los[8];
+    _mm256_store_ps(ds, dh);
+    _mm256_store_ps(ss, sh);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sums), sum);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(los), sum_lo);
+    set_q8_1_scales(y + b0, n, ds, ss, sums, los);
   }
 }
 
