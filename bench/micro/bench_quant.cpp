@@ -19,7 +19,10 @@
 // Qwen3-VL decoder's ffn_up). --l3 cycles over 32 MiB of copies instead: each call's weights
 // come from the L3, as a decode of SmolLM2 (101 MB read per token) gets them on a large-L3 Xeon,
 // so the per-call costs (fork-join, the prefetch stream's start) weigh as they do there.
+// --quantize MxK times the activation quantizer alone (quantize_row_q8_1 of the active level, one
+// thread, M rows of K; rows of 48 x 3072 stay in L2): nanoseconds per element, median of the reps.
 //   build/bench_quant [-t THREADS] [--cold | --l3] [--reps N] [--q8 | --panels] [--type T] [--decode] [--shape MxNxK]
+//   build/bench_quant --quantize MxK [--reps N]
 #include <algorithm>
 #include <array>
 #include <atomic>
@@ -49,6 +52,7 @@ int main(int argc, char** argv) {
   bool cold = false, l3 = false, q8 = false, decode_only = false, panels = false;
   std::string only;
   std::vector<std::array<int64_t, 3>> only_shapes;  // --shape MxNxK (repeatable): these instead of the built-in list
+  std::array<int64_t, 2> quantize_shape = {0, 0};    // --quantize MxK
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--q8")) q8 = true;
     else if (!std::strcmp(argv[i], "--panels")) panels = true;
@@ -58,12 +62,36 @@ int main(int argc, char** argv) {
     else if (!std::strcmp(argv[i], "--l3")) l3 = true;  // decode from the L3, as in a small model's decode
     else if (!std::strcmp(argv[i], "--decode")) decode_only = true;  // M = 1 shapes only
     else if (!std::strcmp(argv[i], "--reps") && i + 1 < argc) reps = std::atoi(argv[++i]);
-    else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
+    else if (!std::strcmp(argv[i], "--quantize") && i + 1 < argc) {
+      long long m = 0, k = 0;
+      if (std::sscanf(argv[++i], "%lldx%lld", &m, &k) != 2 || m < 1 || k < 32 || k % 32 || m * k > (int64_t{1} << 28))
+        fail("bench_quant: --quantize wants MxK with K a multiple of 32, e.g. 48x3072");
+      quantize_shape = {m, k};
+    } else if (!std::strcmp(argv[i], "--shape") && i + 1 < argc) {
       long long m = 0, n = 0, k = 0;
       if (std::sscanf(argv[++i], "%lldx%lldx%lld", &m, &n, &k) != 3 || m < 1 || n < 1 || k < 1)
         fail("bench_quant: --shape wants MxNxK, e.g. 1x6144x2048");
       only_shapes.push_back({m, n, k});
     }
+  }
+  if (quantize_shape[0] > 0) {
+    const int64_t m = quantize_shape[0], k = quantize_shape[1];
+    std::vector<float> x(static_cast<size_t>(m * k));
+    std::mt19937 rng(7);
+    std::normal_distribution<float> nd;
+    for (float& v : x) v = nd(rng);
+    std::vector<BlockQ8_1> y(static_cast<size_t>(m * k / 32));
+    std::vector<double> ts;
+    for (int r = -1; r < std::max(reps, 50); ++r) {  // one warm-up pass
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int64_t i = 0; i < m; ++i) quantize_row_q8_1(x.data() + i * k, y.data() + i * (k / 32), k);
+      const double dt = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count();
+      if (r >= 0) ts.push_back(dt / static_cast<double>(m * k));
+    }
+    std::sort(ts.begin(), ts.end());
+    std::printf("{\"kernel\":\"quantize_row_q8_1\",\"isa\":\"%s\",\"M\":%lld,\"K\":%lld,\"reps\":%zu,\"ns_per_element\":%.4f,\"min\":%.4f}\n",
+                isa_name(active_isa()), static_cast<long long>(m), static_cast<long long>(k), ts.size(), ts[ts.size() / 2], ts[0]);
+    return 0;
   }
   ThreadPool pool(threads);
   const char* probe_env = std::getenv("TESSERA_PROBE");
