@@ -258,28 +258,25 @@ TileScratch& tile_scratch(const SiglipConfig& c, bool bf16) {
   return s;
 }
 
-// What a tile's pass needs to know once: the attention's shape and bf16 layout, and whether a
-// recorded state keeps the bf16 attention's packed K/V (wherever the bf16 attention runs) or fp32
-// K/V.
+// What a tile's pass needs to know once: the attention's shape and bf16 layout. A recorded state
+// keeps the bf16 attention's packed K/V wherever that attention runs (bf16): a layer whose q/k/v
+// GEMM cannot round into the layouts (8-bit activations, head_dim not of 32s) packs its fp32 K/V
+// into the state instead (attention_bf16_keeping), the same bf16 bits; else fp32 K/V.
 struct TilePlan {
   AttentionShape shape;
   Bf16AttnDims dims;
-  bool bf16 = false;          // use_bf16_gemm was called
-  bool f16 = false;           // use_f16_gemm was called (the fp16 attention)
-  bool packed_state = false;  // record->k16/v16 rather than record->k/v
-  size_t nk = 0, nv = 0;      // elements of one layer's packed K and V
+  bool bf16 = false;      // use_bf16_gemm was called: a recorded state is record->k16/v16
+  bool f16 = false;       // use_f16_gemm was called (the fp16 attention)
+  size_t nk = 0, nv = 0;  // elements of one layer's packed K and V
 };
 
-TilePlan plan_tile(const SiglipConfig& c, bool bf16, bool f16, bool recording) {
+TilePlan plan_tile(const SiglipConfig& c, bool bf16, bool f16) {
   TilePlan p;
   p.shape = tile_attention_shape(c);
   p.bf16 = bf16;
   p.f16 = f16;
   if (bf16) check_bf16_attn_shape(p.shape);
   p.dims = bf16_attn_dims(p.shape, c.n_patches());
-  // a layer whose q/k/v GEMM cannot round into the layouts (8-bit activations, head_dim not of
-  // 32s) packs its fp32 K/V into the state instead (attention_bf16_keeping): the same bf16 bits
-  p.packed_state = recording && bf16;
   p.nk = static_cast<size_t>(bf16_attn_k_elems(p.dims));
   p.nv = static_cast<size_t>(bf16_attn_v_elems(p.dims));
   return p;
@@ -306,7 +303,7 @@ LayerBf16Inputs bf16_inputs(const SiglipLayer& L, bool bf16, TileScratch& s) {
 void self_attention(const SiglipConfig& c, const SiglipLayer& L, size_t li, const TilePlan& plan, TileScratch& s,
                     const LayerBf16Inputs& in, Idefics3Vision::TileState* record, ThreadPool& pool) {
   const int N = c.n_patches(), H = c.hidden;
-  if (plan.bf16 && fused_qkv(L, plan.shape) && (!record || plan.packed_state)) {
+  if (plan.bf16 && fused_qkv(L, plan.shape)) {
     // the GEMM rounds q, k and v straight into the attention's tile layouts: no fp32 q/k/v,
     // no packing pass (the same bits as packing them); a recorded state is where K/V go
     Bf16AttnBuffers bufs = bf16_attn_scratch(plan.dims);
@@ -334,7 +331,7 @@ void self_attention(const SiglipConfig& c, const SiglipLayer& L, size_t li, cons
     apply(L.k, s.xn.data(), N, s.k.data(), pool, "k", false, in.qkv);
     apply(L.v, s.xn.data(), N, s.v.data(), pool, "v", false, in.qkv);
   }
-  if (record && plan.packed_state) {  // the attention packs K/V into the state as it runs
+  if (record && plan.bf16) {  // the attention packs K/V into the state as it runs
     prof::OpScope op("attention_bf16", "bidirectional", attention_cost(static_cast<double>(N) * N, H, N, N, 4.0 * H));
     attention_bf16_keeping(plan.shape, qp, N, stride, kp, vp, stride, record->k16.data() + li * plan.nk,
                            record->v16.data() + li * plan.nv, s.att.data(), H, pool, in.o);
@@ -502,11 +499,11 @@ void Idefics3Vision::encode_tile(const float* chw, float* encoded, ThreadPool& p
     for (const Linear* l : {&L.q, &L.k, &L.v, &L.o, &L.fc1, &L.fc2}) b16_acts = b16_acts || l->w.bf16_tiles;
   TileScratch& s = tile_scratch(c, bf16_attention_ && b16_acts);
   embed_patches(chw, nullptr, N, s.cols.data(), s.x.data(), pool, "patch");
-  const TilePlan plan = plan_tile(c, bf16_attention_, f16_, record != nullptr);
+  const TilePlan plan = plan_tile(c, bf16_attention_, f16_);
   if (record) {
     record->k = record->v = {};
     record->k16 = record->v16 = {};
-    if (plan.packed_state) {
+    if (plan.bf16) {
       record->k16.resize(layers_.size() * plan.nk);
       record->v16.resize(layers_.size() * plan.nv);
     } else {
