@@ -4,7 +4,14 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tiny="$root/tests/fixtures/vision/tiny"
 tmp="$(mktemp -d)"
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done; rm -rf "$tmp"; }
+# TERM first, so that Xvfb removes its lock file and socket; then KILL what is left
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null; done
+  sleep 0.2
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null; done
+  rm -rf "$tmp"
+}
 trap cleanup EXIT
 pass=0 fail=0
 ok() { pass=$((pass + 1)); echo "ok   $1"; }

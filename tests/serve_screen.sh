@@ -9,17 +9,30 @@ bin="$1"
 source "$(dirname "$0")/serve_common.sh"
 metric() { curl -s "http://127.0.0.1:$port/metrics" | sed -n "s/^$1 //p"; }
 
-# a free display number
-d=$((90 + RANDOM % 400))
-while [ -e "/tmp/.X$d-lock" ]; do d=$((d + 1)); done
-Xvfb ":$d" -screen 0 1280x800x24 -nolisten tcp >"$tmp/xvfb.log" 2>&1 &
+# Xvfb picks a free display itself and writes its number once it accepts clients (-displayfd)
+exec 3>"$tmp/display"
+Xvfb -displayfd 3 -screen 0 1280x800x24 -nolisten tcp >"$tmp/xvfb.log" 2>&1 &
 pids+=($!); disown
-# generous waits: on a loaded 2-core machine (builds beside the test) xterm took over 5 s to map
-for _ in $(seq 1 300); do [ -e "/tmp/.X11-unix/X$d" ] && break; sleep 0.1; done
-DISPLAY=":$d" xterm -geometry 100x30+0+0 >/dev/null 2>&1 &
-pids+=($!); disown
-for _ in $(seq 1 300); do win=$(DISPLAY=":$d" xdotool search --class xterm 2>/dev/null | head -n 1); [ -n "$win" ] && break; sleep 0.1; done
-[ -n "$win" ] || { echo "FAIL xterm did not start on :$d"; exit 1; }
+exec 3>&-
+for _ in $(seq 1 300); do d=$(head -n 1 "$tmp/display"); [ -n "$d" ] && break; sleep 0.1; done
+[ -n "$d" ] || { echo "FAIL Xvfb did not start: $(tail -n 3 "$tmp/xvfb.log" | tr '\n' ' ')"; exit 1; }
+# generous waits: on a loaded 2-core machine (builds beside the test) xterm took over 5 s to map,
+# and once in CI it never mapped in 30 s; an xterm that died is started again, and its own
+# messages are kept for the failure line
+win=""
+for attempt in 1 2 3; do
+  DISPLAY=":$d" xterm -geometry 100x30+0+0 >"$tmp/xterm.log" 2>&1 &
+  xpid=$!; pids+=($xpid); disown
+  for _ in $(seq 1 400); do
+    win=$(DISPLAY=":$d" xdotool search --class xterm 2>/dev/null | head -n 1); [ -n "$win" ] && break
+    kill -0 "$xpid" 2>/dev/null || break
+    sleep 0.1
+  done
+  [ -n "$win" ] && break
+  kill -9 "$xpid" 2>/dev/null
+  echo "note: xterm attempt $attempt on :$d did not map a window: $(tail -n 2 "$tmp/xterm.log" | tr '\n' ' ')"
+done
+[ -n "$win" ] || { echo "FAIL xterm did not start on :$d: $(tail -n 3 "$tmp/xterm.log" | tr '\n' ' ') / Xvfb: $(tail -n 3 "$tmp/xvfb.log" | tr '\n' ' ')"; exit 1; }
 sleep 0.5
 
 "$bin" serve --port 0 -t 2 -m "$tiny/text.gguf" --mmproj "$tiny/mmproj.gguf" --screen "x11::$d" --capture-period 0.3 \
