@@ -18,6 +18,7 @@
 #include "kernels/f16_tiles.h"
 #include "kernels/gemm_panels.h"
 #include "kernels/q8_panels.h"
+#include "kernels/quantize.h"
 
 using namespace tessera;
 using namespace tessera::test;
@@ -121,6 +122,31 @@ int main() {
       store_f16(x.data(), len, got.data(), step);
       check(want == got, "store_f16", DType::F16, len, step);
     }
+  }
+  {  // the fp16 widening, every half pattern (signalling NaNs come back quiet in both)
+    std::vector<uint16_t> h(65536 + 7);
+    for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<uint16_t>(i);
+    std::vector<float> want(h.size()), got(h.size());
+    ref::load_f16(h.data(), static_cast<int64_t>(h.size()), want.data());
+    load_f16(h.data(), static_cast<int64_t>(h.size()), got.data());
+    check(std::memcmp(want.data(), got.data(), want.size() * 4) == 0, "load_f16", DType::F16, static_cast<long long>(h.size()), 0);
+  }
+  for (int64_t nb : {1, 3, 17, 24}) {  // Q8_0 weights: ties away from zero, zero, denormal, NaN and infinite blocks
+    const int64_t K = 32 * nb;
+    std::vector<float> x = random_x(1, K, static_cast<uint32_t>(K + 7));
+    for (int64_t i = 0; i < K; ++i) {
+      const int64_t b = i / 32, j = i % 32;
+      float& v = x[static_cast<size_t>(i)];
+      if (b % 6 == 1) v = 0.0f;
+      if (b % 6 == 2) v = j == 0 ? 254.0f : static_cast<float>(2 * (j - 16) + 1);
+      if (b % 6 == 3) v = j % 3 == 0 ? 1e-40f : v * 1e-39f;
+      if (b % 6 == 4 && j == 5) v = std::nanf("");
+      if (b % 6 == 5 && j == 9) v = -INFINITY;
+    }
+    std::vector<uint8_t> want(static_cast<size_t>(34 * nb)), got(want.size(), 0xab);
+    ref::quantize_row_q8_0(x.data(), K, want.data());
+    quantize_row(DType::Q8_0, x.data(), K, got.data());
+    check(want == got, "quantize_row_q8_0", DType::Q8_0, K, 0);
   }
   {  // GELU-tanh against float64 on a dense grid, softmax rows against float64 (docs/numerics.md)
     std::vector<float> v(200'001);

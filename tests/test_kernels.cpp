@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -163,6 +164,79 @@ TEST(Kernels, QuantizeRowQ8_1IsTheScalarTwinOnEveryLevel) {
     if (has_avx512()) {
       avx512::quantize_row_q8_1(x.data(), got.data(), K);
       same("avx512");
+    }
+  }
+}
+
+// Q8_0 weights (a float mmproj quantized at load, `tessera convert --type q8_0`): every level
+// bitwise the scalar twin, whose rule is ggml's (round half away from zero) — checked on exact
+// ties, the float just below 0.5, zero, denormal, huge, NaN and infinite values, and tails of rows.
+TEST(Kernels, QuantizeRowQ8_0IsTheScalarTwinOnEveryLevel) {
+  {  // ggml's values on a block whose scale is exactly 1: ties go away from zero
+    std::vector<float> x(32, 0.0f);
+    x[0] = 127.0f, x[1] = 2.5f, x[2] = -2.5f, x[3] = 0.5f, x[4] = -0.5f, x[5] = 0.49999997f, x[6] = 3.5f, x[7] = -126.5f;
+    std::vector<uint8_t> q(34);
+    ref::quantize_row_q8_0(x.data(), 32, q.data());
+    EXPECT_EQ(fp16_at(q.data()), 1.0f);
+    const int want[8] = {127, 3, -3, 1, -1, 0, 4, -127};
+    for (int i = 0; i < 8; ++i) EXPECT_EQ(static_cast<int8_t>(q[2 + i]), want[i]) << i;
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (int64_t nb : {1, 2, 3, 17, 24, 97}) {
+    const int64_t K = 32 * nb;
+    std::vector<float> x = random_x(1, K, static_cast<uint32_t>(K + 7));
+    for (int64_t i = 0; i < K; ++i) {
+      float& v = x[static_cast<size_t>(i)];
+      const int64_t b = i / 32, j = i % 32;
+      switch (b % 8) {
+        case 1: v = 0.0f; break;                                                        // an all-zero block
+        case 2: v = j == 0 ? 254.0f : static_cast<float>(2 * (j - 16) + 1); break;      // d = 2: odd values tie
+        case 3: v *= static_cast<float>(1 << (j % 20)) * 1e-3f; break;                  // a wide range
+        case 4: v = j % 3 == 0 ? (j % 2 ? 1e-40f : -0.0f) : v * 1e-39f; break;          // denormal scale: 1/d overflows
+        case 5: if (j == 7) v = nan; break;                                              // NaN: ignored by amax, quant 0
+        case 6: if (j == 9) v = j % 2 ? inf : -inf; break;                               // infinite amax: d = inf, quants 0
+        case 7: v *= 3e37f; break;                                                       // near float's range
+        default: break;
+      }
+    }
+    std::vector<uint8_t> want(static_cast<size_t>(nb * 34)), got(want.size());
+    ref::quantize_row_q8_0(x.data(), K, want.data());
+    for (Isa level : {Isa::Neon, Isa::Avx2, Isa::Avx512}) {
+      const KernelTable& k = kernel_table(level);
+      if (k.isa != level) continue;  // not on this CPU
+      std::fill(got.begin(), got.end(), 0xab);
+      k.quantize_row_q8_0(x.data(), K, got.data());
+      for (int64_t b = 0; b < nb; ++b)
+        ASSERT_EQ(std::memcmp(want.data() + 34 * b, got.data() + 34 * b, 34), 0) << isa_name(level) << " blocks " << nb << " block " << b;
+    }
+    std::vector<uint8_t> via_row(want.size());
+    quantize_row(DType::Q8_0, x.data(), K, via_row.data());  // the public entry takes the active level
+    ASSERT_EQ(via_row, want);
+  }
+}
+
+// fp16 rows widened (dequantize_row of an F16 tensor): every half pattern, tails included; a
+// signalling NaN comes back quiet with its payload, as the conversion instructions return it.
+TEST(Kernels, Fp16LoadIsTheScalarTwinOnEveryHalf) {
+  std::vector<uint16_t> h(65536 + 13);
+  for (size_t i = 0; i < h.size(); ++i) h[i] = static_cast<uint16_t>(i * 40503u);
+  for (uint32_t i = 0; i < 65536; ++i) h[i] = static_cast<uint16_t>(i);
+  const int64_t n = static_cast<int64_t>(h.size());
+  std::vector<float> want(h.size()), got(h.size());
+  ref::load_f16(h.data(), n, want.data());
+  for (uint32_t i = 0; i < 65536; ++i) {
+    const bool nan = (i & 0x7c00u) == 0x7c00u && (i & 0x3ffu) != 0;
+    const float f = fp16_to_float(static_cast<uint16_t>(i));
+    if (!nan) ASSERT_EQ(std::memcmp(&want[i], &f, 4), 0) << i;
+    else ASSERT_TRUE(std::isnan(want[i]));
+  }
+  for (Isa level : {Isa::Neon, Isa::Avx2, Isa::Avx512}) {
+    const KernelTable& k = kernel_table(level);
+    if (k.isa != level) continue;
+    for (int64_t len : {n, int64_t{37}, int64_t{16}, int64_t{5}}) {
+      std::fill(got.begin(), got.end(), -1.0f);
+      k.load_f16(h.data(), len, got.data());
+      ASSERT_EQ(std::memcmp(want.data(), got.data(), static_cast<size_t>(len) * 4), 0) << isa_name(level) << " n " << len;
     }
   }
 }

@@ -51,6 +51,8 @@ KernelTable scalar_table() {
   t.gelu_tanh = ref::gelu_tanh;
   t.swiglu = ref::swiglu;
   t.store_f16 = ref::store_f16;
+  t.load_f16 = ref::load_f16;
+  t.quantize_row_q8_0 = ref::quantize_row_q8_0;
   t.rms_norm = ref::rms_norm;
   t.add_rms_norm = ref::add_rms_norm;
   t.layer_norm = ref::layer_norm;
@@ -97,6 +99,8 @@ KernelTable make_table(Isa level) {
 #endif
       t.swiglu = neon::swiglu;
       t.store_f16 = neon::store_f16;
+      t.load_f16 = neon::load_f16;
+      t.quantize_row_q8_0 = neon::quantize_row_q8_0;
       t.pack_kv_f16 = neon::pack_kv_f16;
       t.softmax_rows_f16 = neon::softmax_rows_f16;
       if (cpu_features().fp16_arith) {  // the fp16 GEMM by FMLA .8h (every Apple Silicon core)
@@ -130,6 +134,8 @@ KernelTable make_table(Isa level) {
       t.matmul_q8_rows = avx2::matmul_q8_rows;
       t.swiglu = avx2::swiglu;
       t.store_f16 = avx2::store_f16;
+      t.load_f16 = avx2::load_f16;
+      t.quantize_row_q8_0 = avx2::quantize_row_q8_0;
       t.rms_norm = avx2::rms_norm;
       t.add_rms_norm = avx2::add_rms_norm;
       t.layer_norm = avx2::layer_norm;
@@ -151,6 +157,8 @@ KernelTable make_table(Isa level) {
       t.gelu_tanh = avx512::gelu_tanh;
       t.swiglu = avx512::swiglu;
       t.store_f16 = avx512::store_f16;
+      t.load_f16 = avx512::load_f16;
+      t.quantize_row_q8_0 = avx512::quantize_row_q8_0;
       t.rms_norm = avx512::rms_norm;
       t.add_rms_norm = avx512::add_rms_norm;
       t.layer_norm = avx512::layer_norm;
@@ -298,6 +306,7 @@ void softmax_row(float* x, int64_t n, float scale) { kernels().softmax_row(x, n,
 void gelu_tanh(float* x, int64_t n) { kernels().gelu_tanh(x, n); }
 void swiglu(float* g, const float* u, int64_t n) { kernels().swiglu(g, u, n); }
 void store_f16(const float* x, int64_t n, uint16_t* y, int64_t step) { kernels().store_f16(x, n, y, step); }
+void load_f16(const uint16_t* x, int64_t n, float* y) { kernels().load_f16(x, n, y); }
 void rms_norm(const float* x, const float* w, float* y, int64_t n, float eps) { kernels().rms_norm(x, w, y, n, eps); }
 void add_rms_norm(float* x, const float* d, const float* w, float* y, int64_t n, float eps) {
   kernels().add_rms_norm(x, d, w, y, n, eps);

@@ -116,6 +116,14 @@ void store_f16(const float* x, int64_t n, uint16_t* y, int64_t step) {
   for (int64_t i = 0; i < n; ++i) y[i * step] = float_to_fp16(x[i]);
 }
 
+// A signalling NaN comes back quiet (its payload kept), as F16C's and NEON's conversions return it.
+void load_f16(const uint16_t* x, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const bool nan = (x[i] & 0x7c00u) == 0x7c00u && (x[i] & 0x3ffu) != 0;
+    y[i] = nan ? fp16_to_float(static_cast<uint16_t>(x[i] | 0x200u)) : fp16_to_float(x[i]);
+  }
+}
+
 void swiglu(float* g, const float* u, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float x = g[i];

@@ -31,6 +31,8 @@ void add_inplace(float* y, const float* x, int64_t n);
 // y[i * step] = x[i] in IEEE half, rounded to nearest even (NaN kept quiet, overflow to inf):
 // float_to_fp16's bits at every level (F16C, NEON's conversion). The fp16 KV cache's store.
 void store_f16(const float* x, int64_t n, uint16_t* y, int64_t step);
+// y[i] = x[i] widened from IEEE half (exact; F16C, NEON's conversion; a signalling NaN comes back quiet).
+void load_f16(const uint16_t* x, int64_t n, float* y);
 
 // y = (x - mean) / sqrt(var + eps) * w + b  (statistics in double)
 void layer_norm(const float* x, const float* w, const float* b, float* y, int64_t n, float eps);

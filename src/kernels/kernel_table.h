@@ -35,6 +35,9 @@ struct KernelTable {
   void (*gelu_tanh)(float* x, int64_t n);
   void (*swiglu)(float* g, const float* u, int64_t n);
   void (*store_f16)(const float* x, int64_t n, uint16_t* y, int64_t step);
+  void (*load_f16)(const uint16_t* x, int64_t n, float* y);
+  // Q8_0 weights from fp32 rows (quantize.h): the at-load quantization of a float mmproj.
+  void (*quantize_row_q8_0)(const float* x, int64_t n, uint8_t* y);
   void (*rms_norm)(const float* x, const float* w, float* y, int64_t n, float eps);
   void (*add_rms_norm)(float* x, const float* d, const float* w, float* y, int64_t n, float eps);
   void (*layer_norm)(const float* x, const float* w, const float* b, float* y, int64_t n, float eps);

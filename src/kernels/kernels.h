@@ -139,7 +139,9 @@ void matmul_q8_group(const Q8Output* outs, int n_outs, const BlockQ8_1* xq, int6
   void gemm_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const float* x, int64_t m,       \
                  int64_t xs, float* y, int64_t ys);                                            \
   void swiglu(float* g, const float* u, int64_t n);                                             \
-  void store_f16(const float* x, int64_t n, uint16_t* y, int64_t step);
+  void store_f16(const float* x, int64_t n, uint16_t* y, int64_t step);                         \
+  void load_f16(const uint16_t* x, int64_t n, float* y);                                        \
+  void quantize_row_q8_0(const float* x, int64_t n, uint8_t* y);
 #define TESSERA_Q8_DECL                                                                          \
   void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* xq,        \
                       int64_t m, int64_t xq_stride, float* y, int64_t ys);

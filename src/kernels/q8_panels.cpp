@@ -55,8 +55,12 @@ void pack_row(DType t, const uint8_t* row, int64_t nb, uint8_t* panel, int lane)
       case DType::Q8_0: {
         const uint8_t* p = row + b * 34;
         std::memcpy(sb + 2 * lane, p, 2);
-        for (int v = 0; v < 8; ++v)
-          for (int e = 0; e < 4; ++e) qb[64 * v + 4 * lane + e] = static_cast<uint8_t>(p[2 + 4 * v + e] ^ 0x80);
+        for (int v = 0; v < 8; ++v) {  // 4 quants at a time, each + 128 (the sign bit flipped)
+          uint32_t q4;
+          std::memcpy(&q4, p + 2 + 4 * v, 4);
+          q4 ^= 0x80808080u;
+          std::memcpy(qb + 64 * v + 4 * lane, &q4, 4);
+        }
         break;
       }
       case DType::Q4_K:

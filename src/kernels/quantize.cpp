@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/fp16.h"
+#include "kernels/kernel_table.h"
 #include "kernels/quant_blocks.h"
 
 namespace tessera {
@@ -23,13 +24,6 @@ void pack32(const int q[32], uint8_t* qs) {
   for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
 }
 
-void q8_0(const float* x, uint8_t* p) {
-  float amax = 0;
-  for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[i]));
-  const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
-  put_half(p, d);
-  for (int i = 0; i < 32; ++i) p[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::lround(x[i] * id)));
-}
 
 // ggml's quantize_row_q4_0_ref / q5_0_ref: d = max / -half (max: the larger-magnitude extreme),
 // written as fp16 at p; q = x/d + half + 0.5 truncated, at most 2·half − 1.
@@ -273,9 +267,33 @@ bool can_quantize_to(DType t) {
   }
 }
 
+namespace ref {
+
+// ggml's quantize_row_q8_0_ref: d = amax / 127 (NaN ignored in amax), q = round(x / d) half away
+// from zero; a quotient that is not finite (NaN or infinite x, d denormal) gives 0 — ggml casts
+// whatever roundf returned, which C leaves undefined. The SIMD levels' twin
+// (simd/elementwise_simd.inc).
+void quantize_row_q8_0(const float* x, int64_t n, uint8_t* y) {
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const float* xb = x + 32 * b;
+    uint8_t* p = y + 34 * b;
+    float amax = 0;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+    put_half(p, d);
+    for (int i = 0; i < 32; ++i) {
+      const float t = xb[i] * id;
+      p[2 + i] = static_cast<uint8_t>(static_cast<int8_t>(std::isfinite(t) ? std::lround(t) : 0));
+    }
+  }
+}
+
+}  // namespace ref
+
 void quantize_row(DType t, const float* x, int64_t n, uint8_t* dst) {
   const DTypeInfo& ti = info(t);
   if (!can_quantize_to(t) || n % ti.block_elems != 0) fail("cannot quantize a row of %lld to %s", static_cast<long long>(n), ti.name);
+  if (t == DType::Q8_0) return kernels().quantize_row_q8_0(x, n, dst);  // vectorised: a float mmproj's load
   for (int64_t b = 0; b < n / ti.block_elems; ++b) {
     const float* xb = x + b * ti.block_elems;
     uint8_t* p = dst + b * ti.block_bytes;
@@ -283,7 +301,6 @@ void quantize_row(DType t, const float* x, int64_t n, uint8_t* dst) {
       case DType::F32: std::memcpy(p, xb, 4); break;
       case DType::F16: put_half(p, *xb); break;
       case DType::BF16: { const uint16_t h = float_to_bf16(*xb); std::memcpy(p, &h, 2); break; }
-      case DType::Q8_0: q8_0(xb, p); break;
       case DType::Q4_0: q4_0(xb, p); break;
       case DType::Q4_1: q4_1(xb, p); break;
       case DType::Q4_K: k_quant_4_5(xb, p, 15); break;

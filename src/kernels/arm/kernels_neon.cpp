@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/fp16.h"
 #include "kernels/attention.h"
 #include "kernels/exp_poly.h"
 #include "kernels/decode_panels.h"

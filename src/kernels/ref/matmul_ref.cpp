@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "kernels/elementwise.h"
 #include "kernels/kernels.h"
 #include "kernels/quant_blocks.h"
 
@@ -69,6 +70,11 @@ float reduce16(float a[16]) {
 }  // namespace
 
 void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n) {
+  if (type == DType::F16 && reinterpret_cast<uintptr_t>(src) % 2 == 0) {  // exact at every level: the
+                                                                          // vectorised widening (a float mmproj's load)
+    load_f16(reinterpret_cast<const uint16_t*>(src), n, dst);
+    return;
+  }
   if (type == DType::Q5_0 || type == DType::Q5_1 || type == DType::Q5_K || type == DType::Q6_K) {
     // the 5- and 6-bit types block by block: the quants unpacked once (quant_blocks.h), then
     // Q5_0 d·(q−16), Q5_1 fma(d, q, m), Q5_K fma(d·sc, q, −dmin·m), Q6_K (d·sc)·(q−32)

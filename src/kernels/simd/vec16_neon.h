@@ -95,6 +95,17 @@ inline V16 i8x16(const int8_t* p) {
   return {{vcvtq_f32_s32(vmovl_s16(vget_low_s16(lo))), vcvtq_f32_s32(vmovl_s16(vget_high_s16(lo))),
            vcvtq_f32_s32(vmovl_s16(vget_low_s16(hi))), vcvtq_f32_s32(vmovl_s16(vget_high_s16(hi)))}};
 }
+// 16 bytes at p: each lane rounded half away from zero (FCVTAS: lround's rule), 0 where it is not
+// finite; finite lanes must lie within [-127.5, 127.5) (Q8_0's quants).
+inline void store_i8x16_round_away(int8_t* p, V16 t) {
+  int32x4_t q[4];
+  for (int i = 0; i < 4; ++i) {
+    const uint32x4_t finite = vceqq_f32(vsubq_f32(t.v[i], t.v[i]), vdupq_n_f32(0.0f));
+    q[i] = vandq_s32(vcvtaq_s32_f32(t.v[i]), vreinterpretq_s32_u32(finite));
+  }
+  const int16x8_t lo = vcombine_s16(vmovn_s32(q[0]), vmovn_s32(q[1])), hi = vcombine_s16(vmovn_s32(q[2]), vmovn_s32(q[3]));
+  vst1q_s8(p, vcombine_s8(vmovn_s16(lo), vmovn_s16(hi)));
+}
 // The largest lane (max is exact: any order gives the same value; a ±0 tie may keep either zero).
 inline float reduce_max16(V16 a) { return vmaxvq_f32(vmaxq_f32(vmaxq_f32(a.v[0], a.v[1]), vmaxq_f32(a.v[2], a.v[3]))); }
 // reduce16's tree: (a[i] + a[i+8]) -> (+ [i+4]) -> (+ [i+2]) -> (+ [i+1])

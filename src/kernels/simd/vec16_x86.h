@@ -65,6 +65,17 @@ inline V16 bf16x16(const uint16_t* p) {
 // 16 int8 in a register, as floats.
 inline V16 i8x16(__m128i b) { return {_mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(b))}; }
 inline V16 i8x16(const int8_t* p) { return i8x16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+// 16 bytes at p: each lane rounded half away from zero (lround's rule), 0 where it is not finite;
+// finite lanes must lie within [-127.5, 127.5) (Q8_0's quants).
+inline void store_i8x16_round_away(int8_t* p, V16 t) {
+  const __m512 r = _mm512_roundscale_ps(t.v, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), f = _mm512_sub_ps(t.v, r);  // f exact
+  const __mmask16 up = _mm512_cmp_ps_mask(f, _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+  const __mmask16 down = _mm512_cmp_ps_mask(f, _mm512_set1_ps(-0.5f), _CMP_LE_OQ);
+  const __mmask16 finite = _mm512_cmp_ps_mask(_mm512_sub_ps(t.v, t.v), _mm512_setzero_ps(), _CMP_EQ_OQ);
+  __m512 q = _mm512_mask_add_ps(r, up, r, _mm512_set1_ps(1.0f));
+  q = _mm512_mask_sub_ps(q, down, q, _mm512_set1_ps(1.0f));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm512_cvtepi32_epi8(_mm512_maskz_cvttps_epi32(finite, q)));
+}
 // The largest lane (max is exact, so any order gives the same value; a ±0 tie may keep either zero).
 inline float reduce_max16(V16 a) {
   const __m256 m8 = _mm256_max_ps(_mm512_castps512_ps256(a.v), _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a.v), 1)));
@@ -246,6 +257,19 @@ inline V16 i8x16(__m128i b) {
   return {_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(b)), _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_srli_si128(b, 8)))};
 }
 inline V16 i8x16(const int8_t* p) { return i8x16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256 round_away8(__m256 t) {  // as the AVX-512 store_i8x16_round_away, 0 where not finite
+  const __m256 r = _mm256_round_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC), f = _mm256_sub_ps(t, r), one = _mm256_set1_ps(1.0f);
+  const __m256 up = _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(0.5f), _CMP_GE_OQ), one);
+  const __m256 down = _mm256_and_ps(_mm256_cmp_ps(f, _mm256_set1_ps(-0.5f), _CMP_LE_OQ), one);
+  const __m256 finite = _mm256_cmp_ps(_mm256_sub_ps(t, t), _mm256_setzero_ps(), _CMP_EQ_OQ);
+  return _mm256_and_ps(_mm256_sub_ps(_mm256_add_ps(r, up), down), finite);
+}
+inline void store_i8x16_round_away(int8_t* p, V16 t) {  // finite lanes within [-127.5, 127.5): packs do not saturate
+  const __m256i lo = _mm256_cvttps_epi32(round_away8(t.lo)), hi = _mm256_cvttps_epi32(round_away8(t.hi));
+  const __m128i w = _mm_packs_epi32(_mm256_castsi256_si128(lo), _mm256_extracti128_si256(lo, 1));
+  const __m128i w2 = _mm_packs_epi32(_mm256_castsi256_si128(hi), _mm256_extracti128_si256(hi, 1));
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm_packs_epi16(w, w2));
+}
 inline float reduce_max16(V16 a) {  // as the AVX-512 one
   const __m256 m8 = _mm256_max_ps(a.lo, a.hi);
   const __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(m8), _mm256_extractf128_ps(m8, 1));

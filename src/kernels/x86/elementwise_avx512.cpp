@@ -3,7 +3,9 @@
 #include <immintrin.h>
 
 #include <cmath>
+#include <cstring>
 
+#include "core/fp16.h"
 #include "kernels/elementwise.h"
 #include "kernels/kernels.h"
 #include "kernels/simd/vec16.h"

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <vector>
 
+#include "core/fp16.h"
 #include "kernels/decode_panels.h"
 #include "kernels/gemm_panels.h"
 #include "kernels/kernels.h"
