@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "kernels/kernel_table.h"
+#include "profile/probe.h"
 #include "profile/profiler.h"
 
 namespace tessera {
@@ -64,6 +66,19 @@ TEST(Profile, EachOpIsJudgedAgainstItsUnitsRoof) {
   EXPECT_EQ(none.gflops, 0.0);
   EXPECT_EQ(none.bf16_gflops, 0.0);
   std::filesystem::remove(path);
+}
+
+// The probe's contention check: a compute loop whose all-core figure is under 3/4 of threads × its
+// one-thread figure is named; bandwidth figures (which need not scale) and scaling loops are not.
+TEST(Profile, ProbeNamesComputeFiguresThatDidNotScale) {
+  const std::vector<ProbeResult> r = {
+      {"int8_dot_vnni", "GOP/s", 1, 457.5, {}}, {"int8_dot_vnni", "GOP/s", 2, 468.6, {}},    // the contended run
+      {"fp32_fma_avx512", "GFLOP/s", 1, 116.2, {}}, {"fp32_fma_avx512", "GFLOP/s", 2, 227.8, {}},  // scaled
+      {"read_dram", "GB/s", 1, 22.1, {}}, {"read_dram", "GB/s", 2, 28.0, {}}};
+  const std::vector<std::string> w = probe_contended(r);
+  ASSERT_EQ(w.size(), 1u);
+  EXPECT_NE(w[0].find("int8_dot_vnni on 2 threads is 1.02x"), std::string::npos) << w[0];
+  EXPECT_TRUE(probe_contended({r[2], r[3], r[4], r[5]}).empty());
 }
 
 }  // namespace

@@ -408,6 +408,7 @@ int main(int argc, char** argv) {
         const auto [mn, mx] = std::minmax_element(r.samples.begin(), r.samples.end());
         std::printf("| %s | %d | %.1f | %s | %.1f | %.1f |\n", r.name.c_str(), r.threads, r.value, r.unit.c_str(), *mn, *mx);
       }
+      for (const std::string& w : probe_contended(res)) std::fprintf(stderr, "probe: warning: %s\n", w.c_str());
       if (path.empty()) return 0;
       write_output_file(path, probe_to_json(res));
       std::fprintf(stderr, "saved %s\n", path.c_str());

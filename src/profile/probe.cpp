@@ -198,6 +198,19 @@ std::string probe_to_json(const std::vector<ProbeResult>& r) {
   return s + "\n]}\n";
 }
 
+std::vector<std::string> probe_contended(const std::vector<ProbeResult>& r) {
+  std::vector<std::string> out;
+  for (const ProbeResult& one : r) {
+    if (one.threads != 1 || one.unit == "GB/s" || one.value <= 0) continue;  // bandwidth need not scale
+    for (const ProbeResult& all : r)
+      if (all.name == one.name && all.threads > 1 && all.value < 0.75 * all.threads * one.value)
+        out.push_back(format("%s on %d threads is %.2fx its 1-thread figure (idle cores give about %dx): other work "
+                             "shared the cores; rerun the probe on a quiet machine",
+                             one.name.c_str(), all.threads, all.value / one.value, all.threads));
+  }
+  return out;
+}
+
 double probe_read_pass(const float* p, size_t bytes) {
   const ReadLoop reader = read_loop();
   return reader ? reader(p, bytes / 4, 1) : 0;

@@ -30,6 +30,12 @@ struct ProbeOptions {
 
 std::vector<ProbeResult> run_probe(const ProbeOptions& opt);
 std::string probe_to_json(const std::vector<ProbeResult>& r);
+// The compute loops whose all-core figure is under 3/4 of threads × their one-thread figure: each
+// thread runs its own registers-only loop, so on idle cores the figure scales with the thread
+// count (Zen 4, 2 vCPUs: 1.99-2.00×); less means other work shared the cores (a run beside a
+// build saved int8 at 469 GOP/s on 2 threads against 457 on one, and the profiler then printed
+// kernels at 118% of that roof). One line per loop, empty when none.
+std::vector<std::string> probe_contended(const std::vector<ProbeResult>& r);
 // One pass of the probe's read loop over [p, p + bytes) (p 64-byte aligned); returns the bytes
 // read, 0 where the loop is not built. Lets a benchmark time the DRAM read rate right beside a
 // kernel, so a noisy neighbour slows both sides of the ratio.
