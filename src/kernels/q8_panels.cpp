@@ -33,8 +33,12 @@ void pack_high_bit_quants(const uint8_t u[32], int high_bits, uint8_t* qb, int l
     }
 }
 
-// Row r of the GGUF matrix into panel slot `lane` (0..15) of `panel`.
-void pack_row(DType t, const uint8_t* row, int64_t nb, uint8_t* panel, int lane) {
+// Row r of the GGUF matrix into panel slot `lane` (0..15) of `panel`. The type is a template
+// argument, so a block's offsets and case are fixed at compile time (a run-time switch per block
+// cost ~70 instructions a block: 43% of a 2-token run's instructions went to packing the text
+// model at load).
+template <DType t>
+void pack_row(const uint8_t* row, int64_t nb, uint8_t* panel, int lane) {
   uint8_t* quants = panel;
   uint8_t* scales = panel + nb * panel_quant_bytes(t);
   for (int64_t b = 0; b < nb; ++b) {
@@ -133,9 +137,21 @@ PackedWeights pack_q8_panels(const WeightMatrix& w, const std::function<void(con
                  static_cast<long long>(w.cols), out.bytes);
   out.data = {static_cast<uint8_t*>(mem), arena ? +[](void*) {} : &std::free};
   std::memset(mem, 0, out.bytes);
+  void (*pack)(const uint8_t*, int64_t, uint8_t*, int) = nullptr;
+  switch (w.type) {
+    case DType::Q4_0: pack = pack_row<DType::Q4_0>; break;
+    case DType::Q4_1: pack = pack_row<DType::Q4_1>; break;
+    case DType::A4G64: pack = pack_row<DType::A4G64>; break;
+    case DType::Q8_0: pack = pack_row<DType::Q8_0>; break;
+    case DType::Q4_K: pack = pack_row<DType::Q4_K>; break;
+    case DType::Q5_K: pack = pack_row<DType::Q5_K>; break;
+    case DType::Q5_0: pack = pack_row<DType::Q5_0>; break;
+    case DType::Q5_1: pack = pack_row<DType::Q5_1>; break;
+    case DType::Q6_K: pack = pack_row<DType::Q6_K>; break;
+    default: fail("8-bit activations are not supported for %s weights", dtype_name(w.type));
+  }
   for (int64_t r = 0; r < w.rows; ++r) {
-    pack_row(w.type, w.data + r * w.row_stride, nb, out.data.get() + (r / kPanelRows) * stride,
-             static_cast<int>(r % kPanelRows));
+    pack(w.data + r * w.row_stride, nb, out.data.get() + (r / kPanelRows) * stride, static_cast<int>(r % kPanelRows));
     if (consumed && ((r + 1) % 256 == 0 || r + 1 == w.rows)) consumed(w.data, static_cast<size_t>(r + 1) * w.row_stride);
   }
   out.matrix = w;
