@@ -24,7 +24,6 @@ void pack32(const int q[32], uint8_t* qs) {
   for (int j = 0; j < 16; ++j) qs[j] = static_cast<uint8_t>(q[j] | (q[j + 16] << 4));
 }
 
-
 // ggml's quantize_row_q4_0_ref / q5_0_ref: d = max / -half (max: the larger-magnitude extreme),
 // written as fp16 at p; q = x/d + half + 0.5 truncated, at most 2·half − 1.
 void symmetric_block(const float* x, int half, uint8_t* p, int q[32]) {
