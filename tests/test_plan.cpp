@@ -134,6 +134,30 @@ TEST(Plan, TileGridMatchesPreprocessing) {
     }
 }
 
+// A tensor the engine holds in another type (Q3_K as Q6_K, IQ4_NL as Q8_0: kernels/exact_repack.h)
+// keeps that copy beside its panels, so it counts twice in the resident weights; the file's own
+// pages, dropped once packed, count once. (llama-quantize's Q3_K_S of SmolLM2 is Q3_K in ffn_down.)
+TEST(Plan, HeldTypesCountTheirCopy) {
+  const DeviceProfile d = round_device();
+  const ModelSpec m = with_weight_types(open_model_spec(test::model_path()), DType::Q4_0, kKeepType);
+  ModelSpec h = m;
+  double held = 0;
+  for (WeightTensor& t : h.tensors)
+    if (t.name.find("ffn_down") != std::string::npos) {
+      t.type = DType::Q6_K;
+      t.held = true;
+      held += static_cast<double>(t.bytes());
+    }
+  ModelSpec q6 = h;
+  for (WeightTensor& t : q6.tensors) t.held = false;
+  ASSERT_GT(held, 0);
+  for (bool q8 : {true, false}) {
+    Scenario s;
+    s.q8_activations = q8;
+    EXPECT_NEAR(predict(h, s, d).weights - predict(q6, s, d).weights, held, 1e-6 * held) << q8;
+  }
+}
+
 // Each term of the cost model, by hand, on round rates: decode streams every layer matrix and the
 // head once, plus the cache; prefill multiplies them once per token; the cache's size is the
 // session's own.

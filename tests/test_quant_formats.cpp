@@ -12,9 +12,13 @@
 #include <vector>
 
 #include "core/fp16.h"
+#include "formats/gguf.h"
+#include "formats/gguf_writer.h"
+#include "kernels/exact_repack.h"
 #include "kernels/kernels.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quantize.h"
+#include "models/gguf_source.h"
 #include "models/hf_loader.h"
 #include "runtime/session.h"
 #include "npy.h"
@@ -165,17 +169,18 @@ TEST(QuantFormats, RealMlxSmolLM2MatchesMlxWhenPresent) {
 // Real blocks written by llama.cpp's llama-quantize (the Q4_K_M and Q5_K_M mixtures of the default
 // model: bench/peers/make_kquants.sh) against their values as llama.cpp's gguf-py dequantizes them
 // (bench/peers/gen_kquant_fixture.py). Q5_0 and Q6_K are single products there as here, so equal
-// bit for bit; Q5_1, Q4_K and Q5_K multiply then add where the engine fuses the two (one rounding
+// bit for bit, and so are Q3_K and IQ4_NL, which the engine holds as Q6_K and Q8_0
+// (kernels/exact_repack.h; the Q3_K_S and IQ4_NL mixtures); Q5_1, Q4_K and Q5_K multiply then add where the engine fuses the two (one rounding
 // fewer), so within 1e-6 of the row's largest value. The float64 test reader must agree too.
 TEST(QuantFormats, RealKQuantBlocksMatchLlamaCppDequantization) {
-  for (DType t : {DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+  for (DType t : {DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_NL}) {
     const std::string base = test::source_path("tests/fixtures/kquants/") + dtype_name(t);
     const test::Npy bytes = test::load_npy(base + ".bytes.npy");
     const std::vector<float> want = test::load_npy(base + ".values.npy").f32();
     ASSERT_EQ(bytes.shape.size(), 2u);
     const size_t rows = bytes.shape[0], rb = bytes.shape[1], cols = want.size() / rows;
     ASSERT_EQ(rb, row_bytes(t, cols)) << dtype_name(t);
-    const bool exact = t == DType::Q5_0 || t == DType::Q6_K;
+    const bool exact = t == DType::Q5_0 || t == DType::Q6_K || t == DType::Q3_K || t == DType::IQ4_NL;
     for (size_t r = 0; r < rows; ++r) {
       std::vector<float> got(cols);
       std::vector<double> f64(cols);
@@ -191,6 +196,75 @@ TEST(QuantFormats, RealKQuantBlocksMatchLlamaCppDequantization) {
         ASSERT_NEAR(f64[k], w, 1e-6 * mx) << dtype_name(t) << " (float64 reader) row " << r << " element " << k;
       }
     }
+  }
+}
+
+// Q3_K and IQ4_NL, which the engine holds as Q6_K and Q8_0, keep every weight's value: on random
+// bytes (every byte pattern is a valid block; NaN and infinite scales included) the repacked
+// rows give, element for element, the value the float64 reader takes straight from ggml's layout
+// (exact in fp32 too: an fp16 scale times a 6-bit scale times a 3-bit quant needs 20 bits). A
+// GGUF's tensors of those types come out of the loader in the held type, with the same values; a
+// type the engine has no kernels for and cannot hold (Q2_K) is refused by name.
+TEST(QuantFormats, Q3KAndIq4nlAreHeldExactly) {
+  std::mt19937 rng(11);
+  for (DType t : {DType::Q3_K, DType::IQ4_NL}) {
+    ASSERT_TRUE(needs_exact_repack(t));
+    const DType held = exact_repack_type(t);
+    EXPECT_EQ(held, t == DType::Q3_K ? DType::Q6_K : DType::Q8_0);
+    for (int64_t n : {256, 512, 1536}) {
+      std::vector<uint8_t> src(row_bytes(t, static_cast<uint64_t>(n))), dst(row_bytes(held, static_cast<uint64_t>(n)));
+      for (int trial = 0; trial < 50; ++trial) {
+        for (auto& b : src) b = static_cast<uint8_t>(rng());
+        if (trial == 0) std::fill(src.begin(), src.end(), 0xff);  // NaN scales
+        exact_repack_row(t, src.data(), dst.data(), n);
+        std::vector<float> got(static_cast<size_t>(n)), via(static_cast<size_t>(n));
+        std::vector<double> want(static_cast<size_t>(n));
+        dequantize_row(held, dst.data(), got.data(), n);
+        dequantize_row(t, src.data(), via.data(), n);
+        test::dequantize_row_f64(t, src.data(), want.data(), n);
+        for (int64_t k = 0; k < n; ++k) {
+          const float w = static_cast<float>(want[static_cast<size_t>(k)]);
+          if (std::isnan(w)) {
+            ASSERT_TRUE(std::isnan(got[static_cast<size_t>(k)])) << dtype_name(t) << " element " << k;
+          } else {
+            ASSERT_EQ(got[static_cast<size_t>(k)], want[static_cast<size_t>(k)]) << dtype_name(t) << " trial " << trial << " element " << k;
+          }
+          ASSERT_EQ(std::memcmp(&got[static_cast<size_t>(k)], &via[static_cast<size_t>(k)], 4), 0);
+        }
+      }
+    }
+  }
+  // through a file: 2 x 512 Q3_K, 3 x 64 IQ4_NL, 1 x 256 Q2_K
+  GgufWriter w;
+  w.set("general.architecture", GgufValue::make_string("llama"));
+  std::vector<uint8_t> q3(2 * row_bytes(DType::Q3_K, 512)), nl(3 * row_bytes(DType::IQ4_NL, 64)), q2(row_bytes(DType::Q2_K, 256));
+  for (auto* v : {&q3, &nl, &q2})
+    for (auto& b : *v) b = static_cast<uint8_t>(rng() & 0x3f);  // small scales: finite values
+  w.add_tensor("q3", DType::Q3_K, {512, 2}, q3);
+  w.add_tensor("nl", DType::IQ4_NL, {64, 3}, nl);
+  w.add_tensor("q2", DType::Q2_K, {256, 1}, q2);
+  const std::vector<uint8_t> bytes = w.to_bytes();
+  const auto f = GgufFile::parse(bytes.data(), bytes.size());
+  GgufTensorSource s(*f);
+  for (auto [name, rows, cols, type] : {std::tuple{"q3", 2, 512, DType::Q3_K}, std::tuple{"nl", 3, 64, DType::IQ4_NL}}) {
+    const WeightMatrix m = s.matrix(name, rows, cols);
+    EXPECT_EQ(m.type, exact_repack_type(type)) << name;
+    EXPECT_EQ(m.row_stride, row_bytes(m.type, static_cast<uint64_t>(cols)));
+    EXPECT_EQ(s.matrix(name, rows, cols).data, m.data) << "repacked once";
+    const uint8_t* raw = s.find(name)->data;
+    for (int r = 0; r < rows; ++r) {
+      std::vector<float> got(static_cast<size_t>(cols));
+      std::vector<double> want(static_cast<size_t>(cols));
+      dequantize_row(m.type, m.data + r * m.row_stride, got.data(), cols);
+      test::dequantize_row_f64(type, raw + r * row_bytes(type, static_cast<uint64_t>(cols)), want.data(), cols);
+      for (int k = 0; k < cols; ++k) ASSERT_EQ(got[static_cast<size_t>(k)], want[static_cast<size_t>(k)]) << name << " " << r << " " << k;
+    }
+  }
+  try {
+    s.matrix("q2", 1, 256);
+    FAIL() << "Q2_K loaded";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("type Q2_K, which this engine cannot compute with yet"), std::string::npos) << e.what();
   }
 }
 

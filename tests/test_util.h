@@ -69,6 +69,23 @@ inline void dequantize_row_f64(DType t, const uint8_t* row, double* out, int64_t
         out[k] = half(b + 208) * static_cast<int8_t>(b[192 + e / 16]) * ((lo | hi << 4) - 32);
         break;
       }
+      case DType::Q3_K: {  // ggml's block_q3_K: hmask[32], qs[64], scales[12] (6-bit, offset 32), fp16 d
+        b = row + (k / 256) * 110;
+        const int e = static_cast<int>(k % 256), s = e / 16;
+        const int lo4 = s < 8 ? b[96 + s] & 15 : b[96 + s - 8] >> 4, hi2 = (b[96 + 8 + s % 4] >> (2 * (s / 4))) & 3;
+        // ggml's dequantize_row_q3_K walks 128 elements at a time: 4 shifts of qs[32], each 2 x 16
+        const int chunk = e / 128, shift = (e % 128) / 32, l = e % 32;
+        const int q2 = (b[32 + 32 * chunk + l] >> (2 * shift)) & 3;
+        const bool h = (b[l] >> (4 * chunk + shift)) & 1;
+        out[k] = half(b + 108) * ((lo4 | hi2 << 4) - 32) * (q2 - (h ? 0 : 4));
+        break;
+      }
+      case DType::IQ4_NL: {  // fp16 d, 16 bytes of nibbles indexing ggml's kvalues_iq4nl
+        static constexpr int kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+        b = row + (k / 32) * 18;
+        out[k] = half(b) * kLevels[j < 16 ? b[2 + j] & 15 : b[2 + j - 16] >> 4];
+        break;
+      }
       default: out[k] = 0; break;
     }
   }

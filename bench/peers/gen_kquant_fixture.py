@@ -2,7 +2,7 @@
 """Golden dequantization of real K-quant mixture blocks (tests/fixtures/kquants/).
 
 Reads GGUFs written by llama.cpp's own llama-quantize (bench/peers/make_kquants.sh) and, for one
-tensor of each 5- and 6-bit type (and Q4_K), stores the first rows' raw block bytes and their
+tensor of each 5- and 6-bit type (and Q4_K, Q3_K, IQ4_NL), stores the first rows' raw block bytes and their
 values as dequantized by llama.cpp's gguf-py (gguf.quants.dequantize, its numpy twin of ggml's
 dequantize_row_*). Run with a Python that has numpy and pyyaml, PYTHONPATH pointing at the
 peer's gguf-py (make_kquants.sh does this).
@@ -25,6 +25,8 @@ PICKS = [
     ("Q4_K", "Q4_K_M", None),
     ("Q5_K", "Q5_K_M", None),
     ("Q6_K", "Q4_K_M", None),
+    ("Q3_K", "Q3_K_S", None),
+    ("IQ4_NL", "IQ4_NL", "blk.0.attn_q.weight"),
 ]
 ROWS = 3
 

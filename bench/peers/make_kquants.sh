@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # llama.cpp's own K-quant mixtures of the default model, for checking tessera on the files users
 # download (Q4_K_M, Q5_K_M, Q6_K: Q5_0/Q5_1/Q8_0 where a row is not a multiple of 256, Q4_K/
-# Q5_K/Q6_K elsewhere), and the golden fixtures made from them:
+# Q5_K/Q6_K elsewhere; Q3_K_S: Q3_K in ffn_down, Q4_0 elsewhere, as llama-quantize's Q2_K mix of
+# this model too; IQ4_NL), and the golden fixtures made from them:
 #   models/kquants/SmolLM2-135M-Instruct.<MIX>.gguf       (git-ignored; llama-quantize --allow-requantize
 #                                                          from the Q4_1 file, the only weights we have)
 #   tests/fixtures/kquants/<TYPE>.{bytes,values}.npy      real blocks and gguf-py's dequantization
@@ -10,7 +11,9 @@
 #                                                         ... on the exact f32 conversion of the Q4_K_M
 #                                                         file (needs build/tessera): no 8-bit activations
 # Builds the peer (build_llamacpp.sh; NO_AMX=1 as for the benchmarks) and a small numpy venv
-# (.peers/npvenv) for gguf-py. Env: MODEL, THREADS (default 2), FIXTURES=0 to only make the files.
+# (.peers/npvenv) for gguf-py. Env: MODEL, THREADS (default 2), FIXTURES=0 to only make the files,
+# LLAMA_BIN=<folder with llama-quantize and llamacpp_logits> to use a peer already built (on a CPU
+# without AMX the NO_AMX build is the same code).
 set -euo pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 cd "$ROOT"
@@ -19,11 +22,15 @@ THREADS=${THREADS:-2}
 LLAMA_COMMIT=0c1e57098   # keep in sync with build_llamacpp.sh
 [[ -f "$MODEL" ]] || { echo "model not found: $MODEL (bash scripts/setup.sh fetches it)" >&2; exit 1; }
 
-NO_AMX=1 bash bench/peers/build_llamacpp.sh >/dev/null
-BIN="$ROOT/.peers/llama.cpp-build-noamx/bin"
+if [[ -n "${LLAMA_BIN:-}" ]]; then
+  BIN="$LLAMA_BIN"
+else
+  NO_AMX=1 bash bench/peers/build_llamacpp.sh >/dev/null
+  BIN="$ROOT/.peers/llama.cpp-build-noamx/bin"
+fi
 OUT="$ROOT/models/kquants"
 mkdir -p "$OUT"
-for mix in Q4_K_M Q5_K_M Q6_K; do
+for mix in Q4_K_M Q5_K_M Q6_K Q3_K_S IQ4_NL; do
   f="$OUT/SmolLM2-135M-Instruct.$mix.gguf"
   if [[ ! -f "$f" ]]; then
     "$BIN/llama-quantize" --allow-requantize "$MODEL" "$f.tmp" "$mix" "$THREADS" >/dev/null 2>&1
@@ -40,7 +47,7 @@ fi
 PYTHONPATH="$ROOT/.peers/llama_cpp_python-0.3.36/vendor/llama.cpp/gguf-py" \
   .peers/npvenv/bin/python bench/peers/gen_kquant_fixture.py --models "$OUT" --out tests/fixtures/kquants
 
-for mix in Q4_K_M Q5_K_M; do
+for mix in Q4_K_M Q5_K_M Q3_K_S IQ4_NL; do
   f="$OUT/SmolLM2-135M-Instruct.$mix.gguf"
   lower=$(echo "$mix" | tr 'A-Z' 'a-z')
   "$BIN/llamacpp_logits" -m "$f" -f tests/fixtures/english_text.txt -o "tests/fixtures/teacher_forced_llamacpp_$lower.json" \

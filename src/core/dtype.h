@@ -20,6 +20,7 @@ enum class DType : uint32_t {
   Q5_K = 13,
   Q6_K = 14,
   Q8_K = 15,
+  IQ4_NL = 20,
   I8 = 24,
   I16 = 25,
   I32 = 26,

@@ -1,10 +1,12 @@
 #include "models/requantized_source.h"
 
+
 #include <algorithm>
 #include <thread>
 
 #include "core/error.h"
 #include "core/thread_pool.h"
+#include "kernels/exact_repack.h"
 #include "kernels/kernels.h"
 #include "kernels/quantize.h"
 #include "models/gguf_convert.h"
@@ -27,7 +29,7 @@ RequantizedSource::RequantizedSource(const GgufFile& f, RequantizeTarget target,
   if (target.mlx && target.type != DType::A4G64 && target.type != DType::Q4_1)
     fail("MLX's affine rule writes A4G64 or Q4_1 blocks, not %s", dtype_name(target.type));
   for (const GgufTensor& t : f.tensors())
-    if (!info(t.type).computable) fail("%s: tensor '%s' has type %s, which cannot be requantized", f.name().c_str(), t.name.c_str(),
+    if (!info(t.type).computable && !needs_exact_repack(t.type)) fail("%s: tensor '%s' has type %s, which cannot be requantized", f.name().c_str(), t.name.c_str(),
                                        dtype_name(t.type));
 }
 

@@ -1,6 +1,7 @@
 #include "models/tensor_source.h"
 
 #include "core/error.h"
+#include "kernels/exact_repack.h"
 
 namespace tessera {
 
@@ -18,12 +19,30 @@ const TensorView& TensorSource::need(const std::string& name, const std::vector<
   if (t->dims != dims)
     fail("%s: tensor '%s' has shape %s, expected %s", describe().c_str(), name.c_str(), shape_str(t->dims).c_str(),
          shape_str(dims).c_str());
-  if (!info(t->type).computable)
+  if (!info(t->type).computable && !needs_exact_repack(t->type))
     fail("%s: tensor '%s' has type %s, which this engine cannot compute with yet", describe().c_str(), name.c_str(),
          dtype_name(t->type));
   if (dims[0] % info(t->type).block_elems != 0)
     fail("%s: tensor '%s' rows are not whole blocks", describe().c_str(), name.c_str());
-  return *t;
+  return needs_exact_repack(t->type) ? repacked(*t) : *t;
+}
+
+const TensorView& TensorSource::repacked(const TensorView& t) const {
+  std::lock_guard<std::mutex> lock(repack_mu_);
+  if (auto it = repacked_.find(t.name); it != repacked_.end()) return it->second.view;
+  const DType held = exact_repack_type(t.type);
+  uint64_t rows = 1;
+  for (size_t i = 1; i < t.dims.size(); ++i) rows *= t.dims[i];
+  const uint64_t n = t.dims[0];
+  Repacked r;
+  r.data.resize(static_cast<size_t>(rows) * row_bytes(held, n));
+  for (uint64_t i = 0; i < rows; ++i)
+    exact_repack_row(t.type, t.data + i * row_bytes(t.type, n), r.data.data() + i * row_bytes(held, n), static_cast<int64_t>(n));
+  r.view = TensorView{t.name, held, t.dims, nullptr};
+  Repacked& kept = repacked_[t.name] = std::move(r);
+  kept.view.data = kept.data.data();
+  release(t.data, static_cast<size_t>(rows) * row_bytes(t.type, n));
+  return kept.view;
 }
 
 WeightMatrix TensorSource::matrix(const std::string& name, int64_t rows, int64_t cols) const {

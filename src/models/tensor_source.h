@@ -2,6 +2,8 @@
 // (dims[0] is the row length), so model loaders are written once.
 #pragma once
 #include <cstdint>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -31,12 +33,23 @@ class TensorSource {
     return 0;
   }
 
-  // The tensor, checked to exist, to have exactly `dims` and a type the kernels compute with.
+  // The tensor, checked to exist, to have exactly `dims` and a type the kernels compute with. A
+  // type held exactly in another (Q3_K, IQ4_NL: kernels/exact_repack.h) comes back in that type,
+  // repacked on first use into memory this source owns (the file's pages are then released).
   const TensorView& need(const std::string& name, const std::vector<uint64_t>& dims) const;
   // A rows x cols matrix (dims {cols, rows}) as a kernel operand.
   WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols) const;
   // A tensor of n elements (any dims whose product is n: conv kernels, position tables) as fp32.
   std::vector<float> floats(const std::string& name, const std::vector<uint64_t>& dims) const;
+
+ private:
+  const TensorView& repacked(const TensorView& t) const;
+  struct Repacked {
+    TensorView view;
+    std::vector<uint8_t> data;
+  };
+  mutable std::mutex repack_mu_;
+  mutable std::map<std::string, Repacked> repacked_;  // node-based: views stay put
 };
 
 }  // namespace tessera

@@ -19,6 +19,7 @@ struct WeightTensor {
   int64_t rows = 0, cols = 0;  // cols: the row length (GGUF ne[0])
   DType type = DType::F32;
   bool vision = false;
+  bool held = false;  // the file's type is held in `type` (kernels/exact_repack.h): a copy the engine keeps
   size_t bytes() const;
 };
 

@@ -132,10 +132,12 @@ bool on_q8(const WeightTensor& t, bool q8) {
 // kernels/q8_panels.h); else the decode panels, which take the file's bytes but for Q6_K, whose
 // 6-bit quants are widened to bytes (280 bytes per 256 weights where the file has 210;
 // kernels/decode_panels.h).
+// A tensor held in another type (Q3_K, IQ4_NL) also keeps that copy beside its panels: it is
+// the source's memory, not the file's pages, so it is not dropped.
 double resident_text_bytes(const WeightTensor& t, bool q8) {
-  if (on_q8(t, q8)) return static_cast<double>((t.rows + kPanelRows - 1) / kPanelRows) * static_cast<double>(panel_bytes(t.type, t.cols));
-  const double b = static_cast<double>(t.bytes());
-  return t.type == DType::Q6_K && t.rows > 1 ? b * 280.0 / 210.0 : b;
+  const double b = static_cast<double>(t.bytes()), held = t.held ? b : 0.0;
+  if (on_q8(t, q8)) return held + static_cast<double>((t.rows + kPanelRows - 1) / kPanelRows) * static_cast<double>(panel_bytes(t.type, t.cols));
+  return held + (t.type == DType::Q6_K && t.rows > 1 ? b * 280.0 / 210.0 : b);
 }
 
 // Whether the session runs a SmolVLM mmproj's quantized matrices on 8-bit activations (the CLI's

@@ -7,6 +7,7 @@
 
 #include "core/fp16.h"
 #include "kernels/elementwise.h"
+#include "kernels/exact_repack.h"
 #include "kernels/kernels.h"
 #include "kernels/quant_blocks.h"
 
@@ -70,6 +71,13 @@ float reduce16(float a[16]) {
 }  // namespace
 
 void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n) {
+  if (needs_exact_repack(type)) {  // Q3_K, IQ4_NL: through the type the engine holds them in
+    const DType held = exact_repack_type(type);
+    std::vector<uint8_t> row(row_bytes(held, static_cast<uint64_t>(n)));
+    exact_repack_row(type, src, row.data(), n);
+    dequantize_row(held, row.data(), dst, n);
+    return;
+  }
   if (type == DType::F16 && reinterpret_cast<uintptr_t>(src) % 2 == 0) {  // exact at every level: the
                                                                           // vectorised widening (a float mmproj's load)
     load_f16(reinterpret_cast<const uint16_t*>(src), n, dst);
