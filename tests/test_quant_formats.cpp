@@ -46,7 +46,7 @@ TEST(QuantFormats, QuantizersRoundTripWithinHalfAStep) {
   const int64_t n = 1024;
   const std::vector<float> x = random_row(n, 1, 0.05f);
   for (DType t : {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q4_K, DType::A4G64, DType::Q5_0, DType::Q5_1,
-                  DType::Q5_K, DType::Q6_K}) {
+                  DType::Q5_K, DType::Q6_K, DType::Q3_K}) {
     std::vector<uint8_t> q(row_bytes(t, n));
     std::vector<float> y(static_cast<size_t>(n));
     quantize_row(t, x.data(), n, q.data());
@@ -69,6 +69,9 @@ TEST(QuantFormats, QuantizersRoundTripWithinHalfAStep) {
       if (t == DType::Q5_0) step = 2 * amax / 16.0;  // as Q4_0: d = max / -16, the other side may clip a step
       if (t == DType::Q5_K) step = (std::max(mx, 0.0f) - std::min(mn, 0.0f)) / 31.0 * 1.6;
       if (t == DType::Q6_K) step = 2 * amax / 32.0;  // int8 sub-block scales: a rounded-down one may clip a step
+      // 8 levels, the searched scale may clip the extreme by a step (it maps it to as many as 5),
+      // and a 6-bit scale far below the super-block's largest is coarse
+      if (t == DType::Q3_K) step = 2 * amax / 4.0;
       step += 1e-6;
       for (int64_t i = 0; i < group; ++i) {
         const size_t k = static_cast<size_t>(b * group + i);

@@ -38,7 +38,7 @@ std::vector<DType> parse_types(const std::string& list) {
     try {
       t = convert_type_from_name(name);
     } catch (const Error&) {
-      fail("--types: unknown type '%s' (block types: q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k)", name.c_str());
+      fail("--types: unknown type '%s' (block types: q8_0, q4_0, q4_1, q5_0, q5_1, q3_k, q4_k, q5_k, q6_k)", name.c_str());
     }
     if (info(t).block_elems <= 1) fail("--types: %s is not a quantized type (the reference's own type is always a candidate)", name.c_str());
     out.push_back(t);

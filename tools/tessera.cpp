@@ -338,9 +338,9 @@ int main(int argc, char** argv) {
   std::string conv_in, conv_type = "f32";
   convert->add_option("-m,--model", conv_in, "input GGUF")->required();
   convert->add_option("-o,--output", out_path, "output GGUF")->required();
-  convert->add_option("--type", conv_type, "f32 (exact), f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k or q6_k "
-                    "(K types: rows not a multiple of 256 take llama-quantize's fallback, q5_0 / q5_1 / q8_0)")
-      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q4_k", "q5_k", "q6_k"}));
+  convert->add_option("--type", conv_type, "f32 (exact), f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q3_k, q4_k, q5_k or q6_k "
+                    "(K types: rows not a multiple of 256 take llama-quantize's fallback, q4_0 / q5_0 / q5_1 / q8_0)")
+      ->check(CLI::IsMember({"f32", "f16", "bf16", "q8_0", "q4_0", "q4_1", "q5_0", "q5_1", "q3_k", "q4_k", "q5_k", "q6_k"}));
   std::vector<std::string> tensor_types;
   convert->add_option("--tensor-type", tensor_types,
                       "PATTERN=TYPE: tensors whose name matches the regular expression take TYPE (as llama-quantize's; the first match wins)");

@@ -156,6 +156,68 @@ void q6_k(const float* x, uint8_t* p) {
   }
 }
 
+// Q3_K (256 weights in 110 bytes: hmask[32], qs[64], 12 bytes of 6-bit scales, fp16 d; the layout
+// kernels/exact_repack.cpp reads): x = d·(sc − 32)·q with q in −4..3 per 16-element sub-block.
+// Each sub-block's signed scale is the one of a sweep that minimises the weighted squared error
+// (weights av + |x|, as the K types above): candidates map the larger-magnitude extreme onto
+// −4 − t·0.1 steps (t in −5..10, −4 being the wider side of the grid), the quants rounded, then
+// the least-squares scale for those quants; then, as ggml's quantize_row_q3_K_ref, the 16 scales
+// relative to the one of largest magnitude, which becomes −32 (d = that scale / −32, so d may be
+// negative), and the quants rounded again under the 6-bit scales.
+void q3_k(const float* x, uint8_t* p) {
+  double sum2 = 0;
+  for (int i = 0; i < 256; ++i) sum2 += static_cast<double>(x[i]) * x[i];
+  const float av = static_cast<float>(std::sqrt(sum2 / 256));
+  float scale[16], smax = 0.0f, smax_abs = 0.0f;
+  for (int j = 0; j < 16; ++j) {
+    const float* xj = x + 16 * j;
+    float amax = 0.0f, mx = 0.0f;
+    for (int i = 0; i < 16; ++i)
+      if (std::fabs(xj[i]) > amax) amax = std::fabs(xj[i]), mx = xj[i];
+    const auto error = [&](double sc) {
+      double e = 0;
+      for (int i = 0; i < 16; ++i) {
+        const double q = std::clamp(std::nearbyint(xj[i] / sc), -4.0, 3.0), d = sc * q - xj[i];
+        e += (av + std::fabs(xj[i])) * d * d;
+      }
+      return e;
+    };
+    double best_s = amax > 0 ? mx / -4.0 : 0.0, best = amax > 0 ? error(best_s) : 0.0;
+    for (int t = -5; amax > 0 && t <= 10; ++t) {
+      const double sc0 = mx / -(4.0 + 0.1 * t);
+      double sxl = 0, sl2 = 0;
+      for (int i = 0; i < 16; ++i) {
+        const double q = std::clamp(std::nearbyint(xj[i] / sc0), -4.0, 3.0), w = av + std::fabs(xj[i]);
+        sxl += w * xj[i] * q, sl2 += w * q * q;
+      }
+      if (sl2 <= 0) continue;
+      const double sc = sxl / sl2, e = error(sc);
+      if (e < best) best = e, best_s = sc;
+    }
+    scale[j] = static_cast<float>(best_s);
+    if (std::fabs(scale[j]) > smax_abs) smax_abs = std::fabs(scale[j]), smax = scale[j];
+  }
+  std::memset(p, 0, 110);
+  uint8_t* hmask = p;
+  uint8_t* qs = p + 32;
+  uint8_t* sc = p + 96;
+  const float iscale = smax != 0.0f ? -32.0f / smax : 0.0f;
+  put_half(p + 108, iscale != 0.0f ? 1.0f / iscale : 0.0f);
+  const float dh = fp16_to_float(float_to_fp16(iscale != 0.0f ? 1.0f / iscale : 0.0f));
+  for (int j = 0; j < 16; ++j) {
+    const int l = std::clamp(static_cast<int>(std::lround(iscale * scale[j])), -32, 31) + 32;
+    sc[j % 8] = static_cast<uint8_t>(sc[j % 8] | ((l & 15) << (4 * (j / 8))));
+    sc[8 + j % 4] = static_cast<uint8_t>(sc[8 + j % 4] | ((l >> 4) << (2 * (j / 4))));
+    const float d = dh * static_cast<float>(l - 32);
+    for (int i = 0; i < 16; ++i) {
+      const int e = 16 * j + i;
+      const int q = (d != 0.0f ? std::clamp(static_cast<int>(std::lround(x[e] / d)), -4, 3) : 0) + 4;
+      hmask[e % 32] = static_cast<uint8_t>(hmask[e % 32] | ((q >> 2) << (e / 32)));
+      qs[32 * (e / 128) + e % 32] = static_cast<uint8_t>(qs[32 * (e / 128) + e % 32] | ((q & 3) << (2 * ((e % 128) / 32))));
+    }
+  }
+}
+
 // MLX's affine 4-bit group (group 32 or 64 elements): the fp16 scale and bias at p, then the
 // quants as Q4_1's nibbles, 16 bytes per 32 elements (group 64: A4G64; group 32: a Q4_1 block).
 void mlx_affine_group(const float* x, int group, uint8_t* p) {
@@ -261,7 +323,7 @@ bool can_quantize_to(DType t) {
   switch (t) {
     case DType::F32: case DType::F16: case DType::BF16: case DType::Q8_0: case DType::Q4_0:
     case DType::Q4_1: case DType::Q4_K: case DType::A4G64: case DType::Q5_0: case DType::Q5_1:
-    case DType::Q5_K: case DType::Q6_K: return true;
+    case DType::Q5_K: case DType::Q6_K: case DType::Q3_K: return true;
     default: return false;
   }
 }
@@ -307,6 +369,7 @@ void quantize_row(DType t, const float* x, int64_t n, uint8_t* dst) {
       case DType::Q5_1: q5_1(xb, p); break;
       case DType::Q5_K: k_quant_4_5(xb, p, 31); break;
       case DType::Q6_K: q6_k(xb, p); break;
+      case DType::Q3_K: q3_k(xb, p); break;
       default: a4g64(xb, p); break;
     }
   }

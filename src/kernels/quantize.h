@@ -1,7 +1,7 @@
 // Weight quantizers (reference, scalar): rows of fp32 into each weight type the kernels read.
-// Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 follow ggml's reference rounding; Q4_K and Q5_K use a plain min/max
-// range per 32-element sub-block and Q6_K the larger-magnitude extreme per 16 (ggml's iterative
-// searches give slightly lower error); A4G64 follows MLX's affine quantization (the
+// Q8_0/Q4_0/Q4_1/Q5_0/Q5_1 follow ggml's reference rounding; Q4_K and Q5_K search each 32-element
+// sub-block's scale and min (k_subblock_search), Q3_K each 16-element sub-block's scale, and Q6_K
+// takes the larger-magnitude extreme per 16 (ggml's iterative search gives slightly lower error); A4G64 follows MLX's affine quantization (the
 // larger-magnitude extreme is the bias, zero stays exact; quantize.cpp has the rule and its source).
 #pragma once
 #include <cstdint>

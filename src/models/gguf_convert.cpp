@@ -1,6 +1,5 @@
 #include "models/gguf_convert.h"
 
-
 #include <algorithm>
 #include <map>
 #include <regex>
@@ -32,6 +31,7 @@ uint32_t llama_file_type(DType t) {
     case DType::Q5_1: return 9;
     case DType::Q5_K: return 16;  // Q5_K_S
     case DType::Q6_K: return 18;
+    case DType::Q3_K: return 11;  // Q3_K_S
     default: fail("convert: %s is not a conversion target", dtype_name(t));
   }
 }
@@ -40,7 +40,7 @@ const std::map<std::string, DType>& convert_types() {
   static const std::map<std::string, DType> kTypes = {{"f32", DType::F32},   {"f16", DType::F16},   {"bf16", DType::BF16},
                                                       {"q8_0", DType::Q8_0}, {"q4_0", DType::Q4_0}, {"q4_1", DType::Q4_1},
                                                       {"q4_k", DType::Q4_K}, {"q5_0", DType::Q5_0}, {"q5_1", DType::Q5_1},
-                                                      {"q5_k", DType::Q5_K}, {"q6_k", DType::Q6_K}};
+                                                      {"q5_k", DType::Q5_K}, {"q6_k", DType::Q6_K}, {"q3_k", DType::Q3_K}};
   return kTypes;
 }
 
@@ -65,7 +65,13 @@ DType convert_target_type(const std::string& name, const std::vector<uint64_t>& 
   const uint64_t n = dims.empty() ? 0 : dims[0];
   DType tt = want;
   // rows that are not a whole number of 256-element super-blocks take llama-quantize's fallback
-  if (n % 256 != 0) tt = want == DType::Q4_K ? DType::Q5_0 : want == DType::Q5_K ? DType::Q5_1 : want == DType::Q6_K ? DType::Q8_0 : want;
+  // (Q3_K's: Q4_0 in the pinned llama.cpp, IQ4_NL in later ones)
+  if (n % 256 != 0)
+    tt = want == DType::Q4_K   ? DType::Q5_0
+         : want == DType::Q5_K ? DType::Q5_1
+         : want == DType::Q6_K ? DType::Q8_0
+         : want == DType::Q3_K ? DType::Q4_0
+                               : want;
   if (blocks && (dims.size() < 2 || n % info(tt).block_elems != 0)) tt = current;  // keep norms, odd rows
   if (blocks && name.find("position_embd") != std::string::npos) tt = current;
   return tt;

@@ -36,7 +36,7 @@ DType converted_type(const GgufTensor& t, DType want);
 
 // The conversion targets by their command-line names ("f32", "q4_k", ...): kConvertTypeNames lists
 // them; convert_type_from_name fails (tessera::Error) on another name.
-constexpr const char* kConvertTypeNames = "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q4_k, q5_k, q6_k";
+constexpr const char* kConvertTypeNames = "f32, f16, bf16, q8_0, q4_0, q4_1, q5_0, q5_1, q3_k, q4_k, q5_k, q6_k";
 DType convert_type_from_name(const std::string& name);
 // The command-line name of a conversion target ("q4_k" for Q4_K).
 std::string convert_type_name(DType t);
