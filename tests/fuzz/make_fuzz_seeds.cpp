@@ -23,6 +23,12 @@ int main(int argc, char** argv) {
   a.add_tensor("w", DType::Q4_1, {64, 2}, std::vector<uint8_t>(80, 7));
   a.add_tensor("b", DType::F16, {5}, std::vector<uint8_t>(10, 1));
   a.write(dir + "/small.gguf");
+  GgufWriter h;  // the types the loader holds in others (kernels/exact_repack.h), and one it refuses
+  h.set("general.architecture", GgufValue::make_string("llama"));
+  h.add_tensor("q3", DType::Q3_K, {256, 1}, std::vector<uint8_t>(110, 0x35));
+  h.add_tensor("nl", DType::IQ4_NL, {32, 2}, std::vector<uint8_t>(36, 0x3c));
+  h.add_tensor("q2", DType::Q2_K, {256}, std::vector<uint8_t>(84, 3));
+  h.write(dir + "/held_types.gguf");
   GgufWriter t;
   t.set("tokenizer.ggml.model", GgufValue::make_string("gpt2"));
   t.set("tokenizer.ggml.pre", GgufValue::make_string("smollm"));
