@@ -253,8 +253,10 @@ ModelSpec with_weight_types(const ModelSpec& m, DType text_type, DType vision_ty
     if (want == kKeepType || t.rows <= 1) continue;  // norms and biases keep their type
     if (info(want).block_elems == 1 && t.name.find("position_embd") != std::string::npos) continue;
     const DType to = convert_target_type(t.name, {static_cast<uint64_t>(t.cols), static_cast<uint64_t>(t.rows)}, t.type, want);
-    if (to != t.type) t.held = false;  // a converted file holds its type itself
-    t.type = to;
+    if (to == t.type) continue;
+    // as the engine holds the converted file's type (Q3_K as Q6_K: kernels/exact_repack.h)
+    t.type = exact_repack_type(to);
+    t.held = needs_exact_repack(to);
   }
   return out;
 }
