@@ -145,11 +145,11 @@ TEST(Plan, HeldTypesCountTheirCopy) {
   for (WeightTensor& t : h.tensors)
     if (t.name.find("ffn_down") != std::string::npos) {
       t.type = DType::Q6_K;
-      t.held = true;
+      t.stored = DType::Q3_K;
       held += static_cast<double>(t.bytes());
     }
   ModelSpec q6 = h;
-  for (WeightTensor& t : q6.tensors) t.held = false;
+  for (WeightTensor& t : q6.tensors) t.stored = t.type;
   ASSERT_GT(held, 0);
   for (bool q8 : {true, false}) {
     Scenario s;

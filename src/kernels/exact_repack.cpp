@@ -16,8 +16,8 @@ constexpr int kQ3KBytes = 110, kIq4nlBytes = 18, kQ8_0Bytes = 34;
 // One Q3_K super-block (256 weights in 110 bytes: hmask[32], qs[64], scales[12], fp16 d, as ggml's
 // block_q3_K) into one Q6_K super-block (quant_blocks.h). Element 128n + 32j + 16h + l (n < 2, j <
 // 4, h < 2, l < 16): low bits (qs[32n + 16h + l] >> 2j) & 3, high bit hmask[16h + l] bit 4n + j
-// (set: +0, clear: −4); sub-block s = e / 16 has the 6-bit scale whose low 4 bits are nibble s % 8
-// of scales[s / 2 ... ] (s < 8: low nibbles of bytes 0..7, else high nibbles) and high 2 bits
+// (set: +0, clear: −4); sub-block s = e / 16 has the 6-bit scale whose low 4 bits are the low
+// nibble of scales[s] (s < 8) or the high nibble of scales[s − 8], and whose high 2 bits are
 // (scales[8 + s % 4] >> 2(s / 4)) & 3.
 void q3k_to_q6k(const uint8_t* p, uint8_t* o) {
   const uint8_t* hmask = p;

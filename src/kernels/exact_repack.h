@@ -16,6 +16,8 @@ namespace tessera {
 // The type a tensor of type `t` is held in: Q6_K for Q3_K, Q8_0 for IQ4_NL, else `t` itself.
 DType exact_repack_type(DType t);
 inline bool needs_exact_repack(DType t) { return exact_repack_type(t) != t; }
+// Whether a tensor of type `t` can be loaded: the kernels compute with it, or with its held type.
+inline bool loadable_type(DType t) { return info(t).computable || needs_exact_repack(t); }
 
 // Row `src` of n elements of type `from` (a type needs_exact_repack accepts; n whole blocks) into
 // `dst`, row_bytes(exact_repack_type(from), n) bytes. Any bytes are valid input.

@@ -203,7 +203,7 @@ void q3_k(const float* x, uint8_t* p) {
   uint8_t* sc = p + 96;
   const float iscale = smax != 0.0f ? -32.0f / smax : 0.0f;
   put_half(p + 108, iscale != 0.0f ? 1.0f / iscale : 0.0f);
-  const float dh = fp16_to_float(float_to_fp16(iscale != 0.0f ? 1.0f / iscale : 0.0f));
+  const float dh = fp16_at(p + 108);
   for (int j = 0; j < 16; ++j) {
     const int l = std::clamp(static_cast<int>(std::lround(iscale * scale[j])), -32, 31) + 32;
     sc[j % 8] = static_cast<uint8_t>(sc[j % 8] | ((l & 15) << (4 * (j / 8))));

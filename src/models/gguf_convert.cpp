@@ -94,8 +94,7 @@ void convert_gguf(const GgufFile& f, DType to, const std::string& out_path, cons
     w.set("general.file_type", GgufValue::make_u32(file_type));
   ThreadPool pool(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
   for (const auto& t : f.tensors()) {
-    if (!info(t.type).computable && !needs_exact_repack(t.type))
-      fail("tensor '%s' has type %s, which cannot be converted", t.name.c_str(), dtype_name(t.type));
+    if (!loadable_type(t.type)) fail("tensor '%s' has type %s, which cannot be converted", t.name.c_str(), dtype_name(t.type));
     const uint64_t n = t.dims[0], rows = t.n_elements / n;
     DType want = to;
     for (size_t i = 0; i < patterns.size(); ++i)

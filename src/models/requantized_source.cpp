@@ -1,6 +1,5 @@
 #include "models/requantized_source.h"
 
-
 #include <algorithm>
 #include <thread>
 
@@ -29,8 +28,8 @@ RequantizedSource::RequantizedSource(const GgufFile& f, RequantizeTarget target,
   if (target.mlx && target.type != DType::A4G64 && target.type != DType::Q4_1)
     fail("MLX's affine rule writes A4G64 or Q4_1 blocks, not %s", dtype_name(target.type));
   for (const GgufTensor& t : f.tensors())
-    if (!info(t.type).computable && !needs_exact_repack(t.type)) fail("%s: tensor '%s' has type %s, which cannot be requantized", f.name().c_str(), t.name.c_str(),
-                                       dtype_name(t.type));
+    if (!loadable_type(t.type))
+      fail("%s: tensor '%s' has type %s, which cannot be requantized", f.name().c_str(), t.name.c_str(), dtype_name(t.type));
 }
 
 DType RequantizedSource::type_of(const GgufTensor& t) const { return convert_target_type(t.name, t.dims, t.type, target_.type); }

@@ -19,7 +19,7 @@ const TensorView& TensorSource::need(const std::string& name, const std::vector<
   if (t->dims != dims)
     fail("%s: tensor '%s' has shape %s, expected %s", describe().c_str(), name.c_str(), shape_str(t->dims).c_str(),
          shape_str(dims).c_str());
-  if (!info(t->type).computable && !needs_exact_repack(t->type))
+  if (!loadable_type(t->type))
     fail("%s: tensor '%s' has type %s, which this engine cannot compute with yet", describe().c_str(), name.c_str(),
          dtype_name(t->type));
   if (dims[0] % info(t->type).block_elems != 0)

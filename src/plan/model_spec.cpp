@@ -63,8 +63,9 @@ const Builtin kBuiltins[] = {
                            "num_position_embeddings": 2304, "deepstack_visual_indexes": [8, 16, 24]}})"},
 };
 
-void add(ModelSpec& m, const std::string& name, int64_t rows, int64_t cols, DType t, bool vision, bool held = false) {
-  m.tensors.push_back({name, rows, cols, t, vision, held});
+// `t` as stored; the engine holds Q3_K and IQ4_NL in another type (kernels/exact_repack.h)
+void add(ModelSpec& m, const std::string& name, int64_t rows, int64_t cols, DType t, bool vision) {
+  m.tensors.push_back({name, rows, cols, exact_repack_type(t), vision, t});
 }
 
 // The weights a configuration implies, named as llama.cpp's converter names them, matrices in
@@ -153,8 +154,7 @@ void add_gguf_tensors(ModelSpec& m, const GgufFile& f, bool vision) {
   for (const GgufTensor& t : f.tensors()) {
     const int64_t cols = static_cast<int64_t>(t.dims[0]);
     const int64_t rows = cols ? static_cast<int64_t>(t.n_elements / t.dims[0]) : 0;
-    // the type the engine holds it in (Q3_K as Q6_K, IQ4_NL as Q8_0: kernels/exact_repack.h)
-    add(m, t.name, rows, cols, exact_repack_type(t.type), vision, needs_exact_repack(t.type));
+    add(m, t.name, rows, cols, t.type, vision);
   }
 }
 
@@ -252,11 +252,8 @@ ModelSpec with_weight_types(const ModelSpec& m, DType text_type, DType vision_ty
     const DType want = t.vision ? vision_type : text_type;
     if (want == kKeepType || t.rows <= 1) continue;  // norms and biases keep their type
     if (info(want).block_elems == 1 && t.name.find("position_embd") != std::string::npos) continue;
-    const DType to = convert_target_type(t.name, {static_cast<uint64_t>(t.cols), static_cast<uint64_t>(t.rows)}, t.type, want);
-    if (to == t.type) continue;
-    // as the engine holds the converted file's type (Q3_K as Q6_K: kernels/exact_repack.h)
-    t.type = exact_repack_type(to);
-    t.held = needs_exact_repack(to);
+    t.stored = convert_target_type(t.name, {static_cast<uint64_t>(t.cols), static_cast<uint64_t>(t.rows)}, t.stored, want);
+    t.type = exact_repack_type(t.stored);
   }
   return out;
 }

@@ -19,8 +19,10 @@ struct WeightTensor {
   int64_t rows = 0, cols = 0;  // cols: the row length (GGUF ne[0])
   DType type = DType::F32;
   bool vision = false;
-  bool held = false;  // the file's type is held in `type` (kernels/exact_repack.h): a copy the engine keeps
+  DType stored = DType::F32;  // the file's type: `type` differs where the engine holds it in another
   size_t bytes() const;
+  // a copy the engine keeps in `type` (Q3_K as Q6_K, IQ4_NL as Q8_0: kernels/exact_repack.h)
+  bool held() const { return stored != type; }
 };
 
 struct ModelSpec {

@@ -135,7 +135,7 @@ bool on_q8(const WeightTensor& t, bool q8) {
 // A tensor held in another type (Q3_K, IQ4_NL) also keeps that copy beside its panels: it is
 // the source's memory, not the file's pages, so it is not dropped.
 double resident_text_bytes(const WeightTensor& t, bool q8) {
-  const double b = static_cast<double>(t.bytes()), held = t.held ? b : 0.0;
+  const double b = static_cast<double>(t.bytes()), held = t.held() ? b : 0.0;
   if (on_q8(t, q8)) return held + static_cast<double>((t.rows + kPanelRows - 1) / kPanelRows) * static_cast<double>(panel_bytes(t.type, t.cols));
   return held + (t.type == DType::Q6_K && t.rows > 1 ? b * 280.0 / 210.0 : b);
 }
