@@ -122,6 +122,28 @@ inline RandomMatrix make_matrix(DType t, int64_t rows, int64_t cols, uint32_t se
       }
       continue;
     }
+    if (t == DType::IQ4_NL || t == DType::IQ4_XS) {  // random nibbles and (IQ4_XS) 6-bit block scales
+      static constexpr int kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};  // ggml's
+      const bool xs = t == DType::IQ4_XS;
+      const int64_t n = xs ? 256 : 32;
+      for (int64_t sb = 0; sb < cols / n; ++sb) {
+        uint8_t* p = row + sb * (xs ? 136 : 18);
+        const uint16_t d = float_to_fp16(xs ? 0.0002f + 0.001f * std::fabs(u(rng)) : 0.0002f + 0.004f * std::fabs(u(rng)));
+        std::memcpy(p, &d, 2);
+        uint8_t* qs = p + (xs ? 8 : 2);
+        for (int i = xs ? 2 : 18; i < (xs ? 136 : 18); ++i) p[i] = static_cast<uint8_t>(rng());
+        if (!xs)
+          for (int i = 0; i < 16; ++i) qs[i] = static_cast<uint8_t>(rng());
+        for (int e = 0; e < n; ++e) {
+          const int ib = e / 32, l = e % 32;
+          // IQ4_XS: block ib's ls from scales_l (nibble ib % 2 of byte ib / 2) and 2 bits of scales_h
+          const int ls = xs ? (((p[4 + ib / 2] >> (4 * (ib % 2))) & 15) | ((((p[2] | p[3] << 8) >> (2 * ib)) & 3) << 4)) - 32 : 1;
+          const uint8_t* q = qs + 16 * ib;
+          ex[sb * n + e] = static_cast<double>(fp16_to_float(d)) * ls * kLevels[l < 16 ? q[l] & 15 : q[l - 16] >> 4];
+        }
+      }
+      continue;
+    }
     const int64_t group = t == DType::A4G64 ? 64 : 32;
     for (int64_t b = 0; b < cols / group; ++b) {
       const uint16_t d = float_to_fp16(0.001f + 0.05f * std::fabs(u(rng)));
@@ -188,6 +210,8 @@ inline const std::vector<Case>& cases() {
       {DType::Q5_1, {32, 64, 160, 576}},
       {DType::Q5_K, {256, 768, 1536}},
       {DType::Q6_K, {256, 512, 1536}},
+      {DType::IQ4_NL, {32, 96, 576}},
+      {DType::IQ4_XS, {256, 1536}},
   };
   return c;
 }

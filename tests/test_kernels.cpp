@@ -14,6 +14,7 @@
 #include "core/fp16.h"
 #include "kernels/kernels.h"
 #include "kernels/elementwise.h"
+#include "kernels/exact_repack.h"
 #include "kernels/gemm_panels.h"
 #include "kernels/kernel_table.h"
 #include "kernels/q8_panels.h"
@@ -243,7 +244,7 @@ TEST(Kernels, Fp16LoadIsTheScalarTwinOnEveryHalf) {
 
 TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::A4G64, DType::Q5_0, DType::Q5_1,
-                  DType::Q5_K, DType::Q6_K}) {
+                  DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
     for (int64_t K : {32, 64, 256, 576, 1536}) {
       if (K % info(t).block_elems) continue;  // Q4_K: super-blocks of 256
       for (int64_t N : {1, 3, 8, 13, 17, 40}) {
@@ -334,6 +335,66 @@ TEST(Kernels, MatmulQ8ExtremeBlocksMatchScalarTwin) {
   }
 }
 
+// IQ4_NL and IQ4_XS at their extremes: every nibble 0 (level −127) or 15 (113), block scales ±32
+// (IQ4_XS), against activations at ±127: the sign trick's pair sums reach 2·127·127, just inside
+// maddubs' int16. And IQ4_NL's panels give the bits of its exact Q8_0 copy's (exact_repack.h),
+// the copy the fp32 kernels take: the two paths of a session are the same weights.
+TEST(Kernels, MatmulQ8Iq4ExtremesAndHeldCopy) {
+  constexpr int64_t K = 512, N = 21, M = 4, nb = K / 32;
+  std::mt19937 rng(5);
+  for (DType t : {DType::IQ4_NL, DType::IQ4_XS}) {
+    const size_t rb = row_bytes(t, K);
+    std::vector<uint8_t> bytes(rb * N);
+    for (int64_t r = 0; r < N; ++r) {
+      uint8_t* row = bytes.data() + r * rb;
+      const bool xs = t == DType::IQ4_XS;
+      for (int64_t b = 0; b < K / (xs ? 256 : 32); ++b) {
+        uint8_t* p = row + b * (xs ? 136 : 18);
+        const uint16_t d = float_to_fp16(r % 3 == 2 ? 0.001f * static_cast<float>(rng() % 100 + 1) : 0.01f);
+        std::memcpy(p, &d, 2);
+        if (xs) {  // ls = 0 (−32) for rows 0 mod 3, 63 (+31) for rows 1 mod 3, random for the rest
+          const uint8_t fill = r % 3 == 0 ? 0x00 : 0xff;
+          for (int i = 2; i < 8; ++i) p[i] = r % 3 == 2 ? static_cast<uint8_t>(rng()) : fill;
+        }
+        const uint8_t nib = r % 3 == 0 ? 0x00 : r % 3 == 1 ? 0xff : 0;
+        for (int i = xs ? 8 : 2; i < (xs ? 136 : 18); ++i) p[i] = r % 3 == 2 ? static_cast<uint8_t>(rng()) : nib;
+      }
+    }
+    const WeightMatrix w{t, N, K, bytes.data(), rb};
+    const PackedWeights P = pack_q8_panels(w);
+    std::vector<float> x(M * K);
+    for (int64_t k = 0; k < K; ++k) {
+      x[k] = 1.0f, x[K + k] = -1.0f;  // every activation +127, -127
+      x[2 * K + k] = k % 2 ? 1.0f : -1.0f;
+      x[3 * K + k] = std::sin(0.37f * static_cast<float>(k));
+    }
+    std::vector<BlockQ8_1> xq(M * nb);
+    for (int64_t i = 0; i < M; ++i) quantize_row_q8_1(x.data() + i * K, xq.data() + i * nb, K);
+    std::vector<float> y_ref(M * N), y(M * N);
+    ref::matmul_q8_rows(w, 0, N, xq.data(), M, nb, y_ref.data(), N);
+    EXPECT_NE(y_ref[0], 0.0f);
+    for (Isa level : {Isa::Neon, Isa::Avx2, Isa::Avx512, Isa::Avx512Vnni}) {
+      const KernelTable& kt = kernel_table(level);
+      if (kt.isa != level) continue;
+      std::fill(y.begin(), y.end(), -1.0f);
+      kt.matmul_q8_rows(P.matrix, 0, N, xq.data(), M, nb, y.data(), N);
+      ASSERT_EQ(std::memcmp(y_ref.data(), y.data(), y.size() * 4), 0) << isa_name(level) << ", " << dtype_name(t);
+    }
+    if (t != DType::IQ4_NL) continue;
+    const PackedWeights held = hold_exactly(w);
+    ASSERT_EQ(held.matrix.type, DType::Q8_0);
+    const PackedWeights HP = pack_q8_panels(held.matrix);
+    ThreadPool pool(2);
+    std::vector<float> y_held(M * N), y_native(M * N), f_held(M * N), f_native(M * N);
+    matmul_q8(HP.matrix, xq.data(), M, nb, y_held.data(), N, pool);
+    matmul_q8(P.matrix, xq.data(), M, nb, y_native.data(), N, pool);
+    EXPECT_EQ(std::memcmp(y_held.data(), y_native.data(), y.size() * 4), 0) << "8-bit activations";
+    matmul(held.matrix, x.data(), M, K, f_held.data(), N, pool);  // fp32: SIMD on the copy, the twin on IQ4_NL
+    matmul(w, x.data(), M, K, f_native.data(), N, pool);
+    EXPECT_EQ(std::memcmp(f_held.data(), f_native.data(), y.size() * 4), 0) << "fp32 activations";
+  }
+}
+
 TEST(Kernels, MatmulQ8GroupEqualsSeparateCalls) {
   const int64_t K = 576, nb = K / 32;
   for (DType t : {DType::Q4_1, DType::Q8_0, DType::Q4_K}) {
@@ -373,7 +434,7 @@ TEST(Kernels, MatmulQ8LongPrefillMatchesScalarTwin) {
   if (!has_avx2()) GTEST_SKIP() << "no AVX2";
   const int64_t K = 1536, N = 75, M = 270, nb = K / 32;
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::A4G64, DType::Q5_0, DType::Q5_1,
-                  DType::Q5_K, DType::Q6_K}) {
+                  DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
     const RandomMatrix W = make_matrix(t, N, K, 99);
     const PackedWeights P = pack_q8_panels(W.w);
     const std::vector<float> x = random_x(M, K, 5);

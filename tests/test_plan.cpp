@@ -156,6 +156,23 @@ TEST(Plan, HeldTypesCountTheirCopy) {
     s.q8_activations = q8;
     EXPECT_NEAR(predict(h, s, d).weights - predict(q6, s, d).weights, held, 1e-6 * held) << q8;
   }
+  // IQ4_NL: the 8-bit kernels take it as stored (its own panels, no copy); on fp32 activations
+  // the session holds it as Q8_0
+  ModelSpec nl = m, nl_stored = m, nl_q8_0 = m;
+  double copy = 0;
+  for (ModelSpec* x : {&nl, &nl_stored, &nl_q8_0})
+    for (WeightTensor& t : x->tensors)
+      if (t.name.find("ffn_down") != std::string::npos) {
+        t.stored = x == &nl_q8_0 ? DType::Q8_0 : DType::IQ4_NL;
+        t.type = x == &nl_stored ? DType::IQ4_NL : DType::Q8_0;
+        if (x == &nl) copy += static_cast<double>(t.bytes());
+      }
+  Scenario s;
+  s.q8_activations = true;
+  EXPECT_EQ(predict(nl, s, d).weights, predict(nl_stored, s, d).weights);
+  EXPECT_LT(predict(nl, s, d).weights, predict(nl_q8_0, s, d).weights);
+  s.q8_activations = false;
+  EXPECT_NEAR(predict(nl, s, d).weights - predict(nl_q8_0, s, d).weights, copy, 1e-6 * copy);
 }
 
 // Each term of the cost model, by hand, on round rates: decode streams every layer matrix and the

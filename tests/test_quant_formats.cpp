@@ -176,14 +176,14 @@ TEST(QuantFormats, RealMlxSmolLM2MatchesMlxWhenPresent) {
 // (kernels/exact_repack.h; the Q3_K_S and IQ4_NL mixtures); Q5_1, Q4_K and Q5_K multiply then add where the engine fuses the two (one rounding
 // fewer), so within 1e-6 of the row's largest value. The float64 test reader must agree too.
 TEST(QuantFormats, RealKQuantBlocksMatchLlamaCppDequantization) {
-  for (DType t : {DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_NL}) {
+  for (DType t : {DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS}) {
     const std::string base = test::source_path("tests/fixtures/kquants/") + dtype_name(t);
     const test::Npy bytes = test::load_npy(base + ".bytes.npy");
     const std::vector<float> want = test::load_npy(base + ".values.npy").f32();
     ASSERT_EQ(bytes.shape.size(), 2u);
     const size_t rows = bytes.shape[0], rb = bytes.shape[1], cols = want.size() / rows;
     ASSERT_EQ(rb, row_bytes(t, cols)) << dtype_name(t);
-    const bool exact = t == DType::Q5_0 || t == DType::Q6_K || t == DType::Q3_K || t == DType::IQ4_NL;
+    const bool exact = t == DType::Q5_0 || t == DType::Q6_K || t == DType::Q3_K || t == DType::IQ4_NL || t == DType::IQ4_XS;
     for (size_t r = 0; r < rows; ++r) {
       std::vector<float> got(cols);
       std::vector<double> f64(cols);
@@ -237,14 +237,16 @@ TEST(QuantFormats, Q3KAndIq4nlAreHeldExactly) {
       }
     }
   }
-  // through a file: 2 x 512 Q3_K, 3 x 64 IQ4_NL, 1 x 256 Q2_K
+  // through a file: 2 x 512 Q3_K, 3 x 64 IQ4_NL, 2 x 256 IQ4_XS, 1 x 256 Q2_K
   GgufWriter w;
   w.set("general.architecture", GgufValue::make_string("llama"));
-  std::vector<uint8_t> q3(2 * row_bytes(DType::Q3_K, 512)), nl(3 * row_bytes(DType::IQ4_NL, 64)), q2(row_bytes(DType::Q2_K, 256));
-  for (auto* v : {&q3, &nl, &q2})
+  std::vector<uint8_t> q3(2 * row_bytes(DType::Q3_K, 512)), nl(3 * row_bytes(DType::IQ4_NL, 64)),
+      xs(2 * row_bytes(DType::IQ4_XS, 256)), q2(row_bytes(DType::Q2_K, 256));
+  for (auto* v : {&q3, &nl, &xs, &q2})
     for (auto& b : *v) b = static_cast<uint8_t>(rng() & 0x3f);  // small scales: finite values
   w.add_tensor("q3", DType::Q3_K, {512, 2}, q3);
   w.add_tensor("nl", DType::IQ4_NL, {64, 3}, nl);
+  w.add_tensor("xs", DType::IQ4_XS, {256, 2}, xs);
   w.add_tensor("q2", DType::Q2_K, {256, 1}, q2);
   const std::vector<uint8_t> bytes = w.to_bytes();
   const auto f = GgufFile::parse(bytes.data(), bytes.size());
@@ -261,6 +263,23 @@ TEST(QuantFormats, Q3KAndIq4nlAreHeldExactly) {
       dequantize_row(m.type, m.data + r * m.row_stride, got.data(), cols);
       test::dequantize_row_f64(type, raw + r * row_bytes(type, static_cast<uint64_t>(cols)), want.data(), cols);
       for (int k = 0; k < cols; ++k) ASSERT_EQ(got[static_cast<size_t>(k)], want[static_cast<size_t>(k)]) << name << " " << r << " " << k;
+    }
+  }
+  // as stored where the 8-bit kernels take the type (the text model's matrices): IQ4_NL and
+  // IQ4_XS as in the file, Q3_K still as Q6_K
+  constexpr auto kStored = TensorSource::Form::Stored;
+  EXPECT_EQ(s.matrix("nl", 3, 64, kStored).type, DType::IQ4_NL);
+  EXPECT_EQ(s.matrix("nl", 3, 64, kStored).data, s.find("nl")->data);
+  EXPECT_EQ(s.matrix("q3", 2, 512, kStored).type, DType::Q6_K);
+  for (auto form : {TensorSource::Form::Held, kStored}) {
+    const WeightMatrix m = s.matrix("xs", 2, 256, form);  // no held type: as stored either way
+    EXPECT_EQ(m.type, DType::IQ4_XS);
+    for (int r = 0; r < 2; ++r) {
+      std::vector<float> got(256);
+      std::vector<double> want(256);
+      dequantize_row(m.type, m.data + r * m.row_stride, got.data(), 256);
+      test::dequantize_row_f64(DType::IQ4_XS, m.data + r * m.row_stride, want.data(), 256);
+      for (int k = 0; k < 256; ++k) ASSERT_EQ(got[static_cast<size_t>(k)], want[static_cast<size_t>(k)]) << "xs " << r << " " << k;
     }
   }
   try {

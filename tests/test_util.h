@@ -86,6 +86,16 @@ inline void dequantize_row_f64(DType t, const uint8_t* row, double* out, int64_t
         out[k] = half(b) * kLevels[j < 16 ? b[2 + j] & 15 : b[2 + j - 16] >> 4];
         break;
       }
+      case DType::IQ4_XS: {  // fp16 d, 16 bits scales_h, 4 bytes scales_l, then 8 x 16 bytes of nibbles
+        static constexpr int kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+        b = row + (k / 256) * 136;
+        const int ib = static_cast<int>(k % 256) / 32;
+        const int ls = ((b[4 + ib / 2] >> (4 * (ib % 2))) & 15) | ((((b[2] | b[3] << 8) >> (2 * ib)) & 3) << 4);
+        const uint8_t* qs = b + 8 + 16 * ib;
+        // ggml: dl = d·(ls − 32) in f32 (exact), then dl·level rounded once: that float
+        out[k] = static_cast<float>(half(b) * (ls - 32) * kLevels[j < 16 ? qs[j] & 15 : qs[j - 16] >> 4]);
+        break;
+      }
       default: out[k] = 0; break;
     }
   }

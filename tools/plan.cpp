@@ -76,13 +76,14 @@ std::string json_prediction(const ModelSpec& m, const Scenario& s, const DeviceP
       "\"decode_per_token\": %.4f, \"ttft_cold\": %.3f, \"ttft_watched\": %.3f, \"answer\": %.3f, \"watch_per_frame\": %.3f}, "
       "\"watch_cpu_share\": %.4f}",
       json_escape(m.name).c_str(), json_escape(d.name).c_str(), s.screen_w, s.screen_h, s.longest_edge, static_cast<long long>(s.max_pixels),
-      s.n_ctx, dtype_name(m.main_type(false)), s.q8_activations ? "q8" : "f32", p.vision_q8 ? "true" : "false", dtype_name(s.kv_type), p.tiles, static_cast<long long>(p.patches), p.image_tokens,
+      s.n_ctx, dtype_name(as_computed(m, s.q8_activations).main_type(false)), s.q8_activations ? "q8" : "f32", p.vision_q8 ? "true" : "false", dtype_name(s.kv_type), p.tiles, static_cast<long long>(p.patches), p.image_tokens,
       p.prompt_tokens, p.weights, p.vision_weights, p.kv_full, p.kv_question, p.activations, p.vision_buffers, p.frames, p.process,
       p.screen_cache, p.peak_question, p.reserved, p.preprocess_ms, p.vision_ms, p.vision_per_tile_ms, p.prefill_ms, p.prefill_question_ms,
       p.decode_ms_per_token, p.ttft_cold_ms, p.ttft_watched_ms, p.answer_ms, p.watch_ms_per_frame, p.watch_cpu_share);
 }
 
-void print_report(const ModelSpec& m, const Scenario& s, const DeviceProfile& d, const Prediction& p) {
+void print_report(const ModelSpec& spec, const Scenario& s, const DeviceProfile& d, const Prediction& p) {
+  const ModelSpec m = as_computed(spec, s.q8_activations);  // the types computed with (IQ4_NL as stored on 8-bit activations)
   std::printf("model   %s (%s)\n", m.name.c_str(), m.source.c_str());
   std::printf("        text %.0fM weights, %s, %.1f MiB, %s activations", m.params(false) / 1e6, dtype_name(m.main_type(false)),
               mib(static_cast<double>(m.bytes(false))), s.q8_activations ? "8-bit" : "fp32");

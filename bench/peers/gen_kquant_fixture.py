@@ -27,6 +27,7 @@ PICKS = [
     ("Q6_K", "Q4_K_M", None),
     ("Q3_K", "Q3_K_S", None),
     ("IQ4_NL", "IQ4_NL", "blk.0.attn_q.weight"),
+    ("IQ4_XS", "IQ4_XS", None),
 ]
 ROWS = 3
 

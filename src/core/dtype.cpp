@@ -8,7 +8,7 @@ const DTypeInfo* dtype_info(uint32_t id) {
       kQ5_1{"Q5_1", 32, 24, true}, kQ8_0{"Q8_0", 32, 34, true}, kQ8_1{"Q8_1", 32, 36, false},
       kQ2_K{"Q2_K", 256, 84, false}, kQ3_K{"Q3_K", 256, 110, false},
       kQ4_K{"Q4_K", 256, 144, true}, kQ5_K{"Q5_K", 256, 176, true},
-      kQ6_K{"Q6_K", 256, 210, true}, kQ8_K{"Q8_K", 256, 292, false}, kIQ4_NL{"IQ4_NL", 32, 18, false}, kI8{"I8", 1, 1, false},
+      kQ6_K{"Q6_K", 256, 210, true}, kQ8_K{"Q8_K", 256, 292, false}, kIQ4_NL{"IQ4_NL", 32, 18, true}, kI8{"I8", 1, 1, false},
       kI16{"I16", 1, 2, false}, kI32{"I32", 1, 4, false}, kI64{"I64", 1, 8, false},
       kF64{"F64", 1, 8, false}, kBF16{"BF16", 1, 2, true},
       kA4G64{"A4G64", 64, 36, true, true},
@@ -16,7 +16,7 @@ const DTypeInfo* dtype_info(uint32_t id) {
       // (block sizes from ggml-common.h, so such a file still parses and its sizes are checked)
       kIQ2_XXS{"IQ2_XXS", 256, 66, false}, kIQ2_XS{"IQ2_XS", 256, 74, false}, kIQ3_XXS{"IQ3_XXS", 256, 98, false},
       kIQ1_S{"IQ1_S", 256, 50, false}, kIQ3_S{"IQ3_S", 256, 110, false}, kIQ2_S{"IQ2_S", 256, 82, false},
-      kIQ4_XS{"IQ4_XS", 256, 136, false}, kIQ1_M{"IQ1_M", 256, 56, false}, kTQ1_0{"TQ1_0", 256, 54, false},
+      kIQ4_XS{"IQ4_XS", 256, 136, true}, kIQ1_M{"IQ1_M", 256, 56, false}, kTQ1_0{"TQ1_0", 256, 54, false},
       kTQ2_0{"TQ2_0", 256, 66, false}, kMXFP4{"MXFP4", 32, 17, false};
   switch (id) {
     case 0: return &kF32;

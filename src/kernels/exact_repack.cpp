@@ -1,5 +1,7 @@
 #include "kernels/exact_repack.h"
 
+#include <algorithm>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
@@ -9,9 +11,7 @@ namespace tessera {
 
 namespace {
 
-// ggml's IQ4_NL grid (ggml-common.h kvalues_iq4nl): the 16 levels a nibble selects.
-constexpr int8_t kIq4nlLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
-constexpr int kQ3KBytes = 110, kIq4nlBytes = 18, kQ8_0Bytes = 34;
+constexpr int kQ3KBytes = 110, kQ8_0Bytes = 34;
 
 // One Q3_K super-block (256 weights in 110 bytes: hmask[32], qs[64], scales[12], fp16 d, as ggml's
 // block_q3_K) into one Q6_K super-block (quant_blocks.h). Element 128n + 32j + 16h + l (n < 2, j <
@@ -69,6 +69,24 @@ void exact_repack_row(DType from, const uint8_t* src, uint8_t* dst, int64_t n) {
   } else {
     fail("exact_repack_row: %s is held in its own type", dtype_name(from));
   }
+}
+
+PackedWeights hold_exactly(const WeightMatrix& w) {
+  const DType held = exact_repack_type(w.type);
+  if (held == w.type || !w.data) fail("hold_exactly: %s is held in its own type", dtype_name(w.type));
+  const size_t stride = row_bytes(held, static_cast<uint64_t>(w.cols));
+  PackedWeights out;
+  out.bytes = stride * static_cast<size_t>(w.rows);
+  void* mem = std::malloc(std::max<size_t>(out.bytes, 1));
+  if (!mem) fail("out of memory holding a %lldx%lld %s matrix as %s (%zu bytes)", static_cast<long long>(w.rows),
+                 static_cast<long long>(w.cols), dtype_name(w.type), dtype_name(held), out.bytes);
+  out.data = {static_cast<uint8_t*>(mem), &std::free};
+  for (int64_t r = 0; r < w.rows; ++r) exact_repack_row(w.type, w.data + r * w.row_stride, out.data.get() + r * stride, w.cols);
+  out.matrix = w;
+  out.matrix.type = held;
+  out.matrix.data = out.data.get();
+  out.matrix.row_stride = stride;
+  return out;
 }
 
 }  // namespace tessera

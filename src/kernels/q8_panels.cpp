@@ -11,7 +11,7 @@ namespace tessera {
 
 size_t panel_bytes(DType t, int64_t cols) {
   const size_t nb = static_cast<size_t>(cols / 32);
-  const size_t scales = is_k_quant(t) ? nb / 8 * k_scale_super_bytes(t) : nb * panel_scale_bytes(t);
+  const size_t scales = q8_super_scales(t) ? nb / 8 * k_scale_super_bytes(t) : nb * panel_scale_bytes(t);
   return (nb * panel_quant_bytes(t) + scales + 63) / 64 * 64;
 }
 
@@ -43,17 +43,26 @@ void pack_row(const uint8_t* row, int64_t nb, uint8_t* panel, int lane) {
   uint8_t* scales = panel + nb * panel_quant_bytes(t);
   for (int64_t b = 0; b < nb; ++b) {
     uint8_t* qb = quants + b * panel_quant_bytes(t);
-    uint8_t* sb = is_k_quant(t) ? nullptr : scales + b * panel_scale_bytes(t);
-    uint8_t* ks = is_k_quant(t) ? scales + (b / 8) * static_cast<int64_t>(k_scale_super_bytes(t)) : nullptr;  // its super-block's
+    uint8_t* sb = q8_super_scales(t) ? nullptr : scales + b * panel_scale_bytes(t);
+    uint8_t* ks = q8_super_scales(t) ? scales + (b / 8) * static_cast<int64_t>(k_scale_super_bytes(t)) : nullptr;  // its super-block's
     switch (t) {
       case DType::Q4_0:
+      case DType::IQ4_NL:  // Q4_0's bytes (its nibbles index the levels)
       case DType::Q4_1:
       case DType::A4G64: {  // fp16 d (and m: Q4_1's min, A4G64's bias), 16 bytes of nibbles
         const uint8_t* p = t == DType::A4G64 ? row + (b / 2) * kA4G64Bytes : row + b * (t == DType::Q4_1 ? 20 : 18);
         const uint8_t* qs = t == DType::A4G64 ? p + 4 + 16 * (b % 2) : p + (t == DType::Q4_1 ? 4 : 2);
         std::memcpy(sb + 2 * lane, p, 2);
-        if (t != DType::Q4_0) std::memcpy(sb + 32 + 2 * lane, p + 2, 2);
+        if (q8_has_min(t)) std::memcpy(sb + 32 + 2 * lane, p + 2, 2);
         for (int v = 0; v < 4; ++v) std::memcpy(qb + 64 * v + 4 * lane, qs + 4 * v, 4);
+        break;
+      }
+      case DType::IQ4_XS: {  // the super-block's d, block j's ls − 32 and nibbles (IQ4_NL's order)
+        const uint8_t* p = row + (b / 8) * kIq4xsBytes;
+        const int j = static_cast<int>(b % 8);
+        std::memcpy(ks + 2 * lane, p, 2);
+        ks[32 + 16 * j + lane] = static_cast<uint8_t>(static_cast<int8_t>(iq4xs_block_scale(p, j)));
+        for (int v = 0; v < 4; ++v) std::memcpy(qb + 64 * v + 4 * lane, p + 8 + 16 * j + 4 * v, 4);
         break;
       }
       case DType::Q8_0: {
@@ -148,6 +157,8 @@ PackedWeights pack_q8_panels(const WeightMatrix& w, const std::function<void(con
     case DType::Q5_0: pack = pack_row<DType::Q5_0>; break;
     case DType::Q5_1: pack = pack_row<DType::Q5_1>; break;
     case DType::Q6_K: pack = pack_row<DType::Q6_K>; break;
+    case DType::IQ4_NL: pack = pack_row<DType::IQ4_NL>; break;
+    case DType::IQ4_XS: pack = pack_row<DType::IQ4_XS>; break;
     default: fail("8-bit activations are not supported for %s weights", dtype_name(w.type));
   }
   for (int64_t r = 0; r < w.rows; ++r) {

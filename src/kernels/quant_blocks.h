@@ -16,6 +16,25 @@ inline float fp16_at(const uint8_t* p) {
   return fp16_to_float(h);
 }
 
+// IQ4_NL: 32 elements in 18 bytes: fp16 d, 16 bytes of nibbles in Q4_0's order (element i < 16 the
+// low nibble of byte i, i >= 16 the high nibble of byte i - 16); x = d·kIq4nlLevels[nibble]
+// (ggml-common.h's kvalues_iq4nl).
+constexpr int kIq4nlBytes = 18;
+inline constexpr int8_t kIq4nlLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
+// The levels + 128 as unsigned bytes (for kernels that multiply unsigned weights, then subtract
+// 128·Σx), and the byte table both kinds of kernel look nibbles up in.
+inline constexpr uint8_t kIq4nlLevelsBiased[16] = {1, 24, 45, 63, 79, 93, 106, 118, 129, 141, 153, 166, 181, 197, 217, 241};
+static_assert(kIq4nlLevelsBiased[0] == kIq4nlLevels[0] + 128 && kIq4nlLevelsBiased[15] == kIq4nlLevels[15] + 128);
+// IQ4_XS: 256 elements in 136 bytes: fp16 d, 16 bits scales_h, 4 bytes scales_l, then 8 blocks of
+// 16 bytes of nibbles (IQ4_NL's order). Block j's scale is d·(ls − 32), ls the 6 bits of the
+// low (j even) or high (j odd) nibble of scales_l[j / 2] and bits 2j, 2j + 1 of scales_h;
+// x = (d·(ls − 32))·kIq4nlLevels[nibble], the product in f32 exact.
+constexpr int kIq4xsBytes = 136;
+inline int iq4xs_block_scale(const uint8_t* p, int j) {  // ls − 32, in -32..31
+  const int scales_h = p[2] | p[3] << 8;
+  return (((p[4 + j / 2] >> (4 * (j % 2))) & 0xf) | (((scales_h >> (2 * j)) & 3) << 4)) - 32;
+}
+
 // Q4_K: 256 elements in 144 bytes: fp16 d, fp16 dmin, 12 bytes of packed 6-bit sub-block scales
 // and mins, 128 bytes of nibbles. Sub-block j (32 elements) uses byte range qs[32*(j/2), +32),
 // low nibbles for even j, high nibbles for odd j; x = (d*sc_j) * q - (dmin*m_j).

@@ -13,7 +13,7 @@ std::string shape_str(const std::vector<uint64_t>& d) {
 }
 }  // namespace
 
-const TensorView& TensorSource::need(const std::string& name, const std::vector<uint64_t>& dims) const {
+const TensorView& TensorSource::need(const std::string& name, const std::vector<uint64_t>& dims, Form form) const {
   const TensorView* t = find(name);
   if (!t) fail("%s: missing tensor '%s'", describe().c_str(), name.c_str());
   if (t->dims != dims)
@@ -24,7 +24,8 @@ const TensorView& TensorSource::need(const std::string& name, const std::vector<
          dtype_name(t->type));
   if (dims[0] % info(t->type).block_elems != 0)
     fail("%s: tensor '%s' rows are not whole blocks", describe().c_str(), name.c_str());
-  return needs_exact_repack(t->type) ? repacked(*t) : *t;
+  const bool stored = form == Form::Stored && supports_q8_activations(t->type);
+  return needs_exact_repack(t->type) && !stored ? repacked(*t) : *t;
 }
 
 const TensorView& TensorSource::repacked(const TensorView& t) const {
@@ -45,8 +46,8 @@ const TensorView& TensorSource::repacked(const TensorView& t) const {
   return kept.view;
 }
 
-WeightMatrix TensorSource::matrix(const std::string& name, int64_t rows, int64_t cols) const {
-  const TensorView& t = need(name, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)});
+WeightMatrix TensorSource::matrix(const std::string& name, int64_t rows, int64_t cols, Form form) const {
+  const TensorView& t = need(name, {static_cast<uint64_t>(cols), static_cast<uint64_t>(rows)}, form);
   WeightMatrix w;
   w.type = t.type;
   w.rows = rows;

@@ -33,12 +33,17 @@ class TensorSource {
     return 0;
   }
 
-  // The tensor, checked to exist, to have exactly `dims` and a type the kernels compute with. A
-  // type held exactly in another (Q3_K, IQ4_NL: kernels/exact_repack.h) comes back in that type,
-  // repacked on first use into memory this source owns (the file's pages are then released).
-  const TensorView& need(const std::string& name, const std::vector<uint64_t>& dims) const;
+  // How a type the engine holds exactly in another (Q3_K, IQ4_NL: kernels/exact_repack.h) comes
+  // back. Held: in that type, repacked on first use into memory this source owns (the file's
+  // pages are then released). Stored: as in the file where the 8-bit-activation kernels take it
+  // (IQ4_NL), so that their panels are the only copy; a caller computing with it on fp32
+  // activations makes its own held copy (Session).
+  enum class Form { Held, Stored };
+
+  // The tensor, checked to exist, to have exactly `dims` and a type the kernels compute with.
+  const TensorView& need(const std::string& name, const std::vector<uint64_t>& dims, Form form = Form::Held) const;
   // A rows x cols matrix (dims {cols, rows}) as a kernel operand.
-  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols) const;
+  WeightMatrix matrix(const std::string& name, int64_t rows, int64_t cols, Form form = Form::Held) const;
   // A tensor of n elements (any dims whose product is n: conv kernels, position tables) as fp32.
   std::vector<float> floats(const std::string& name, const std::vector<uint64_t>& dims) const;
 

@@ -33,6 +33,10 @@ const char* const kLayerMatrices[] = {"attn_q", "attn_k", "attn_v", "attn_output
 double rate(const std::map<DType, double>& r, DType t) {
   const auto it = r.find(t);
   if (it != r.end()) return it->second;
+  // IQ4_NL, IQ4_XS (8-bit path; the calibration has no quantizer for them): the 4-bit type whose
+  // panels they share, Q4_0's and Q4_K's (the same walk plus one table lookup per 16 bytes)
+  if (const DType like = t == DType::IQ4_NL ? DType::Q4_0 : t == DType::IQ4_XS ? DType::Q4_K : t; like != t && r.count(like))
+    return r.at(like);
   // a type the calibration did not time (F64, I8, A4G64): the slowest measured rate
   double lo = 0;
   for (const auto& [k, v] : r) lo = lo == 0 ? v : std::min(lo, v);
@@ -132,8 +136,8 @@ bool on_q8(const WeightTensor& t, bool q8) {
 // kernels/q8_panels.h); else the decode panels, which take the file's bytes but for Q6_K, whose
 // 6-bit quants are widened to bytes (280 bytes per 256 weights where the file has 210;
 // kernels/decode_panels.h).
-// A tensor held in another type (Q3_K, IQ4_NL) also keeps that copy beside its panels: it is
-// the source's memory, not the file's pages, so it is not dropped.
+// A tensor held in another type (Q3_K; IQ4_NL on fp32 activations) also keeps that copy beside its
+// panels: it is the source's (or the session's) memory, not the file's pages, so it is not dropped.
 double resident_text_bytes(const WeightTensor& t, bool q8) {
   const double b = static_cast<double>(t.bytes()), held = t.held() ? b : 0.0;
   if (on_q8(t, q8)) return held + static_cast<double>((t.rows + kPanelRows - 1) / kPanelRows) * static_cast<double>(panel_bytes(t.type, t.cols));
@@ -290,8 +294,16 @@ double decode_ms(const ModelSpec& m, const DeviceProfile& d, int pos, DType kv_t
   return s * 1e3;
 }
 
-Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d) {
+ModelSpec as_computed(const ModelSpec& in, bool q8) {
+  ModelSpec m = in;
+  for (WeightTensor& t : m.tensors)
+    if (q8 && !t.vision && t.rows > 1 && supports_q8_activations(t.stored)) t.type = t.stored;
+  return m;
+}
+
+Prediction predict(const ModelSpec& spec, const Scenario& s, const DeviceProfile& d) {
   if (s.screen_w < 1 || s.screen_h < 1) fail("the screen size must be positive");
+  const ModelSpec m = as_computed(spec, s.q8_activations);
   Prediction p;
   const LlamaConfig& c = m.text;
   const bool bf16 = d.vision_bf16 || d.vision_f16;  // the calibration timed the 16-bit GEMM where it is fast

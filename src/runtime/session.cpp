@@ -13,6 +13,7 @@
 #include "kernels/attention.h"
 #include "kernels/decode_panels.h"
 #include "kernels/elementwise.h"
+#include "kernels/exact_repack.h"
 #include "kernels/kernel_table.h"
 #include "profile/profiler.h"
 
@@ -125,12 +126,28 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
       packed_bytes_ += pw.bytes;
       released_file_bytes_ += static_cast<size_t>(w.rows) * w.row_stride;
       packed_.emplace(w.data, std::move(pw));
-    } else if (decode_panels) {
-      if (!fits_decode_panels(w) || !decode_panels(w.type)) return;
-      PackedWeights pw = pack_decode_panels(w, release, &packed_arena_);
-      packed_bytes_ += pw.bytes;
+      return;
+    }
+    // fp32 activations on a type the model keeps as stored for the 8-bit kernels (IQ4_NL): its
+    // held copy (kernels/exact_repack.h), which the fp32 kernels take
+    PackedWeights held;
+    if (needs_exact_repack(w.type)) {
+      held = hold_exactly(w);
+      packed_bytes_ += held.bytes;
       released_file_bytes_ += static_cast<size_t>(w.rows) * w.row_stride;
+      model.release_pages(w.data, static_cast<size_t>(w.rows) * w.row_stride);
+    }
+    const WeightMatrix& src = held.data ? held.matrix : w;
+    if (decode_panels && fits_decode_panels(src) && decode_panels(src.type)) {
+      std::function<void(const uint8_t*, size_t)> consumed;  // the file's pages, not the held copy's
+      if (!held.data) consumed = release;
+      PackedWeights pw = pack_decode_panels(src, consumed, &packed_arena_);
+      packed_bytes_ += pw.bytes;
+      if (!held.data) released_file_bytes_ += static_cast<size_t>(w.rows) * w.row_stride;
+      if (held.data) held_.push_back(std::move(held.data));  // the panels' matrix still names its rows
       packed_.emplace(w.data, std::move(pw));
+    } else if (held.data) {
+      packed_.emplace(w.data, std::move(held));
     }
   };
   for (const LlamaLayer& L : model.layers())

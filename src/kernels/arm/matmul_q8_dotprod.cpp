@@ -12,6 +12,7 @@
 
 #include "kernels/kernels.h"
 #include "kernels/q8_panels.h"
+#include "kernels/quant_blocks.h"
 
 namespace tessera::neon {
 
@@ -51,6 +52,14 @@ void q8_panels_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const Bloc
               const uint8x16_t sh = vshlq_u8(h, vdupq_n_s8(static_cast<int8_t>(4 - from)));
               g[G] = vorrq_s8(g[G], vreinterpretq_s8_u8(vandq_u8(sh, hm)));
             }
+          } else if constexpr (is_iq4(T)) {  // nibbles to their signed levels (TBL)
+            const uint8_t* q = quants + b * 256 + 16 * quad;
+            const int8x16_t lut = vld1q_s8(kIq4nlLevels);
+            for (int v = 0; v < 4; ++v) {
+              const uint8x16_t pk = vld1q_u8(q + 64 * v);
+              g[v] = vqtbl1q_s8(lut, vandq_u8(pk, m4));
+              g[v + 4] = vqtbl1q_s8(lut, vshrq_n_u8(pk, 4));
+            }
           } else if constexpr (T == DType::Q4_K) {
             const uint8_t* q = quants + (b / 2) * 512 + 16 * quad;
             for (int v = 0; v < 8; ++v) {
@@ -66,7 +75,7 @@ void q8_panels_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const Bloc
             }
           }
           const int8x16_t xlo = vld1q_s8(xb[b].q), xhi = vld1q_s8(xb[b].q + 16);
-          constexpr int off = T == DType::Q8_0 ? 0 : q8_offset(T);  // Q8_0 is signed again here
+          constexpr int off = q8_signed_weights(T) ? 0 : q8_offset(T);  // Q8_0 is signed again here, the levels too
           int32x4_t s = vdupq_n_s32(-off * (T == DType::Q6_K ? xb[b].sum_lo : xb[b].sum));
           int32x4_t s2 = vdupq_n_s32(T == DType::Q6_K ? -off * (xb[b].sum - xb[b].sum_lo) : 0);
           s = vdotq_laneq_s32(s, g[0], xlo, 0);
@@ -78,7 +87,13 @@ void q8_panels_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const Bloc
           s2 = vdotq_laneq_s32(s2, g[6], xhi, 2);
           s2 = vdotq_laneq_s32(s2, g[7], xhi, 3);
           float32x4_t d, mn = vdupq_n_f32(0.0f);
-          if constexpr (is_k_quant(T)) {  // d·sc, −dmin·m (Q6_K: both halves' d·sc), exact products
+          if constexpr (T == DType::IQ4_XS) {  // d·(ls − 32), exact
+            const KScales k = q8_k_scales(T, scales, b);
+            const float32x4_t dd = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(k.d) + 4 * quad)));
+            float scf[4];
+            for (int i = 0; i < 4; ++i) scf[i] = static_cast<float>(static_cast<int8_t>(k.sc[4 * quad + i]));
+            d = vmulq_f32(dd, vld1q_f32(scf));
+          } else if constexpr (is_k_quant(T)) {  // d·sc, −dmin·m (Q6_K: both halves' d·sc), exact products
             const KScales k = q8_k_scales(T, scales, b);
             const float32x4_t dd = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(k.d) + 4 * quad)));
             float scf[4], mnf[4];
@@ -131,6 +146,8 @@ void matmul_q8_rows_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const
     case DType::Q5_1: return q8_panels_dotprod<DType::Q5_1>(w, r0, r1, xq, m, xq_stride, y, ys);
     case DType::Q5_K: return q8_panels_dotprod<DType::Q5_K>(w, r0, r1, xq, m, xq_stride, y, ys);
     case DType::Q6_K: return q8_panels_dotprod<DType::Q6_K>(w, r0, r1, xq, m, xq_stride, y, ys);
+    case DType::IQ4_NL: return q8_panels_dotprod<DType::IQ4_NL>(w, r0, r1, xq, m, xq_stride, y, ys);
+    case DType::IQ4_XS: return q8_panels_dotprod<DType::IQ4_XS>(w, r0, r1, xq, m, xq_stride, y, ys);
     default: return ref::matmul_q8_rows(w, r0, r1, xq, m, xq_stride, y, ys);
   }
 }

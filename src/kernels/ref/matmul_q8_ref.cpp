@@ -14,7 +14,8 @@ namespace tessera {
 
 bool supports_q8_activations(DType t) {
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::A4G64 ||
-         t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K;
+         t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_NL ||
+         t == DType::IQ4_XS;
 }
 
 namespace ref {
@@ -61,6 +62,19 @@ void weight_block(DType t, const uint8_t* row, int64_t b, int q[32], float& d, f
     const uint8_t* p = row + 34 * b;
     fp16_scale_min(p, false, d, m);
     for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(p[2 + i]);
+    return;
+  }
+  if (t == DType::IQ4_NL || t == DType::IQ4_XS) {  // levels; d (IQ4_XS: d·(ls − 32), exact)
+    const bool xs = t == DType::IQ4_XS;
+    const int j = static_cast<int>(b % 8);
+    const uint8_t* p = xs ? row + (b / 8) * kIq4xsBytes : row + kIq4nlBytes * b;
+    d = xs ? fp16_at(p) * static_cast<float>(iq4xs_block_scale(p, j)) : fp16_at(p);
+    m = 0.0f;
+    const uint8_t* qs = xs ? p + 8 + 16 * j : p + 2;
+    for (int i = 0; i < 16; ++i) {
+      q[i] = kIq4nlLevels[qs[i] & 15];
+      q[i + 16] = kIq4nlLevels[qs[i] >> 4];
+    }
     return;
   }
   if (t == DType::Q4_K) {  // sub-block b % 8 of super-block b / 8, as block_consts/weight_at

@@ -51,6 +51,20 @@ float weight_at(DType t, const uint8_t* row, int64_t k) {
       const float d1 = fp16_to_float(d) * static_cast<float>(sc), m1 = fp16_to_float(dmin) * static_cast<float>(mn);
       return std::fma(d1, static_cast<float>(q), -m1);
     }
+    case DType::IQ4_NL: {  // d·level, as ggml's dequantize_row_iq4_nl
+      const uint8_t* b = row + (k / 32) * kIq4nlBytes;
+      const int j = static_cast<int>(k % 32);
+      const int q = j < 16 ? (b[2 + j] & 0xf) : (b[2 + j - 16] >> 4);
+      return fp16_at(b) * static_cast<float>(kIq4nlLevels[q]);
+    }
+    case DType::IQ4_XS: {  // (d·(ls − 32))·level, as ggml's dequantize_row_iq4_xs
+      const uint8_t* b = row + (k / 256) * kIq4xsBytes;
+      const int j = static_cast<int>(k % 256) / 32, l = static_cast<int>(k % 32);
+      const uint8_t* qs = b + 8 + 16 * j;
+      const int q = l < 16 ? (qs[l] & 0xf) : (qs[l - 16] >> 4);
+      const float dl = fp16_at(b) * static_cast<float>(iq4xs_block_scale(b, j));
+      return dl * static_cast<float>(kIq4nlLevels[q]);
+    }
     case DType::A4G64: {
       const uint8_t* b = row + (k / 64) * kA4G64Bytes;
       uint16_t s, z; std::memcpy(&s, b, 2); std::memcpy(&z, b + 2, 2);
@@ -71,9 +85,11 @@ float reduce16(float a[16]) {
 }  // namespace
 
 void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n) {
-  if (needs_exact_repack(type)) {  // Q3_K, IQ4_NL: through the type the engine holds them in
+  if (type == DType::Q3_K) {  // through the type the engine holds it in (a buffer kept per thread:
+                              // the token embedding is read a row per token)
     const DType held = exact_repack_type(type);
-    std::vector<uint8_t> row(row_bytes(held, static_cast<uint64_t>(n)));
+    thread_local std::vector<uint8_t> row;
+    row.resize(row_bytes(held, static_cast<uint64_t>(n)));
     exact_repack_row(type, src, row.data(), n);
     dequantize_row(held, row.data(), dst, n);
     return;

@@ -5,8 +5,8 @@
 // wide: the scalar twin's, lane for lane, so results are bitwise equal to ref/.
 //
 // vpdpbusd multiplies unsigned weight bytes by signed activation bytes. Q4_0 feeds q (0..15)
-// for q − 8, Q5_0 q (0..31) for q − 16 and Q8_0 w + 128 for w, so their block sums start at
-// −8·Σx, −16·Σx and −128·Σx: integers, exact. Q6_K feeds q (0..63) for q − 32, and its two
+// for q − 8, Q5_0 q (0..31) for q − 16 and Q8_0 w + 128 for w (IQ4_NL/IQ4_XS: their nibble's
+// level + 128, looked up), so their block sums start at −8·Σx, −16·Σx and −128·Σx: integers, exact. Q6_K feeds q (0..63) for q − 32, and its two
 // 16-element halves, which have their own scales, are two sums per token, each starting at −32
 // times its half's Σx. A tile is 16 rows × up to 8 tokens: the block's 8 weight vectors are
 // unpacked once and used for every token of the tile.
@@ -165,7 +165,7 @@ constexpr int64_t kPanelStep = T == DType::Q4_K ? 2 : 1;  // blocks per step of 
 
 template <DType T>
 constexpr int stream_lines() {  // an unaligned span of S bytes touches at most ceil((S + 63) / 64) lines
-  constexpr int64_t scale = is_k_quant(T) ? static_cast<int64_t>(k_scale_super_bytes(T)) / 8 : static_cast<int64_t>(panel_scale_bytes(T));
+  constexpr int64_t scale = q8_super_scales(T) ? static_cast<int64_t>(k_scale_super_bytes(T)) / 8 : static_cast<int64_t>(panel_scale_bytes(T));
   return static_cast<int>(((static_cast<int64_t>(panel_quant_bytes(T)) + scale) * kPanelStep<T> + 63 + 63) / 64);
 }
 
@@ -195,6 +195,15 @@ void panel_tile(const uint8_t* panel, int64_t step_bytes, int64_t nb, const Bloc
     if constexpr (NT <= 2) prefetch_step<T>(panel + b / step * step_bytes);
     if constexpr (T == DType::Q8_0) {
       for (int v = 0; v < 8; ++v) g[v] = _mm512_load_si512(q + 64 * v);
+      q8_block_scales<T>(scales, b, d, m);
+      block_tokens<T, NT>(g, d, m, x, xs, b, acc, start + b * start_stride);
+    } else if constexpr (is_iq4(T)) {  // nibbles to level + 128: vpshufb looks up within each 128-bit lane
+      const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlLevelsBiased)));
+      for (int v = 0; v < 4; ++v) {
+        const __m512i p = _mm512_load_si512(q + 64 * v);
+        g[v] = _mm512_shuffle_epi8(lut, _mm512_and_si512(p, m4));
+        g[v + 4] = _mm512_shuffle_epi8(lut, _mm512_and_si512(_mm512_srli_epi16(p, 4), m4));
+      }
       q8_block_scales<T>(scales, b, d, m);
       block_tokens<T, NT>(g, d, m, x, xs, b, acc, start + b * start_stride);
     } else if constexpr (q8_high_bits(T) > 0) {
@@ -303,6 +312,8 @@ bool matmul_q8_rows_vnni(const WeightMatrix& w, int64_t r0, int64_t r1, const Bl
     case DType::Q5_1: q8_panels<DType::Q5_1>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
     case DType::Q5_K: q8_panels<DType::Q5_K>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
     case DType::Q6_K: q8_panels<DType::Q6_K>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
+    case DType::IQ4_NL: q8_panels<DType::IQ4_NL>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
+    case DType::IQ4_XS: q8_panels<DType::IQ4_XS>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
     default: return false;
   }
 }

@@ -25,10 +25,13 @@ void LlamaModel::load_weights(const TensorSource& s, bool g, const std::string& 
   const LlamaConfig& c = cfg_;
   const int64_t E = c.n_embd, QD = c.q_dim(), KV = static_cast<int64_t>(c.n_head_kv) * c.head_dim, FF = c.n_ff;
   auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
-  tok_embd_ = s.matrix(g ? "token_embd.weight" : p + "embed_tokens.weight", c.n_vocab, E);
+  // as stored where the 8-bit kernels take the type (IQ4_NL): Session packs their panels from the
+  // file, or makes the held copy itself on fp32 activations
+  constexpr auto kStored = TensorSource::Form::Stored;
+  tok_embd_ = s.matrix(g ? "token_embd.weight" : p + "embed_tokens.weight", c.n_vocab, E, kStored);
   const std::string out_name = g ? "output.weight" : "lm_head.weight";
   if (!cfg_.tied_embeddings && s.find(out_name)) {
-    output_ = s.matrix(out_name, c.n_vocab, E);
+    output_ = s.matrix(out_name, c.n_vocab, E, kStored);
   } else {
     output_ = tok_embd_;
     cfg_.tied_embeddings = true;
@@ -49,13 +52,13 @@ void LlamaModel::load_weights(const TensorSource& s, bool g, const std::string& 
       L.post_attn_norm = s.floats(n("post_attention_norm.weight", "post_attention_layernorm.weight"), {u(E)});
       L.post_ffn_norm = s.floats(n("post_ffw_norm.weight", "post_feedforward_layernorm.weight"), {u(E)});
     }
-    L.wq = s.matrix(n("attn_q.weight", "self_attn.q_proj.weight"), QD, E);
-    L.wk = s.matrix(n("attn_k.weight", "self_attn.k_proj.weight"), KV, E);
-    L.wv = s.matrix(n("attn_v.weight", "self_attn.v_proj.weight"), KV, E);
-    L.wo = s.matrix(n("attn_output.weight", "self_attn.o_proj.weight"), E, QD);
-    L.w_gate = s.matrix(n("ffn_gate.weight", "mlp.gate_proj.weight"), FF, E);
-    L.w_up = s.matrix(n("ffn_up.weight", "mlp.up_proj.weight"), FF, E);
-    L.w_down = s.matrix(n("ffn_down.weight", "mlp.down_proj.weight"), E, FF);
+    L.wq = s.matrix(n("attn_q.weight", "self_attn.q_proj.weight"), QD, E, kStored);
+    L.wk = s.matrix(n("attn_k.weight", "self_attn.k_proj.weight"), KV, E, kStored);
+    L.wv = s.matrix(n("attn_v.weight", "self_attn.v_proj.weight"), KV, E, kStored);
+    L.wo = s.matrix(n("attn_output.weight", "self_attn.o_proj.weight"), E, QD, kStored);
+    L.w_gate = s.matrix(n("ffn_gate.weight", "mlp.gate_proj.weight"), FF, E, kStored);
+    L.w_up = s.matrix(n("ffn_up.weight", "mlp.up_proj.weight"), FF, E, kStored);
+    L.w_down = s.matrix(n("ffn_down.weight", "mlp.down_proj.weight"), E, FF, kStored);
   }
 }
 
