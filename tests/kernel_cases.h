@@ -122,6 +122,21 @@ inline RandomMatrix make_matrix(DType t, int64_t rows, int64_t cols, uint32_t se
       }
       continue;
     }
+    if (t == DType::Q3_K) {  // random hmask, quants and 6-bit scales; a small fp16 d (ggml's block_q3_K)
+      for (int64_t sb = 0; sb < cols / 256; ++sb) {
+        uint8_t* p = row + sb * 110;
+        for (int i = 0; i < 108; ++i) p[i] = static_cast<uint8_t>(rng());
+        const uint16_t d = float_to_fp16(0.0005f + 0.002f * std::fabs(u(rng)));
+        std::memcpy(p + 108, &d, 2);
+        for (int e = 0; e < 256; ++e) {
+          const int s = e / 16, n = e / 128, j = (e % 128) / 32, l = e % 32;
+          const int lo4 = s < 8 ? p[96 + s] & 15 : p[96 + s - 8] >> 4, hi2 = (p[104 + s % 4] >> (2 * (s / 4))) & 3;
+          const int q = ((p[32 + 32 * n + l] >> (2 * j)) & 3) - ((p[l] >> (4 * n + j)) & 1 ? 0 : 4);
+          ex[sb * 256 + e] = static_cast<double>(fp16_to_float(d)) * ((lo4 | hi2 << 4) - 32) * q;
+        }
+      }
+      continue;
+    }
     if (t == DType::IQ4_NL || t == DType::IQ4_XS) {  // random nibbles and (IQ4_XS) 6-bit block scales
       static constexpr int kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};  // ggml's
       const bool xs = t == DType::IQ4_XS;
@@ -212,6 +227,7 @@ inline const std::vector<Case>& cases() {
       {DType::Q6_K, {256, 512, 1536}},
       {DType::IQ4_NL, {32, 96, 576}},
       {DType::IQ4_XS, {256, 1536}},
+      {DType::Q3_K, {256, 1536}},
   };
   return c;
 }

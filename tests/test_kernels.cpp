@@ -244,7 +244,7 @@ TEST(Kernels, Fp16LoadIsTheScalarTwinOnEveryHalf) {
 
 TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::A4G64, DType::Q5_0, DType::Q5_1,
-                  DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
+                  DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::Q3_K}) {
     for (int64_t K : {32, 64, 256, 576, 1536}) {
       if (K % info(t).block_elems) continue;  // Q4_K: super-blocks of 256
       for (int64_t N : {1, 3, 8, 13, 17, 40}) {
@@ -302,7 +302,7 @@ TEST(Kernels, MatmulQ8ExtremeBlocksMatchScalarTwin) {
   if (!has_avx2()) GTEST_SKIP() << "no AVX2";
   constexpr int64_t K = 512, N = 16, M = 3;
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::A4G64, DType::Q5_0, DType::Q5_1,
-                  DType::Q5_K, DType::Q6_K}) {
+                  DType::Q5_K, DType::Q6_K, DType::Q3_K}) {
     const size_t rb = row_bytes(t, K);
     std::vector<uint8_t> bytes(rb * N);
     std::vector<float> row(K);
@@ -395,6 +395,33 @@ TEST(Kernels, MatmulQ8Iq4ExtremesAndHeldCopy) {
   }
 }
 
+// Q3_K's own panels (quants + 4 as nibbles, the halves' scales as Q6_K's) against its exact Q6_K
+// copy (exact_repack.h), the one the fp32 kernels take: the same bits on 8-bit activations, and
+// the scalar twin on the Q3_K rows the bits of the SIMD kernels on the copy on fp32 ones.
+TEST(Kernels, MatmulQ8Q3KEqualsItsHeldQ6K) {
+  ThreadPool pool(2);
+  for (int64_t K : {256, 1536})
+    for (int64_t N : {5, 37}) {
+      const RandomMatrix W = make_matrix(DType::Q3_K, N, K, static_cast<uint32_t>(K + N));
+      const PackedWeights held = hold_exactly(W.w);
+      ASSERT_EQ(held.matrix.type, DType::Q6_K);
+      const PackedWeights P = pack_q8_panels(W.w), HP = pack_q8_panels(held.matrix);
+      for (int64_t M : {1, 3, 12}) {
+        const std::vector<float> x = random_x(M, K, static_cast<uint32_t>(M + K));
+        const int64_t nb = K / 32;
+        std::vector<BlockQ8_1> xq(static_cast<size_t>(M * nb));
+        for (int64_t i = 0; i < M; ++i) quantize_row_q8_1(x.data() + i * K, xq.data() + i * nb, K);
+        std::vector<float> a(static_cast<size_t>(M * N)), b(a.size(), -1.0f);
+        matmul_q8(HP.matrix, xq.data(), M, nb, a.data(), N, pool);
+        matmul_q8(P.matrix, xq.data(), M, nb, b.data(), N, pool);
+        ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "8-bit, K=" << K << " N=" << N << " M=" << M;
+        matmul(held.matrix, x.data(), M, K, a.data(), N, pool);
+        matmul(W.w, x.data(), M, K, b.data(), N, pool);
+        ASSERT_EQ(std::memcmp(a.data(), b.data(), a.size() * 4), 0) << "fp32, K=" << K << " N=" << N << " M=" << M;
+      }
+    }
+}
+
 TEST(Kernels, MatmulQ8GroupEqualsSeparateCalls) {
   const int64_t K = 576, nb = K / 32;
   for (DType t : {DType::Q4_1, DType::Q8_0, DType::Q4_K}) {
@@ -434,7 +461,7 @@ TEST(Kernels, MatmulQ8LongPrefillMatchesScalarTwin) {
   if (!has_avx2()) GTEST_SKIP() << "no AVX2";
   const int64_t K = 1536, N = 75, M = 270, nb = K / 32;
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::A4G64, DType::Q5_0, DType::Q5_1,
-                  DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS}) {
+                  DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::Q3_K}) {
     const RandomMatrix W = make_matrix(t, N, K, 99);
     const PackedWeights P = pack_q8_panels(W.w);
     const std::vector<float> x = random_x(M, K, 5);

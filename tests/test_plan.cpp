@@ -134,45 +134,33 @@ TEST(Plan, TileGridMatchesPreprocessing) {
     }
 }
 
-// A tensor the engine holds in another type (Q3_K as Q6_K, IQ4_NL as Q8_0: kernels/exact_repack.h)
-// keeps that copy beside its panels, so it counts twice in the resident weights; the file's own
-// pages, dropped once packed, count once. (llama-quantize's Q3_K_S of SmolLM2 is Q3_K in ffn_down.)
+// A tensor the engine holds in another type (Q3_K as Q6_K, IQ4_NL as Q8_0 on fp32 activations:
+// kernels/exact_repack.h) keeps that copy beside its panels, so it counts twice in the resident
+// weights; the file's own pages, dropped once packed, count once. (llama-quantize's Q3_K_S of
+// SmolLM2 is Q3_K in ffn_down.)
 TEST(Plan, HeldTypesCountTheirCopy) {
   const DeviceProfile d = round_device();
   const ModelSpec m = with_weight_types(open_model_spec(test::model_path()), DType::Q4_0, kKeepType);
-  ModelSpec h = m;
-  double held = 0;
-  for (WeightTensor& t : h.tensors)
-    if (t.name.find("ffn_down") != std::string::npos) {
-      t.type = DType::Q6_K;
-      t.stored = DType::Q3_K;
-      held += static_cast<double>(t.bytes());
-    }
-  ModelSpec q6 = h;
-  for (WeightTensor& t : q6.tensors) t.stored = t.type;
-  ASSERT_GT(held, 0);
-  for (bool q8 : {true, false}) {
+  // Q3_K and IQ4_NL: the 8-bit kernels take them as stored (their own panels, no copy); on fp32
+  // activations the session holds them as Q6_K and Q8_0, a copy beside the decode panels
+  for (auto [stored, held] : {std::pair{DType::Q3_K, DType::Q6_K}, std::pair{DType::IQ4_NL, DType::Q8_0}}) {
+    ModelSpec h = m, as_stored = m, as_held = m;
+    double copy = 0;
+    for (ModelSpec* x : {&h, &as_stored, &as_held})
+      for (WeightTensor& t : x->tensors)
+        if (t.name.find("ffn_down") != std::string::npos) {
+          t.stored = x == &as_held ? held : stored;
+          t.type = x == &as_stored ? stored : held;
+          if (x == &h) copy += static_cast<double>(t.bytes());
+        }
+    ASSERT_GT(copy, 0);
     Scenario s;
-    s.q8_activations = q8;
-    EXPECT_NEAR(predict(h, s, d).weights - predict(q6, s, d).weights, held, 1e-6 * held) << q8;
+    s.q8_activations = true;
+    EXPECT_EQ(predict(h, s, d).weights, predict(as_stored, s, d).weights) << dtype_name(stored);
+    EXPECT_LT(predict(h, s, d).weights, predict(as_held, s, d).weights) << dtype_name(stored);
+    s.q8_activations = false;
+    EXPECT_NEAR(predict(h, s, d).weights - predict(as_held, s, d).weights, copy, 1e-6 * copy) << dtype_name(stored);
   }
-  // IQ4_NL: the 8-bit kernels take it as stored (its own panels, no copy); on fp32 activations
-  // the session holds it as Q8_0
-  ModelSpec nl = m, nl_stored = m, nl_q8_0 = m;
-  double copy = 0;
-  for (ModelSpec* x : {&nl, &nl_stored, &nl_q8_0})
-    for (WeightTensor& t : x->tensors)
-      if (t.name.find("ffn_down") != std::string::npos) {
-        t.stored = x == &nl_q8_0 ? DType::Q8_0 : DType::IQ4_NL;
-        t.type = x == &nl_stored ? DType::IQ4_NL : DType::Q8_0;
-        if (x == &nl) copy += static_cast<double>(t.bytes());
-      }
-  Scenario s;
-  s.q8_activations = true;
-  EXPECT_EQ(predict(nl, s, d).weights, predict(nl_stored, s, d).weights);
-  EXPECT_LT(predict(nl, s, d).weights, predict(nl_q8_0, s, d).weights);
-  s.q8_activations = false;
-  EXPECT_NEAR(predict(nl, s, d).weights - predict(nl_q8_0, s, d).weights, copy, 1e-6 * copy);
 }
 
 // Each term of the cost model, by hand, on round rates: decode streams every layer matrix and the

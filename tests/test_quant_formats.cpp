@@ -265,12 +265,13 @@ TEST(QuantFormats, Q3KAndIq4nlAreHeldExactly) {
       for (int k = 0; k < cols; ++k) ASSERT_EQ(got[static_cast<size_t>(k)], want[static_cast<size_t>(k)]) << name << " " << r << " " << k;
     }
   }
-  // as stored where the 8-bit kernels take the type (the text model's matrices): IQ4_NL and
-  // IQ4_XS as in the file, Q3_K still as Q6_K
+  // as stored where the 8-bit kernels take the type (the text model's matrices): Q3_K, IQ4_NL
+  // and IQ4_XS as in the file
   constexpr auto kStored = TensorSource::Form::Stored;
   EXPECT_EQ(s.matrix("nl", 3, 64, kStored).type, DType::IQ4_NL);
   EXPECT_EQ(s.matrix("nl", 3, 64, kStored).data, s.find("nl")->data);
-  EXPECT_EQ(s.matrix("q3", 2, 512, kStored).type, DType::Q6_K);
+  EXPECT_EQ(s.matrix("q3", 2, 512, kStored).type, DType::Q3_K);
+  EXPECT_EQ(s.matrix("q3", 2, 512, kStored).data, s.find("q3")->data);
   for (auto form : {TensorSource::Form::Held, kStored}) {
     const WeightMatrix m = s.matrix("xs", 2, 256, form);  // no held type: as stored either way
     EXPECT_EQ(m.type, DType::IQ4_XS);

@@ -11,33 +11,23 @@ namespace tessera {
 
 namespace {
 
-constexpr int kQ3KBytes = 110, kQ8_0Bytes = 34;
+constexpr int kQ8_0Bytes = 34;
 
-// One Q3_K super-block (256 weights in 110 bytes: hmask[32], qs[64], scales[12], fp16 d, as ggml's
-// block_q3_K) into one Q6_K super-block (quant_blocks.h). Element 128n + 32j + 16h + l (n < 2, j <
-// 4, h < 2, l < 16): low bits (qs[32n + 16h + l] >> 2j) & 3, high bit hmask[16h + l] bit 4n + j
-// (set: +0, clear: −4); sub-block s = e / 16 has the 6-bit scale whose low 4 bits are the low
-// nibble of scales[s] (s < 8) or the high nibble of scales[s − 8], and whose high 2 bits are
-// (scales[8 + s % 4] >> 2(s / 4)) & 3.
+// One Q3_K super-block (quant_blocks.h's reading of ggml's block_q3_K) into one Q6_K super-block:
+// the scales sc − 32 as Q6_K's int8 ones, d's fp16 bits, each quant + 32.
 void q3k_to_q6k(const uint8_t* p, uint8_t* o) {
-  const uint8_t* hmask = p;
-  const uint8_t* qs = p + 32;
-  const uint8_t* sc = p + 96;
   std::memset(o, 0, kQ6KBytes);
-  for (int s = 0; s < 16; ++s) {
-    const int lo = s < 8 ? sc[s] & 0xf : sc[s - 8] >> 4;
-    const int hi = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
-    o[192 + s] = static_cast<uint8_t>(static_cast<int8_t>((lo | (hi << 4)) - 32));
-  }
+  for (int s = 0; s < 16; ++s) o[192 + s] = static_cast<uint8_t>(static_cast<int8_t>(q3k_scale(p, s)));
   std::memcpy(o + 208, p + 108, 2);  // d: the same fp16 bits
-  for (int e = 0; e < 256; ++e) {
-    const int n = e / 128, j = (e % 128) / 32, h = (e % 32) / 16, l = e % 16;
-    const int low = (qs[32 * n + 16 * h + l] >> (2 * j)) & 3;
-    const int high = (hmask[16 * h + l] >> (4 * n + j)) & 1;
-    const int q = low - (high ? 0 : 4) + 32;  // Q6_K's stored quant: 28..35
-    const int u = j, i = 16 * h + l;          // Q6_K: element 128n + 32u + i
-    o[64 * n + 32 * (u % 2) + i] |= static_cast<uint8_t>((q & 15) << (4 * (u / 2)));
-    o[128 + 32 * n + i] |= static_cast<uint8_t>((q >> 4) << (2 * u));
+  for (int b = 0; b < 8; ++b) {  // block b = 4n + u: Q6_K's element 128n + 32u + i
+    int8_t q3[32];
+    q3k_quants(p, b, q3);
+    const int n = b / 4, u = b % 4;
+    for (int i = 0; i < 32; ++i) {
+      const int q = q3[i] + 32;  // Q6_K's stored quant: 28..35
+      o[64 * n + 32 * (u % 2) + i] |= static_cast<uint8_t>((q & 15) << (4 * (u / 2)));
+      o[128 + 32 * n + i] |= static_cast<uint8_t>((q >> 4) << (2 * u));
+    }
   }
 }
 

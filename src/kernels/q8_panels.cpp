@@ -65,6 +65,18 @@ void pack_row(const uint8_t* row, int64_t nb, uint8_t* panel, int lane) {
         for (int v = 0; v < 4; ++v) std::memcpy(qb + 64 * v + 4 * lane, p + 8 + 16 * j + 4 * v, 4);
         break;
       }
+      case DType::Q3_K: {  // quants + 4 (0..7) as Q4_0's nibbles; d and the halves' sc − 32 as Q6_K's
+        const uint8_t* p = row + (b / 8) * kQ3KBytes;
+        const int j = static_cast<int>(b % 8);
+        std::memcpy(ks + 2 * lane, p + 108, 2);
+        ks[32 + 32 * j + lane] = static_cast<uint8_t>(static_cast<int8_t>(q3k_scale(p, 2 * j)));
+        ks[48 + 32 * j + lane] = static_cast<uint8_t>(static_cast<int8_t>(q3k_scale(p, 2 * j + 1)));
+        int8_t q[32];
+        q3k_quants(p, j, q);
+        for (int v = 0; v < 4; ++v)
+          for (int e = 0; e < 4; ++e) qb[64 * v + 4 * lane + e] = static_cast<uint8_t>((q[4 * v + e] + 4) | (q[16 + 4 * v + e] + 4) << 4);
+        break;
+      }
       case DType::Q8_0: {
         const uint8_t* p = row + b * 34;
         std::memcpy(sb + 2 * lane, p, 2);
@@ -159,6 +171,7 @@ PackedWeights pack_q8_panels(const WeightMatrix& w, const std::function<void(con
     case DType::Q6_K: pack = pack_row<DType::Q6_K>; break;
     case DType::IQ4_NL: pack = pack_row<DType::IQ4_NL>; break;
     case DType::IQ4_XS: pack = pack_row<DType::IQ4_XS>; break;
+    case DType::Q3_K: pack = pack_row<DType::Q3_K>; break;
     default: fail("8-bit activations are not supported for %s weights", dtype_name(w.type));
   }
   for (int64_t r = 0; r < w.rows; ++r) {

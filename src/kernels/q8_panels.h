@@ -5,14 +5,14 @@
 // per panel for the prefetchers.
 //
 // A panel holds rows [16p, 16p + 16) (rows past the matrix are zero) and all nb = cols/32 blocks:
-//   quants:  nb blocks of panel_quant_bytes (256: Q4_0, Q4_1, Q4_K, IQ4_NL, IQ4_XS; 320: Q5_0,
+//   quants:  nb blocks of panel_quant_bytes (256: Q4_0, Q4_1, Q4_K, IQ4_NL, IQ4_XS, Q3_K; 320: Q5_0,
 //            Q5_1, Q5_K; 384: Q6_K; 512: Q8_0), then
 //   scales:  nb blocks of 16 fp16 d (Q4_0, Q5_0, Q8_0, IQ4_NL) or 16 fp16 d + 16 fp16 m (Q4_1,
 //            Q5_1, A4G64); for the K-quants (and IQ4_XS) nb/8 super-blocks of the file's scales, rearranged so a
 //            block's 16 rows are one vector load (q8_k_scales below): Q4_K/Q5_K 16 fp16 d, 16 fp16
 //            dmin, then per block 16 bytes sc and 16 bytes m (6-bit, one byte each): 320 bytes;
 //            Q6_K 16 fp16 d, then per block 16 int8 scales of its first 16 elements and 16 of its
-//            last 16: 288 bytes; IQ4_XS 16 fp16 d, then per block 16 int8 ls − 32: 160 bytes.
+//            last 16: 288 bytes (Q3_K likewise, its scales sc − 32); IQ4_XS 16 fp16 d, then per block 16 int8 ls − 32: 160 bytes.
 //            The kernels multiply them out per block (d·sc, −dmin·m: products
 //            exact in f32, so the values the scalar twin computes from the GGUF row); stored as
 //            f32 products they took 8 bytes per row and block, a third more than the file's
@@ -22,7 +22,8 @@
 // word in g[G] being element 4G + e:
 //   Q4_0/Q4_1 block b: vectors v = 0..3 hold GGUF bytes qs[4v, 4v+4): the low nibbles are
 //     elements 4v..4v+3 (g[v]), the high nibbles elements 16+4v..16+4v+3 (g[v+4]) (ggml's order).
-//     IQ4_NL and IQ4_XS blocks pack as Q4_0's (their nibbles index kIq4nlLevels).
+//     IQ4_NL and IQ4_XS blocks pack as Q4_0's (their nibbles index kIq4nlLevels); Q3_K's quants
+//     + 4 (0..7) likewise.
 //     A4G64 (MLX's affine 4-bit, group 64) packs as Q4_1: each 32-element half of a group is a
 //     block with the group's scale as d and its bias as m (its halves use Q4_1's nibble order).
 //   Q4_K block pair (2i, 2i+1): 512 bytes, vectors v = 0..7 hold the super-block's bytes
@@ -52,7 +53,10 @@ constexpr bool is_k_quant(DType t) { return t == DType::Q4_K || t == DType::Q5_K
 // super-block (IQ4_XS). Their panels hold the nibbles as Q4_0's; the kernels look the levels up.
 constexpr bool is_iq4(DType t) { return t == DType::IQ4_NL || t == DType::IQ4_XS; }
 // Types whose panel scales are per super-block of 256 (q8_k_scales), not per block.
-constexpr bool q8_super_scales(DType t) { return is_k_quant(t) || t == DType::IQ4_XS; }
+constexpr bool q8_super_scales(DType t) { return is_k_quant(t) || t == DType::IQ4_XS || t == DType::Q3_K; }
+// Types whose 32-element blocks are two 16-element halves with scales of their own (Q6_K, Q3_K):
+// two integer sums per block and token, each starting at −offset times its half's Σx.
+constexpr bool q8_two_halves(DType t) { return t == DType::Q6_K || t == DType::Q3_K; }
 
 // Columns must be a multiple of this (a super-block, an A4G64 group, else a block).
 constexpr int64_t q8_col_multiple(DType t) { return q8_super_scales(t) ? 256 : t == DType::A4G64 ? 64 : 32; }
@@ -65,10 +69,11 @@ constexpr bool q8_has_min(DType t) {
 constexpr int q8_high_bits(DType t) {
   return t == DType::Q6_K ? 2 : t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K ? 1 : 0;
 }
-// What the kernels subtract from a stored quant to get the weight's integer (Q8_0: stored w + 128;
+// What the kernels subtract from a stored quant to get the weight's integer (Q3_K: q + 4; Q8_0: stored w + 128;
 // IQ4_NL/IQ4_XS: the unsigned kernels look up level + 128).
 constexpr int q8_offset(DType t) {
-  return t == DType::Q4_0 ? 8 : t == DType::Q5_0 ? 16 : t == DType::Q6_K ? 32 : t == DType::Q8_0 || is_iq4(t) ? 128 : 0;
+  return t == DType::Q4_0 ? 8 : t == DType::Q5_0 ? 16 : t == DType::Q6_K ? 32 : t == DType::Q3_K ? 4
+         : t == DType::Q8_0 || is_iq4(t) ? 128 : 0;
 }
 // Weights of up to 8 bits of magnitude: the signed kernels (AVX2 maddubs, NEON SDOT) take them as
 // signed bytes (no offset), where 4- to 6-bit quants go in unsigned.
@@ -77,7 +82,7 @@ constexpr bool q8_signed_weights(DType t) { return t == DType::Q8_0 || is_iq4(t)
 // per super-block, k_scale_super_bytes).
 constexpr size_t panel_quant_bytes(DType t) { return t == DType::Q8_0 ? 512 : 256 + 64 * q8_high_bits(t); }
 constexpr size_t panel_scale_bytes(DType t) { return q8_has_min(t) ? 64 : 32; }
-constexpr size_t k_scale_super_bytes(DType t) { return t == DType::Q6_K ? 288 : t == DType::IQ4_XS ? 160 : 320; }
+constexpr size_t k_scale_super_bytes(DType t) { return q8_two_halves(t) ? 288 : t == DType::IQ4_XS ? 160 : 320; }
 size_t panel_bytes(DType t, int64_t cols);  // one panel, a multiple of 64
 
 // Where block b's scales sit in a K-quant panel's scale area: the super-block's 16 fp16 d and
@@ -89,7 +94,7 @@ struct KScales {
 inline KScales q8_k_scales(DType t, const uint8_t* scales, int64_t b) {
   const uint8_t* s = scales + (b / 8) * static_cast<int64_t>(k_scale_super_bytes(t));
   const int64_t j = b % 8;
-  if (t == DType::Q6_K) return {s, nullptr, s + 32 + 32 * j, s + 48 + 32 * j};
+  if (q8_two_halves(t)) return {s, nullptr, s + 32 + 32 * j, s + 48 + 32 * j};
   if (t == DType::IQ4_XS) return {s, nullptr, s + 32 + 16 * j, nullptr};
   return {s, s + 32, s + 64 + 16 * j, s + 192 + 16 * j};
 }

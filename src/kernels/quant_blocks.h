@@ -122,9 +122,33 @@ inline void q6k_quants(const uint8_t* p, int b, int8_t q[32]) {
 }
 inline float q6k_scale(const uint8_t* p, int s) { return fp16_at(p + 208) * static_cast<float>(static_cast<int8_t>(p[192 + s])); }
 
-// Block b (32 elements) of a Q5_0, Q5_1, Q5_K or Q6_K row: its quants (Q5_0 minus 16, Q6_K minus
-// 32) and constants: Q5_0 d (m = 0), Q5_1 d and m, Q5_K d·sc and −dmin·m, Q6_K the scales d·sc
-// of its first (d) and last (m) 16 elements. The scalar twins' one reading of these formats.
+// Q3_K: 256 elements in 110 bytes: hmask[32], qs[64], 12 bytes of 6-bit scales (offset 32, one
+// per 16 elements), fp16 d at byte 108 (ggml's block_q3_K). Element 128n + 32j + 16h + l (n < 2,
+// j < 4, h < 2, l < 16): low bits (qs[32n + 16h + l] >> 2j) & 3, high bit hmask[16h + l] bit
+// 4n + j (clear: −4); sub-block s's scale: low 4 bits the low nibble of scales[s] (s < 8) or the
+// high one of scales[s − 8], high 2 bits (scales[8 + s % 4] >> 2(s / 4)) & 3;
+// x = (d·(sc − 32))·q with q in −4..3, as ggml's dequantize_row_q3_K.
+constexpr int kQ3KBytes = 110;
+inline int q3k_scale(const uint8_t* p, int s) {  // sc − 32 of sub-block s (16 elements)
+  const uint8_t* sc = p + 96;
+  const int lo = s < 8 ? sc[s] & 0xf : sc[s - 8] >> 4;
+  const int hi = (sc[8 + s % 4] >> (2 * (s / 4))) & 3;
+  return (lo | hi << 4) - 32;
+}
+// The 32 quants (−4..3) of 32-element block b (0..7) of the super-block at p; its two 16-element
+// halves use q3k_scale(p, 2b) and q3k_scale(p, 2b + 1).
+inline void q3k_quants(const uint8_t* p, int b, int8_t q[32]) {
+  const int n = b / 4, j = b % 4;
+  for (int i = 0; i < 32; ++i) {
+    const int h = i / 16, l = i % 16;
+    const int low = (p[32 + 32 * n + 16 * h + l] >> (2 * j)) & 3, high = (p[16 * h + l] >> (4 * n + j)) & 1;
+    q[i] = static_cast<int8_t>(low - (high ? 0 : 4));
+  }
+}
+
+// Block b (32 elements) of a Q5_0, Q5_1, Q5_K, Q6_K or Q3_K row: its quants (Q5_0 minus 16, Q6_K minus
+// 32) and constants: Q5_0 d (m = 0), Q5_1 d and m, Q5_K d·sc and −dmin·m, Q6_K and Q3_K the
+// scales d·sc of its first (d) and last (m) 16 elements. The scalar twins' one reading of these formats.
 inline void q56_block(DType t, const uint8_t* row, int64_t b, int8_t q[32], float& d, float& m) {
   const int j = static_cast<int>(b % 8);
   if (t == DType::Q5_K) {
@@ -136,6 +160,11 @@ inline void q56_block(DType t, const uint8_t* row, int64_t b, int8_t q[32], floa
     d = q6k_scale(p, 2 * j);
     m = q6k_scale(p, 2 * j + 1);
     q6k_quants(p, j, q);
+  } else if (t == DType::Q3_K) {  // dl = d·(sc − 32), exact in f32, as ggml's
+    const uint8_t* p = row + (b / 8) * kQ3KBytes;
+    d = fp16_at(p + 108) * static_cast<float>(q3k_scale(p, 2 * j));
+    m = fp16_at(p + 108) * static_cast<float>(q3k_scale(p, 2 * j + 1));
+    q3k_quants(p, j, q);
   } else {  // fp16 d (Q5_1: and m), the fifth bits, the nibbles
     const bool affine = t == DType::Q5_1;
     const uint8_t* p = row + b * (affine ? kQ5_1Bytes : kQ5_0Bytes);

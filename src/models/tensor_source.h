@@ -36,7 +36,7 @@ class TensorSource {
   // How a type the engine holds exactly in another (Q3_K, IQ4_NL: kernels/exact_repack.h) comes
   // back. Held: in that type, repacked on first use into memory this source owns (the file's
   // pages are then released). Stored: as in the file where the 8-bit-activation kernels take it
-  // (IQ4_NL), so that their panels are the only copy; a caller computing with it on fp32
+  // (Q3_K, IQ4_NL), so that their panels are the only copy; a caller computing with it on fp32
   // activations makes its own held copy (Session).
   enum class Form { Held, Stored };
 

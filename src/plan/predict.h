@@ -57,7 +57,7 @@ struct Prediction {
 
 Prediction predict(const ModelSpec& m, const Scenario& s, const DeviceProfile& d);
 // The text matrices as the session computes with them: a type the 8-bit kernels take as stored
-// (IQ4_NL) stays so on 8-bit activations, with no held copy (models/tensor_source.h, Form::Stored).
+// (Q3_K, IQ4_NL) stays so on 8-bit activations, with no held copy (models/tensor_source.h, Form::Stored).
 ModelSpec as_computed(const ModelSpec& m, bool q8_activations);
 
 // The text model alone: prefill of n tokens after `depth` cached ones, and one decoded token at

@@ -128,7 +128,7 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
       packed_.emplace(w.data, std::move(pw));
       return;
     }
-    // fp32 activations on a type the model keeps as stored for the 8-bit kernels (IQ4_NL): its
+    // fp32 activations on a type the model keeps as stored for the 8-bit kernels (Q3_K, IQ4_NL): its
     // held copy (kernels/exact_repack.h), which the fp32 kernels take
     PackedWeights held;
     if (needs_exact_repack(w.type)) {

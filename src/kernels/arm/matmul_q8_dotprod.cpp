@@ -76,8 +76,8 @@ void q8_panels_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const Bloc
           }
           const int8x16_t xlo = vld1q_s8(xb[b].q), xhi = vld1q_s8(xb[b].q + 16);
           constexpr int off = q8_signed_weights(T) ? 0 : q8_offset(T);  // Q8_0 is signed again here, the levels too
-          int32x4_t s = vdupq_n_s32(-off * (T == DType::Q6_K ? xb[b].sum_lo : xb[b].sum));
-          int32x4_t s2 = vdupq_n_s32(T == DType::Q6_K ? -off * (xb[b].sum - xb[b].sum_lo) : 0);
+          int32x4_t s = vdupq_n_s32(-off * (q8_two_halves(T) ? xb[b].sum_lo : xb[b].sum));
+          int32x4_t s2 = vdupq_n_s32(q8_two_halves(T) ? -off * (xb[b].sum - xb[b].sum_lo) : 0);
           s = vdotq_laneq_s32(s, g[0], xlo, 0);
           s = vdotq_laneq_s32(s, g[1], xlo, 1);
           s = vdotq_laneq_s32(s, g[2], xlo, 2);
@@ -93,16 +93,16 @@ void q8_panels_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const Bloc
             float scf[4];
             for (int i = 0; i < 4; ++i) scf[i] = static_cast<float>(static_cast<int8_t>(k.sc[4 * quad + i]));
             d = vmulq_f32(dd, vld1q_f32(scf));
-          } else if constexpr (is_k_quant(T)) {  // d·sc, −dmin·m (Q6_K: both halves' d·sc), exact products
+          } else if constexpr (q8_super_scales(T)) {  // d·sc, −dmin·m (Q6_K, Q3_K: both halves' d·sc), exact products
             const KScales k = q8_k_scales(T, scales, b);
             const float32x4_t dd = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(k.d) + 4 * quad)));
             float scf[4], mnf[4];
             for (int i = 0; i < 4; ++i) {
-              scf[i] = T == DType::Q6_K ? static_cast<float>(static_cast<int8_t>(k.sc[4 * quad + i])) : static_cast<float>(k.sc[4 * quad + i]);
-              mnf[i] = T == DType::Q6_K ? static_cast<float>(static_cast<int8_t>(k.mn[4 * quad + i])) : static_cast<float>(k.mn[4 * quad + i]);
+              scf[i] = q8_two_halves(T) ? static_cast<float>(static_cast<int8_t>(k.sc[4 * quad + i])) : static_cast<float>(k.sc[4 * quad + i]);
+              mnf[i] = q8_two_halves(T) ? static_cast<float>(static_cast<int8_t>(k.mn[4 * quad + i])) : static_cast<float>(k.mn[4 * quad + i]);
             }
             d = vmulq_f32(dd, vld1q_f32(scf));
-            if constexpr (T == DType::Q6_K) {
+            if constexpr (q8_two_halves(T)) {
               mn = vmulq_f32(dd, vld1q_f32(mnf));
             } else {
               const float32x4_t dm = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(k.dmin) + 4 * quad)));
@@ -114,7 +114,7 @@ void q8_panels_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const Bloc
             if constexpr (q8_has_min(T))
               mn = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(sb + 32) + 4 * quad)));
           }
-          if constexpr (T == DType::Q6_K) {  // d, mn: the halves' d·sc
+          if constexpr (q8_two_halves(T)) {  // d, mn: the halves' d·sc
             acc = vfmaq_f32(acc, vcvtq_f32_s32(s), vmulq_n_f32(d, xb[b].d));
             acc = vfmaq_f32(acc, vcvtq_f32_s32(s2), vmulq_n_f32(mn, xb[b].d));
             continue;
@@ -148,6 +148,7 @@ void matmul_q8_rows_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const
     case DType::Q6_K: return q8_panels_dotprod<DType::Q6_K>(w, r0, r1, xq, m, xq_stride, y, ys);
     case DType::IQ4_NL: return q8_panels_dotprod<DType::IQ4_NL>(w, r0, r1, xq, m, xq_stride, y, ys);
     case DType::IQ4_XS: return q8_panels_dotprod<DType::IQ4_XS>(w, r0, r1, xq, m, xq_stride, y, ys);
+    case DType::Q3_K: return q8_panels_dotprod<DType::Q3_K>(w, r0, r1, xq, m, xq_stride, y, ys);
     default: return ref::matmul_q8_rows(w, r0, r1, xq, m, xq_stride, y, ys);
   }
 }

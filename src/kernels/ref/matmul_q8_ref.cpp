@@ -15,7 +15,7 @@ namespace tessera {
 bool supports_q8_activations(DType t) {
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::A4G64 ||
          t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_NL ||
-         t == DType::IQ4_XS;
+         t == DType::IQ4_XS || t == DType::Q3_K;
 }
 
 namespace ref {
@@ -52,7 +52,7 @@ void fp16_scale_min(const uint8_t* p, bool with_min, float& d, float& m) {
 // Weight quants of block b as 32 signed/unsigned ints, plus the block's scale and min (Q6_K: the
 // scales d·sc of its first and last 16 elements).
 void weight_block(DType t, const uint8_t* row, int64_t b, int q[32], float& d, float& m) {
-  if (t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K) {
+  if (t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K || t == DType::Q3_K) {
     int8_t q8[32];
     q56_block(t, row, b, q8, d, m);
     for (int i = 0; i < 32; ++i) q[i] = q8[i];
@@ -129,7 +129,7 @@ void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8
         float d, mn;
         if (row) weight_block(w.type, row, b, q, d, mn);
         else q8_0_block_from_panel(w, r, b, q, d), mn = 0.0f;
-        if (w.type == DType::Q6_K) {  // two halves, each with its own scale
+        if (q8_two_halves(w.type)) {  // Q6_K, Q3_K: two halves, each with its own scale
           int lo = 0, hi = 0;
           for (int e = 0; e < 16; ++e) lo += q[e] * xb[b].q[e];
           for (int e = 16; e < 32; ++e) hi += q[e] * xb[b].q[e];

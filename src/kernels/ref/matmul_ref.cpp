@@ -7,7 +7,6 @@
 
 #include "core/fp16.h"
 #include "kernels/elementwise.h"
-#include "kernels/exact_repack.h"
 #include "kernels/kernels.h"
 #include "kernels/quant_blocks.h"
 
@@ -85,30 +84,23 @@ float reduce16(float a[16]) {
 }  // namespace
 
 void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n) {
-  if (type == DType::Q3_K) {  // through the type the engine holds it in (a buffer kept per thread:
-                              // the token embedding is read a row per token)
-    const DType held = exact_repack_type(type);
-    thread_local std::vector<uint8_t> row;
-    row.resize(row_bytes(held, static_cast<uint64_t>(n)));
-    exact_repack_row(type, src, row.data(), n);
-    dequantize_row(held, row.data(), dst, n);
-    return;
-  }
   if (type == DType::F16 && reinterpret_cast<uintptr_t>(src) % 2 == 0) {  // exact at every level: the
                                                                           // vectorised widening (a float mmproj's load)
     load_f16(reinterpret_cast<const uint16_t*>(src), n, dst);
     return;
   }
-  if (type == DType::Q5_0 || type == DType::Q5_1 || type == DType::Q5_K || type == DType::Q6_K) {
-    // the 5- and 6-bit types block by block: the quants unpacked once (quant_blocks.h), then
-    // Q5_0 d·(q−16), Q5_1 fma(d, q, m), Q5_K fma(d·sc, q, −dmin·m), Q6_K (d·sc)·(q−32)
+  if (type == DType::Q5_0 || type == DType::Q5_1 || type == DType::Q5_K || type == DType::Q6_K || type == DType::Q3_K) {
+    // the 5- and 6-bit types (and Q3_K) block by block: the quants unpacked once (quant_blocks.h),
+    // then Q5_0 d·(q−16), Q5_1 fma(d, q, m), Q5_K fma(d·sc, q, −dmin·m), Q6_K (d·sc)·(q−32), Q3_K
+    // (d·(sc − 32))·q
+    const bool halves = type == DType::Q6_K || type == DType::Q3_K;
     for (int64_t b = 0; b < n / 32; ++b) {
       int8_t q[32];
       float d, m;
       q56_block(type, src, b, q, d, m);
       float* out = dst + 32 * b;
       for (int l = 0; l < 32; ++l)
-        out[l] = type == DType::Q6_K   ? (l < 16 ? d : m) * static_cast<float>(q[l])
+        out[l] = halves                ? (l < 16 ? d : m) * static_cast<float>(q[l])
                  : type == DType::Q5_0 ? d * static_cast<float>(q[l])
                                        : std::fma(d, static_cast<float>(q[l]), m);
     }

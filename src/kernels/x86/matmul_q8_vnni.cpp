@@ -51,14 +51,14 @@ inline void block_tokens_chains(const __m512i g[8], __m512 d, __m512 m, const Bl
   for (int t = 0; t < NT; ++t) {
     const BlockQ8_1& xb = x[t * xs + b];
     constexpr int off = q8_offset(T);
-    __m512i s = _mm512_set1_epi32(-off * (T == DType::Q6_K ? xb.sum_lo : xb.sum));
-    __m512i s2 = _mm512_set1_epi32(T == DType::Q6_K ? -off * (xb.sum - xb.sum_lo) : 0);
+    __m512i s = _mm512_set1_epi32(-off * (q8_two_halves(T) ? xb.sum_lo : xb.sum));
+    __m512i s2 = _mm512_set1_epi32(q8_two_halves(T) ? -off * (xb.sum - xb.sum_lo) : 0);
 #pragma GCC unroll 4
     for (int v = 0; v < 4; ++v) {
       s = _mm512_dpbusd_epi32(s, g[v], _mm512_set1_epi32(dword_at(xb.q + 4 * v)));
       s2 = _mm512_dpbusd_epi32(s2, g[v + 4], _mm512_set1_epi32(dword_at(xb.q + 4 * v + 16)));
     }
-    if constexpr (T == DType::Q6_K) {  // d: the first half's d·sc, m: the second's
+    if constexpr (q8_two_halves(T)) {  // d: the first half's d·sc, m: the second's
       const __m512 dx = _mm512_set1_ps(xb.d);
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, dx), acc[t]);
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s2), _mm512_mul_ps(m, dx), acc[t]);
@@ -79,7 +79,7 @@ inline void block_tokens(const __m512i g[8], __m512 d, __m512 m, const BlockQ8_1
                          __m512 acc[NT], const int32_t* start) {
   if constexpr (NT < 4) {
     block_tokens_chains<T, NT>(g, d, m, x, xs, b, acc);
-  } else if constexpr (T == DType::Q6_K) {  // two sums per token (the halves' scales): 4 tokens at a time
+  } else if constexpr (q8_two_halves(T)) {  // two sums per token (the halves' scales): 4 tokens at a time
     static_assert(NT % 4 == 0);
 #pragma GCC unroll 2
     for (int t0 = 0; t0 < NT; t0 += 4) {
@@ -255,7 +255,7 @@ void q8_panels(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* x
   // (Q6_K: per half), read from memory: set from a general register, the 8 values of a block step
   // took 8 of the ALU ports' slots the vpdpbusd need (bench/profile/vnni_tile_bound.py). Per
   // token chunk, start[b][token] (Q6_K: two per token).
-  constexpr int kPer = T == DType::Q6_K ? 2 : 1;
+  constexpr int kPer = q8_two_halves(T) ? 2 : 1;
   thread_local std::vector<int32_t> starts;
   const bool need_starts = q8_offset(T) != 0 && m >= 4;
   const int64_t start_stride = need_starts ? kPer * std::min<int64_t>(m, kTokenChunk) : 0;
@@ -267,7 +267,7 @@ void q8_panels(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8_1* x
         for (int64_t t = t0; t < t1; ++t) {
           const BlockQ8_1& xb = xq[t * xs + b];
           int32_t* o = starts.data() + b * start_stride + kPer * (t - t0);
-          if constexpr (T == DType::Q6_K) {
+          if constexpr (q8_two_halves(T)) {
             o[0] = -q8_offset(T) * xb.sum_lo;
             o[1] = -q8_offset(T) * (xb.sum - xb.sum_lo);
           } else {
@@ -314,6 +314,7 @@ bool matmul_q8_rows_vnni(const WeightMatrix& w, int64_t r0, int64_t r1, const Bl
     case DType::Q6_K: q8_panels<DType::Q6_K>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
     case DType::IQ4_NL: q8_panels<DType::IQ4_NL>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
     case DType::IQ4_XS: q8_panels<DType::IQ4_XS>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
+    case DType::Q3_K: q8_panels<DType::Q3_K>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
     default: return false;
   }
 }

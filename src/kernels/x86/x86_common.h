@@ -45,11 +45,11 @@ inline void q8_block_scales(const uint8_t* scales, int64_t b, __m512& d, __m512&
     const KScales k = q8_k_scales(T, scales, b);
     const __m512 dd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.d)));
     d = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k.sc)))));
-  } else if constexpr (is_k_quant(T)) {  // the file's scales multiplied out: d·sc, −dmin·m (Q6_K: both halves' d·sc)
+  } else if constexpr (q8_super_scales(T)) {  // the file's scales multiplied out: d·sc, −dmin·m (Q6_K, Q3_K: both halves' d·sc)
     const KScales k = q8_k_scales(T, scales, b);
     const __m512 dd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.d)));
     const __m128i sc = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.sc)), mn = _mm_loadu_si128(reinterpret_cast<const __m128i*>(k.mn));
-    if constexpr (T == DType::Q6_K) {
+    if constexpr (q8_two_halves(T)) {
       d = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(sc)));
       m = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(mn)));
     } else {

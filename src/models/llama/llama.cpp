@@ -25,7 +25,7 @@ void LlamaModel::load_weights(const TensorSource& s, bool g, const std::string& 
   const LlamaConfig& c = cfg_;
   const int64_t E = c.n_embd, QD = c.q_dim(), KV = static_cast<int64_t>(c.n_head_kv) * c.head_dim, FF = c.n_ff;
   auto u = [](int64_t x) { return static_cast<uint64_t>(x); };
-  // as stored where the 8-bit kernels take the type (IQ4_NL): Session packs their panels from the
+  // as stored where the 8-bit kernels take the type (Q3_K, IQ4_NL): Session packs their panels from the
   // file, or makes the held copy itself on fp32 activations
   constexpr auto kStored = TensorSource::Form::Stored;
   tok_embd_ = s.matrix(g ? "token_embd.weight" : p + "embed_tokens.weight", c.n_vocab, E, kStored);
