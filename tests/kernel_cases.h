@@ -122,6 +122,21 @@ inline RandomMatrix make_matrix(DType t, int64_t rows, int64_t cols, uint32_t se
       }
       continue;
     }
+    if (t == DType::Q2_K) {  // random scale bytes and quants; small fp16 d and dmin (ggml's block_q2_K)
+      for (int64_t sb = 0; sb < cols / 256; ++sb) {
+        uint8_t* p = row + sb * 84;
+        for (int i = 0; i < 80; ++i) p[i] = static_cast<uint8_t>(rng());
+        const uint16_t d = float_to_fp16(0.001f + 0.01f * std::fabs(u(rng))), dm = float_to_fp16(0.001f + 0.01f * std::fabs(u(rng)));
+        std::memcpy(p + 80, &d, 2);
+        std::memcpy(p + 82, &dm, 2);
+        for (int e = 0; e < 256; ++e) {
+          const int n = e / 128, j = (e % 128) / 32, h = (e % 32) / 16, l = e % 16;
+          const int sc = p[8 * n + 2 * j + h], q = (p[16 + 32 * n + 16 * h + l] >> (2 * j)) & 3;
+          ex[sb * 256 + e] = static_cast<double>(fp16_to_float(d)) * (sc & 15) * q - static_cast<double>(fp16_to_float(dm)) * (sc >> 4);
+        }
+      }
+      continue;
+    }
     if (t == DType::Q3_K) {  // random hmask, quants and 6-bit scales; a small fp16 d (ggml's block_q3_K)
       for (int64_t sb = 0; sb < cols / 256; ++sb) {
         uint8_t* p = row + sb * 110;
@@ -228,6 +243,7 @@ inline const std::vector<Case>& cases() {
       {DType::IQ4_NL, {32, 96, 576}},
       {DType::IQ4_XS, {256, 1536}},
       {DType::Q3_K, {256, 1536}},
+      {DType::Q2_K, {256, 1536}},
   };
   return c;
 }

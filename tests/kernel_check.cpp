@@ -197,7 +197,7 @@ int main() {
           "add_rms_norm", DType::F32, n, 0);
   }
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::A4G64, DType::Q5_0, DType::Q5_1, DType::Q5_K,
-                  DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::Q3_K}) {  // 8-bit activations (W4A8/W8A8)
+                  DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::Q3_K, DType::Q2_K}) {  // 8-bit activations (W4A8/W8A8)
     for (int64_t K : {32, 256, 576, 1536}) {
       if (K % info(t).block_elems) continue;
       const RandomMatrix W = make_matrix(t, 37, K, static_cast<uint32_t>(K + 5));

@@ -244,7 +244,7 @@ TEST(Kernels, Fp16LoadIsTheScalarTwinOnEveryHalf) {
 
 TEST(Kernels, MatmulQ8ActivationsMatchScalarTwinAndFloat64) {
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::A4G64, DType::Q5_0, DType::Q5_1,
-                  DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::Q3_K}) {
+                  DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::Q3_K, DType::Q2_K}) {
     for (int64_t K : {32, 64, 256, 576, 1536}) {
       if (K % info(t).block_elems) continue;  // Q4_K: super-blocks of 256
       for (int64_t N : {1, 3, 8, 13, 17, 40}) {
@@ -461,7 +461,7 @@ TEST(Kernels, MatmulQ8LongPrefillMatchesScalarTwin) {
   if (!has_avx2()) GTEST_SKIP() << "no AVX2";
   const int64_t K = 1536, N = 75, M = 270, nb = K / 32;
   for (DType t : {DType::Q4_0, DType::Q4_1, DType::Q8_0, DType::Q4_K, DType::A4G64, DType::Q5_0, DType::Q5_1,
-                  DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::Q3_K}) {
+                  DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS, DType::Q3_K, DType::Q2_K}) {
     const RandomMatrix W = make_matrix(t, N, K, 99);
     const PackedWeights P = pack_q8_panels(W.w);
     const std::vector<float> x = random_x(M, K, 5);

@@ -389,10 +389,10 @@ TEST(Model, LlamaQuantizeMixturesAgreeWithLlamaCppWhenPresent) {
     return s;
   };
   // Against llama.cpp on the exact f32 conversion of each file (Q4_K_M: `tessera convert --type
-  // f32`; Q3_K_S, IQ4_NL, IQ4_XS: `llama-quantize ... F32`, ggml's own dequantization of the types
-  // the engine holds as Q6_K or computes with natively, IQ4_XS and IQ4_NL on 8-bit activations,
-  // IQ4_NL as Q8_0 on fp32 ones, IQ4_XS through the scalar twin there).
-  for (const char* mix : {"Q4_K_M", "Q3_K_S", "IQ4_NL", "IQ4_XS"}) {
+  // f32`; Q3_K_S, IQ4_NL, IQ4_XS, Q2_K in ffn_down: `llama-quantize ... F32`, ggml's own
+  // dequantization of the types the engine computes with natively on 8-bit activations and holds
+  // as Q6_K / Q8_0 on fp32 ones, or runs through the scalar twin there: IQ4_XS, Q2_K).
+  for (const char* mix : {"Q4_K_M", "Q3_K_S", "IQ4_NL", "IQ4_XS", "Q2_K_ffn_down"}) {
     if (!std::filesystem::exists(mix_file(mix))) continue;
     const std::string l = lower(mix);
     const auto fx = nlohmann::json::parse(test::read_file(test::source_path("tests/fixtures/teacher_forced_llamacpp_" + l + "_f32weights.json")));

@@ -176,14 +176,15 @@ TEST(QuantFormats, RealMlxSmolLM2MatchesMlxWhenPresent) {
 // (kernels/exact_repack.h; the Q3_K_S and IQ4_NL mixtures); Q5_1, Q4_K and Q5_K multiply then add where the engine fuses the two (one rounding
 // fewer), so within 1e-6 of the row's largest value. The float64 test reader must agree too.
 TEST(QuantFormats, RealKQuantBlocksMatchLlamaCppDequantization) {
-  for (DType t : {DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS}) {
+  for (DType t : {DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::Q3_K, DType::IQ4_NL, DType::IQ4_XS, DType::Q2_K}) {
     const std::string base = test::source_path("tests/fixtures/kquants/") + dtype_name(t);
     const test::Npy bytes = test::load_npy(base + ".bytes.npy");
     const std::vector<float> want = test::load_npy(base + ".values.npy").f32();
     ASSERT_EQ(bytes.shape.size(), 2u);
     const size_t rows = bytes.shape[0], rb = bytes.shape[1], cols = want.size() / rows;
     ASSERT_EQ(rb, row_bytes(t, cols)) << dtype_name(t);
-    const bool exact = t == DType::Q5_0 || t == DType::Q6_K || t == DType::Q3_K || t == DType::IQ4_NL || t == DType::IQ4_XS;
+    const bool exact = t == DType::Q5_0 || t == DType::Q6_K || t == DType::Q3_K || t == DType::IQ4_NL || t == DType::IQ4_XS ||
+                       t == DType::Q2_K;
     for (size_t r = 0; r < rows; ++r) {
       std::vector<float> got(cols);
       std::vector<double> f64(cols);
@@ -207,7 +208,7 @@ TEST(QuantFormats, RealKQuantBlocksMatchLlamaCppDequantization) {
 // rows give, element for element, the value the float64 reader takes straight from ggml's layout
 // (exact in fp32 too: an fp16 scale times a 6-bit scale times a 3-bit quant needs 20 bits). A
 // GGUF's tensors of those types come out of the loader in the held type, with the same values; a
-// type the engine has no kernels for and cannot hold (Q2_K) is refused by name.
+// type the engine has no kernels for and cannot hold (IQ2_XXS) is refused by name.
 TEST(QuantFormats, Q3KAndIq4nlAreHeldExactly) {
   std::mt19937 rng(11);
   for (DType t : {DType::Q3_K, DType::IQ4_NL}) {
@@ -237,17 +238,18 @@ TEST(QuantFormats, Q3KAndIq4nlAreHeldExactly) {
       }
     }
   }
-  // through a file: 2 x 512 Q3_K, 3 x 64 IQ4_NL, 2 x 256 IQ4_XS, 1 x 256 Q2_K
+  constexpr DType kIq2xxs = static_cast<DType>(16);  // ggml's IQ2_XXS: named, no kernels
+  // through a file: 2 x 512 Q3_K, 3 x 64 IQ4_NL, 2 x 256 IQ4_XS, 1 x 256 IQ2_XXS
   GgufWriter w;
   w.set("general.architecture", GgufValue::make_string("llama"));
   std::vector<uint8_t> q3(2 * row_bytes(DType::Q3_K, 512)), nl(3 * row_bytes(DType::IQ4_NL, 64)),
-      xs(2 * row_bytes(DType::IQ4_XS, 256)), q2(row_bytes(DType::Q2_K, 256));
+      xs(2 * row_bytes(DType::IQ4_XS, 256)), q2(row_bytes(kIq2xxs, 256));
   for (auto* v : {&q3, &nl, &xs, &q2})
     for (auto& b : *v) b = static_cast<uint8_t>(rng() & 0x3f);  // small scales: finite values
   w.add_tensor("q3", DType::Q3_K, {512, 2}, q3);
   w.add_tensor("nl", DType::IQ4_NL, {64, 3}, nl);
   w.add_tensor("xs", DType::IQ4_XS, {256, 2}, xs);
-  w.add_tensor("q2", DType::Q2_K, {256, 1}, q2);
+  w.add_tensor("q2", kIq2xxs, {256, 1}, q2);
   const std::vector<uint8_t> bytes = w.to_bytes();
   const auto f = GgufFile::parse(bytes.data(), bytes.size());
   GgufTensorSource s(*f);
@@ -285,9 +287,9 @@ TEST(QuantFormats, Q3KAndIq4nlAreHeldExactly) {
   }
   try {
     s.matrix("q2", 1, 256);
-    FAIL() << "Q2_K loaded";
+    FAIL() << "IQ2_XXS loaded";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("type Q2_K, which this engine cannot compute with yet"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("type IQ2_XXS, which this engine cannot compute with yet"), std::string::npos) << e.what();
   }
 }
 

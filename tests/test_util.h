@@ -86,6 +86,14 @@ inline void dequantize_row_f64(DType t, const uint8_t* row, double* out, int64_t
         out[k] = half(b) * kLevels[j < 16 ? b[2 + j] & 15 : b[2 + j - 16] >> 4];
         break;
       }
+      case DType::Q2_K: {  // ggml's block_q2_K: scales[16] (low nibble sc, high m), qs[64], fp16 d, dmin
+        b = row + (k / 256) * 84;
+        const int e = static_cast<int>(k % 256), chunk = e / 128, shift = (e % 128) / 32, l = e % 32;
+        const int sc = b[8 * chunk + 2 * shift + l / 16], q = (b[16 + 32 * chunk + l] >> (2 * shift)) & 3;
+        // ggml: dl·q − ml with dl = d·sc, ml = dmin·m in f32 (exact products): one rounding
+        out[k] = static_cast<float>(half(b + 80) * (sc & 15) * q - half(b + 82) * (sc >> 4));
+        break;
+      }
       case DType::IQ4_XS: {  // fp16 d, 16 bits scales_h, 4 bytes scales_l, then 8 x 16 bytes of nibbles
         static constexpr int kLevels[16] = {-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 113};
         b = row + (k / 256) * 136;

@@ -28,6 +28,7 @@ PICKS = [
     ("Q3_K", "Q3_K_S", None),
     ("IQ4_NL", "IQ4_NL", "blk.0.attn_q.weight"),
     ("IQ4_XS", "IQ4_XS", None),
+    ("Q2_K", "Q2_K_ffn_down", None),
 ]
 ROWS = 3
 

@@ -2,8 +2,9 @@
 # llama.cpp's own K-quant mixtures of the default model, for checking tessera on the files users
 # download (Q4_K_M, Q5_K_M, Q6_K: Q5_0/Q5_1/Q8_0 where a row is not a multiple of 256, Q4_K/
 # Q5_K/Q6_K elsewhere; Q3_K_S: Q3_K in ffn_down, Q4_0 elsewhere, as llama-quantize's Q2_K mix of
-# this model too; IQ4_NL; IQ4_XS: IQ4_XS in 27 ffn_down, IQ4_NL elsewhere), and the golden
-# fixtures made from them:
+# this model too; IQ4_NL; IQ4_XS: IQ4_XS in 27 ffn_down, IQ4_NL elsewhere; Q2_K_ffn_down: Q4_0 with
+# Q2_K forced into ffn_down by --tensor-type, the only way to get Q2_K blocks on this 576-wide
+# model), and the golden fixtures made from them:
 #   models/kquants/SmolLM2-135M-Instruct.<MIX>.gguf       (git-ignored; llama-quantize --allow-requantize
 #                                                          from the Q4_1 file, the only weights we have)
 #   tests/fixtures/kquants/<TYPE>.{bytes,values}.npy      real blocks and gguf-py's dequantization
@@ -11,7 +12,7 @@
 #   tests/fixtures/teacher_forced_llamacpp_q4_k_m_f32weights.json
 #                                                         ... on the exact f32 conversion of the Q4_K_M
 #                                                         file (needs build/tessera): no 8-bit activations
-#   tests/fixtures/teacher_forced_llamacpp_{q3_k_s,iq4_nl,iq4_xs}_f32weights.json
+#   tests/fixtures/teacher_forced_llamacpp_{q3_k_s,iq4_nl,iq4_xs,q2_k_ffn_down}_f32weights.json
 #                                                         ... on llama-quantize's own F32 conversion of
 #                                                         those files (ggml's dequantization)
 # Builds the peer (build_llamacpp.sh; NO_AMX=1 as for the benchmarks) and a small numpy venv
@@ -42,6 +43,12 @@ for mix in Q4_K_M Q5_K_M Q6_K Q3_K_S IQ4_NL IQ4_XS; do
   fi
   echo "[make_kquants] $f"
 done
+f="$OUT/SmolLM2-135M-Instruct.Q2_K_ffn_down.gguf"
+if [[ ! -f "$f" ]]; then
+  "$BIN/llama-quantize" --allow-requantize --tensor-type ffn_down=q2_k "$MODEL" "$f.tmp" Q4_0 "$THREADS" >/dev/null 2>&1
+  mv "$f.tmp" "$f"
+fi
+echo "[make_kquants] $f"
 [[ "${FIXTURES:-1}" == 0 ]] && exit 0
 
 if [[ ! -x .peers/npvenv/bin/python ]]; then
@@ -51,7 +58,7 @@ fi
 PYTHONPATH="$ROOT/.peers/llama_cpp_python-0.3.36/vendor/llama.cpp/gguf-py" \
   .peers/npvenv/bin/python bench/peers/gen_kquant_fixture.py --models "$OUT" --out tests/fixtures/kquants
 
-for mix in Q4_K_M Q5_K_M Q3_K_S IQ4_NL IQ4_XS; do
+for mix in Q4_K_M Q5_K_M Q3_K_S IQ4_NL IQ4_XS Q2_K_ffn_down; do
   f="$OUT/SmolLM2-135M-Instruct.$mix.gguf"
   lower=$(echo "$mix" | tr 'A-Z' 'a-z')
   "$BIN/llamacpp_logits" -m "$f" -f tests/fixtures/english_text.txt -o "tests/fixtures/teacher_forced_llamacpp_$lower.json" \
@@ -64,7 +71,7 @@ build/tessera convert -m "$OUT/SmolLM2-135M-Instruct.Q4_K_M.gguf" -o "$F32" --ty
 "$BIN/llamacpp_logits" -m "$F32" -f tests/fixtures/english_text.txt -o tests/fixtures/teacher_forced_llamacpp_q4_k_m_f32weights.json \
   -t "$THREADS" --model-sha256 "$(basename "$F32"):sha256=$(sha256sum "$F32" | cut -d' ' -f1)" --llama-commit "$LLAMA_COMMIT"
 echo "[make_kquants] tests/fixtures/teacher_forced_llamacpp_q4_k_m_f32weights.json"
-for mix in Q3_K_S IQ4_NL IQ4_XS; do
+for mix in Q3_K_S IQ4_NL IQ4_XS Q2_K_ffn_down; do
   lower=$(echo "$mix" | tr 'A-Z' 'a-z')
   F32="$ROOT/.peers/SmolLM2-135M-Instruct.$mix.F32.gguf"
   "$BIN/llama-quantize" --allow-requantize "$OUT/SmolLM2-135M-Instruct.$mix.gguf" "$F32" F32 "$THREADS" >/dev/null 2>&1

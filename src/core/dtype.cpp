@@ -6,7 +6,7 @@ const DTypeInfo* dtype_info(uint32_t id) {
   static const DTypeInfo kF32{"F32", 1, 4, true}, kF16{"F16", 1, 2, true},
       kQ4_0{"Q4_0", 32, 18, true}, kQ4_1{"Q4_1", 32, 20, true}, kQ5_0{"Q5_0", 32, 22, true},
       kQ5_1{"Q5_1", 32, 24, true}, kQ8_0{"Q8_0", 32, 34, true}, kQ8_1{"Q8_1", 32, 36, false},
-      kQ2_K{"Q2_K", 256, 84, false}, kQ3_K{"Q3_K", 256, 110, false},
+      kQ2_K{"Q2_K", 256, 84, true}, kQ3_K{"Q3_K", 256, 110, false},
       kQ4_K{"Q4_K", 256, 144, true}, kQ5_K{"Q5_K", 256, 176, true},
       kQ6_K{"Q6_K", 256, 210, true}, kQ8_K{"Q8_K", 256, 292, false}, kIQ4_NL{"IQ4_NL", 32, 18, true}, kI8{"I8", 1, 1, false},
       kI16{"I16", 1, 2, false}, kI32{"I32", 1, 4, false}, kI64{"I64", 1, 8, false},

@@ -77,6 +77,23 @@ void pack_row(const uint8_t* row, int64_t nb, uint8_t* panel, int lane) {
           for (int e = 0; e < 4; ++e) qb[64 * v + 4 * lane + e] = static_cast<uint8_t>((q[4 * v + e] + 4) | (q[16 + 4 * v + e] + 4) << 4);
         break;
       }
+      case DType::Q2_K: {  // 2-bit quants, four weight vectors to a byte; d, dmin, the halves' sc and m
+        const uint8_t* p = row + (b / 8) * kQ2KBytes;
+        const int j = static_cast<int>(b % 8), n = j / 4, jj = j % 4;
+        std::memcpy(ks + 2 * lane, p + 80, 2);
+        std::memcpy(ks + 32 + 2 * lane, p + 82, 2);
+        for (int h = 0; h < 2; ++h) {
+          const uint8_t sc = p[8 * n + 2 * jj + h];
+          ks[64 + 64 * j + 16 * h + lane] = sc & 15;
+          ks[96 + 64 * j + 16 * h + lane] = sc >> 4;
+        }
+        int8_t q[32];
+        float d[2], m[2];
+        q2k_block(p, j, q, d, m);
+        for (int G = 0; G < 8; ++G)
+          for (int e = 0; e < 4; ++e) qb[64 * (G / 4) + 4 * lane + e] |= static_cast<uint8_t>(q[4 * G + e] << (2 * (G % 4)));
+        break;
+      }
       case DType::Q8_0: {
         const uint8_t* p = row + b * 34;
         std::memcpy(sb + 2 * lane, p, 2);
@@ -172,6 +189,7 @@ PackedWeights pack_q8_panels(const WeightMatrix& w, const std::function<void(con
     case DType::IQ4_NL: pack = pack_row<DType::IQ4_NL>; break;
     case DType::IQ4_XS: pack = pack_row<DType::IQ4_XS>; break;
     case DType::Q3_K: pack = pack_row<DType::Q3_K>; break;
+    case DType::Q2_K: pack = pack_row<DType::Q2_K>; break;
     default: fail("8-bit activations are not supported for %s weights", dtype_name(w.type));
   }
   for (int64_t r = 0; r < w.rows; ++r) {

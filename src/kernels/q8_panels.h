@@ -12,7 +12,9 @@
 //            block's 16 rows are one vector load (q8_k_scales below): Q4_K/Q5_K 16 fp16 d, 16 fp16
 //            dmin, then per block 16 bytes sc and 16 bytes m (6-bit, one byte each): 320 bytes;
 //            Q6_K 16 fp16 d, then per block 16 int8 scales of its first 16 elements and 16 of its
-//            last 16: 288 bytes (Q3_K likewise, its scales sc − 32); IQ4_XS 16 fp16 d, then per block 16 int8 ls − 32: 160 bytes.
+//            last 16: 288 bytes (Q3_K likewise, its scales sc − 32); Q2_K 16 fp16 d, 16 fp16
+//            dmin, then per block 16 bytes sc and 16 m of its first half, the same of its
+//            second: 576 bytes; IQ4_XS 16 fp16 d, then per block 16 int8 ls − 32: 160 bytes.
 //            The kernels multiply them out per block (d·sc, −dmin·m: products
 //            exact in f32, so the values the scalar twin computes from the GGUF row); stored as
 //            f32 products they took 8 bytes per row and block, a third more than the file's
@@ -24,6 +26,8 @@
 //     elements 4v..4v+3 (g[v]), the high nibbles elements 16+4v..16+4v+3 (g[v+4]) (ggml's order).
 //     IQ4_NL and IQ4_XS blocks pack as Q4_0's (their nibbles index kIq4nlLevels); Q3_K's quants
 //     + 4 (0..7) likewise.
+//   Q2_K block b: 128 bytes, two vectors; bits 2i, 2i + 1 of byte e of vector k are g[4k + i]'s
+//     (element 4(4k + i) + e).
 //     A4G64 (MLX's affine 4-bit, group 64) packs as Q4_1: each 32-element half of a group is a
 //     block with the group's scale as d and its bias as m (its halves use Q4_1's nibble order).
 //   Q4_K block pair (2i, 2i+1): 512 bytes, vectors v = 0..7 hold the super-block's bytes
@@ -53,10 +57,11 @@ constexpr bool is_k_quant(DType t) { return t == DType::Q4_K || t == DType::Q5_K
 // super-block (IQ4_XS). Their panels hold the nibbles as Q4_0's; the kernels look the levels up.
 constexpr bool is_iq4(DType t) { return t == DType::IQ4_NL || t == DType::IQ4_XS; }
 // Types whose panel scales are per super-block of 256 (q8_k_scales), not per block.
-constexpr bool q8_super_scales(DType t) { return is_k_quant(t) || t == DType::IQ4_XS || t == DType::Q3_K; }
+constexpr bool q8_super_scales(DType t) { return is_k_quant(t) || t == DType::IQ4_XS || t == DType::Q3_K || t == DType::Q2_K; }
 // Types whose 32-element blocks are two 16-element halves with scales of their own (Q6_K, Q3_K):
 // two integer sums per block and token, each starting at −offset times its half's Σx.
-constexpr bool q8_two_halves(DType t) { return t == DType::Q6_K || t == DType::Q3_K; }
+constexpr bool q8_two_halves(DType t) { return t == DType::Q6_K || t == DType::Q3_K || t == DType::Q2_K; }
+// Q2_K's halves also have a min each (−dmin·m), added per token as (Σx of the half)·(min·d_x).
 
 // Columns must be a multiple of this (a super-block, an A4G64 group, else a block).
 constexpr int64_t q8_col_multiple(DType t) { return q8_super_scales(t) ? 256 : t == DType::A4G64 ? 64 : 32; }
@@ -80,9 +85,11 @@ constexpr int q8_offset(DType t) {
 constexpr bool q8_signed_weights(DType t) { return t == DType::Q8_0 || is_iq4(t); }
 // Bytes of one block's quants in a panel, and of one block's scales (not the K-quants: those are
 // per super-block, k_scale_super_bytes).
-constexpr size_t panel_quant_bytes(DType t) { return t == DType::Q8_0 ? 512 : 256 + 64 * q8_high_bits(t); }
+constexpr size_t panel_quant_bytes(DType t) { return t == DType::Q8_0 ? 512 : t == DType::Q2_K ? 128 : 256 + 64 * q8_high_bits(t); }
 constexpr size_t panel_scale_bytes(DType t) { return q8_has_min(t) ? 64 : 32; }
-constexpr size_t k_scale_super_bytes(DType t) { return q8_two_halves(t) ? 288 : t == DType::IQ4_XS ? 160 : 320; }
+constexpr size_t k_scale_super_bytes(DType t) {
+  return t == DType::Q2_K ? 576 : q8_two_halves(t) ? 288 : t == DType::IQ4_XS ? 160 : 320;
+}
 size_t panel_bytes(DType t, int64_t cols);  // one panel, a multiple of 64
 
 // Where block b's scales sit in a K-quant panel's scale area: the super-block's 16 fp16 d and
@@ -94,6 +101,7 @@ struct KScales {
 inline KScales q8_k_scales(DType t, const uint8_t* scales, int64_t b) {
   const uint8_t* s = scales + (b / 8) * static_cast<int64_t>(k_scale_super_bytes(t));
   const int64_t j = b % 8;
+  if (t == DType::Q2_K) return {s, s + 32, s + 64 + 64 * j, s + 96 + 64 * j};  // sc: 16 lo, 16 hi; mn likewise
   if (q8_two_halves(t)) return {s, nullptr, s + 32 + 32 * j, s + 48 + 32 * j};
   if (t == DType::IQ4_XS) return {s, nullptr, s + 32 + 16 * j, nullptr};
   return {s, s + 32, s + 64 + 16 * j, s + 192 + 16 * j};

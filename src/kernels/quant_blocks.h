@@ -146,6 +146,25 @@ inline void q3k_quants(const uint8_t* p, int b, int8_t q[32]) {
   }
 }
 
+// Q2_K: 256 elements in 84 bytes: 16 scale bytes (low nibble sc, high nibble m, one per 16
+// elements), 64 bytes of 2-bit quants, fp16 d, fp16 dmin (ggml's block_q2_K). Element
+// 128n + 32j + 16h + l (n < 2, j < 4, h < 2, l < 16): q = (qs[32n + 16h + l] >> 2j) & 3, scale
+// byte scales[8n + 2j + h]; x = (d·sc)·q − dmin·m (both products exact in f32, so one rounding),
+// as ggml's dequantize_row_q2_K.
+constexpr int kQ2KBytes = 84;
+// Block b (0..7) of the super-block at p: its 32 quants (0..3) and, per 16-element half, the scale
+// d·sc and the min −dmin·m (exact products).
+inline void q2k_block(const uint8_t* p, int b, int8_t q[32], float d[2], float m[2]) {
+  const int n = b / 4, j = b % 4;
+  const float dd = fp16_at(p + 80), dmin = fp16_at(p + 82);
+  for (int h = 0; h < 2; ++h) {
+    const uint8_t sc = p[8 * n + 2 * j + h];
+    d[h] = dd * static_cast<float>(sc & 15);
+    m[h] = -(dmin * static_cast<float>(sc >> 4));
+    for (int l = 0; l < 16; ++l) q[16 * h + l] = static_cast<int8_t>((p[16 + 32 * n + 16 * h + l] >> (2 * j)) & 3);
+  }
+}
+
 // Block b (32 elements) of a Q5_0, Q5_1, Q5_K, Q6_K or Q3_K row: its quants (Q5_0 minus 16, Q6_K minus
 // 32) and constants: Q5_0 d (m = 0), Q5_1 d and m, Q5_K d·sc and −dmin·m, Q6_K and Q3_K the
 // scales d·sc of its first (d) and last (m) 16 elements. The scalar twins' one reading of these formats.

@@ -33,10 +33,11 @@ const char* const kLayerMatrices[] = {"attn_q", "attn_k", "attn_v", "attn_output
 double rate(const std::map<DType, double>& r, DType t) {
   const auto it = r.find(t);
   if (it != r.end()) return it->second;
-  // IQ4_NL, IQ4_XS, Q3_K (8-bit path; the calibration times the types it can write at every
+  // IQ4_NL, IQ4_XS, Q3_K, Q2_K (8-bit path; the calibration times the types it can write at every
   // shape): the 4-bit type whose panel walk they share, Q4_0's (IQ4_NL: plus one table lookup per
-  // 16 bytes) and Q4_K's (IQ4_XS likewise; Q3_K: nibbles with Q6_K's two scales per block)
-  const DType like = t == DType::IQ4_NL ? DType::Q4_0 : t == DType::IQ4_XS || t == DType::Q3_K ? DType::Q4_K : t;
+  // 16 bytes) and Q4_K's (IQ4_XS likewise; Q3_K: nibbles with Q6_K's two scales per block; Q2_K:
+  // 2-bit quants, two scales and two mins per block)
+  const DType like = t == DType::IQ4_NL ? DType::Q4_0 : t == DType::IQ4_XS || t == DType::Q3_K || t == DType::Q2_K ? DType::Q4_K : t;
   if (like != t && r.count(like))
     return r.at(like);
   // a type the calibration did not time (F64, I8, A4G64): the slowest measured rate

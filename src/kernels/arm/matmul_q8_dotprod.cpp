@@ -52,6 +52,17 @@ void q8_panels_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const Bloc
               const uint8x16_t sh = vshlq_u8(h, vdupq_n_s8(static_cast<int8_t>(4 - from)));
               g[G] = vorrq_s8(g[G], vreinterpretq_s8_u8(vandq_u8(sh, hm)));
             }
+          } else if constexpr (T == DType::Q2_K) {  // 2-bit quants, four weight vectors to a byte
+            const uint8_t* q = quants + b * 128 + 16 * quad;
+            const uint8x16_t m2 = vdupq_n_u8(3), p0 = vld1q_u8(q), p1 = vld1q_u8(q + 64);
+            g[0] = vreinterpretq_s8_u8(vandq_u8(p0, m2));
+            g[1] = vreinterpretq_s8_u8(vandq_u8(vshrq_n_u8(p0, 2), m2));
+            g[2] = vreinterpretq_s8_u8(vandq_u8(vshrq_n_u8(p0, 4), m2));
+            g[3] = vreinterpretq_s8_u8(vshrq_n_u8(p0, 6));
+            g[4] = vreinterpretq_s8_u8(vandq_u8(p1, m2));
+            g[5] = vreinterpretq_s8_u8(vandq_u8(vshrq_n_u8(p1, 2), m2));
+            g[6] = vreinterpretq_s8_u8(vandq_u8(vshrq_n_u8(p1, 4), m2));
+            g[7] = vreinterpretq_s8_u8(vshrq_n_u8(p1, 6));
           } else if constexpr (is_iq4(T)) {  // nibbles to their signed levels (TBL)
             const uint8_t* q = quants + b * 256 + 16 * quad;
             const int8x16_t lut = vld1q_s8(kIq4nlLevels);
@@ -86,8 +97,21 @@ void q8_panels_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const Bloc
           s2 = vdotq_laneq_s32(s2, g[5], xhi, 1);
           s2 = vdotq_laneq_s32(s2, g[6], xhi, 2);
           s2 = vdotq_laneq_s32(s2, g[7], xhi, 3);
-          float32x4_t d, mn = vdupq_n_f32(0.0f);
-          if constexpr (T == DType::IQ4_XS) {  // d·(ls − 32), exact
+          float32x4_t d, mn = vdupq_n_f32(0.0f), mins[2];
+          if constexpr (T == DType::Q2_K) {  // the halves' d·sc; their mins −dmin·m
+            const KScales k = q8_k_scales(T, scales, b);
+            const float32x4_t dd = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(k.d) + 4 * quad)));
+            const float32x4_t dm = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(k.dmin) + 4 * quad)));
+            float f[4][4];
+            for (int i = 0; i < 4; ++i) {
+              f[0][i] = static_cast<float>(k.sc[4 * quad + i]), f[1][i] = static_cast<float>(k.sc[16 + 4 * quad + i]);
+              f[2][i] = static_cast<float>(k.mn[4 * quad + i]), f[3][i] = static_cast<float>(k.mn[16 + 4 * quad + i]);
+            }
+            d = vmulq_f32(dd, vld1q_f32(f[0]));
+            mn = vmulq_f32(dd, vld1q_f32(f[1]));
+            mins[0] = vnegq_f32(vmulq_f32(dm, vld1q_f32(f[2])));
+            mins[1] = vnegq_f32(vmulq_f32(dm, vld1q_f32(f[3])));
+          } else if constexpr (T == DType::IQ4_XS) {  // d·(ls − 32), exact
             const KScales k = q8_k_scales(T, scales, b);
             const float32x4_t dd = vcvt_f32_f16(vreinterpret_f16_u16(vld1_u16(reinterpret_cast<const uint16_t*>(k.d) + 4 * quad)));
             float scf[4];
@@ -117,6 +141,10 @@ void q8_panels_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const Bloc
           if constexpr (q8_two_halves(T)) {  // d, mn: the halves' d·sc
             acc = vfmaq_f32(acc, vcvtq_f32_s32(s), vmulq_n_f32(d, xb[b].d));
             acc = vfmaq_f32(acc, vcvtq_f32_s32(s2), vmulq_n_f32(mn, xb[b].d));
+            if constexpr (T == DType::Q2_K) {  // the halves' mins times their Σx
+              acc = vfmaq_f32(acc, vdupq_n_f32(static_cast<float>(xb[b].sum_lo)), vmulq_n_f32(mins[0], xb[b].d));
+              acc = vfmaq_f32(acc, vdupq_n_f32(static_cast<float>(xb[b].sum - xb[b].sum_lo)), vmulq_n_f32(mins[1], xb[b].d));
+            }
             continue;
           }
           s = vaddq_s32(s, s2);
@@ -149,6 +177,7 @@ void matmul_q8_rows_dotprod(const WeightMatrix& w, int64_t r0, int64_t r1, const
     case DType::IQ4_NL: return q8_panels_dotprod<DType::IQ4_NL>(w, r0, r1, xq, m, xq_stride, y, ys);
     case DType::IQ4_XS: return q8_panels_dotprod<DType::IQ4_XS>(w, r0, r1, xq, m, xq_stride, y, ys);
     case DType::Q3_K: return q8_panels_dotprod<DType::Q3_K>(w, r0, r1, xq, m, xq_stride, y, ys);
+    case DType::Q2_K: return q8_panels_dotprod<DType::Q2_K>(w, r0, r1, xq, m, xq_stride, y, ys);
     default: return ref::matmul_q8_rows(w, r0, r1, xq, m, xq_stride, y, ys);
   }
 }

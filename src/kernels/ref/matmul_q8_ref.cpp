@@ -15,7 +15,7 @@ namespace tessera {
 bool supports_q8_activations(DType t) {
   return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q8_0 || t == DType::Q4_K || t == DType::A4G64 ||
          t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K || t == DType::IQ4_NL ||
-         t == DType::IQ4_XS || t == DType::Q3_K;
+         t == DType::IQ4_XS || t == DType::Q3_K || t == DType::Q2_K;
 }
 
 namespace ref {
@@ -62,6 +62,14 @@ void weight_block(DType t, const uint8_t* row, int64_t b, int q[32], float& d, f
     const uint8_t* p = row + 34 * b;
     fp16_scale_min(p, false, d, m);
     for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(p[2 + i]);
+    return;
+  }
+  if (t == DType::Q2_K) {  // the halves' scales as d and m (their mins: matmul_q8_rows)
+    int8_t q2[32];
+    float dh[2], mh[2];
+    q2k_block(row + (b / 8) * kQ2KBytes, static_cast<int>(b % 8), q2, dh, mh);
+    for (int i = 0; i < 32; ++i) q[i] = q2[i];
+    d = dh[0], m = dh[1];
     return;
   }
   if (t == DType::IQ4_NL || t == DType::IQ4_XS) {  // levels; d (IQ4_XS: d·(ls − 32), exact)
@@ -129,6 +137,19 @@ void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8
         float d, mn;
         if (row) weight_block(w.type, row, b, q, d, mn);
         else q8_0_block_from_panel(w, r, b, q, d), mn = 0.0f;
+        if (w.type == DType::Q2_K) {  // two halves, each with its own scale and min
+          float dh[2], mh[2];
+          int8_t q2[32];
+          q2k_block(row + (b / 8) * kQ2KBytes, static_cast<int>(b % 8), q2, dh, mh);
+          int lo = 0, hi = 0;
+          for (int e = 0; e < 16; ++e) lo += q2[e] * xb[b].q[e];
+          for (int e = 16; e < 32; ++e) hi += q2[e] * xb[b].q[e];
+          acc = std::fma(static_cast<float>(lo), dh[0] * xb[b].d, acc);
+          acc = std::fma(static_cast<float>(hi), dh[1] * xb[b].d, acc);
+          acc = std::fma(static_cast<float>(xb[b].sum_lo), mh[0] * xb[b].d, acc);
+          acc = std::fma(static_cast<float>(xb[b].sum - xb[b].sum_lo), mh[1] * xb[b].d, acc);
+          continue;
+        }
         if (q8_two_halves(w.type)) {  // Q6_K, Q3_K: two halves, each with its own scale
           int lo = 0, hi = 0;
           for (int e = 0; e < 16; ++e) lo += q[e] * xb[b].q[e];

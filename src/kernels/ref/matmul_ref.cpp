@@ -89,6 +89,15 @@ void dequantize_row(DType type, const uint8_t* src, float* dst, int64_t n) {
     load_f16(reinterpret_cast<const uint16_t*>(src), n, dst);
     return;
   }
+  if (type == DType::Q2_K) {  // (d·sc)·q − dmin·m, the products exact: one rounding, as ggml's
+    for (int64_t b = 0; b < n / 32; ++b) {
+      int8_t q[32];
+      float d[2], m[2];
+      q2k_block(src + (b / 8) * kQ2KBytes, static_cast<int>(b % 8), q, d, m);
+      for (int l = 0; l < 32; ++l) dst[32 * b + l] = std::fma(d[l / 16], static_cast<float>(q[l]), m[l / 16]);
+    }
+    return;
+  }
   if (type == DType::Q5_0 || type == DType::Q5_1 || type == DType::Q5_K || type == DType::Q6_K || type == DType::Q3_K) {
     // the 5- and 6-bit types (and Q3_K) block by block: the quants unpacked once (quant_blocks.h),
     // then Q5_0 d·(q−16), Q5_1 fma(d, q, m), Q5_K fma(d·sc, q, −dmin·m), Q6_K (d·sc)·(q−32), Q3_K

@@ -44,9 +44,16 @@ inline __m512i dpbusd_bcast(__m512i s, __m512i g, const int8_t* p) {
 // after token, with two half-length chains per token so that with one or two tokens a block's
 // 8 dependent vpdpbusd do not bound the tile by their latency (Q6_K's halves have their own
 // scales). Decode's tiles (one token, weights streamed from L3/DRAM) keep the compiler's broadcasts.
+// Q2_K's half mins (−dmin·m of each half), times the half's Σx and d_x: the scalar twin's last two steps.
+inline __m512 q2k_min_steps(__m512 acc, const BlockQ8_1& xb, __m512 mlo, __m512 mhi) {
+  const __m512 dx = _mm512_set1_ps(xb.d);
+  acc = _mm512_fmadd_ps(_mm512_set1_ps(static_cast<float>(xb.sum_lo)), _mm512_mul_ps(mlo, dx), acc);
+  return _mm512_fmadd_ps(_mm512_set1_ps(static_cast<float>(xb.sum - xb.sum_lo)), _mm512_mul_ps(mhi, dx), acc);
+}
+
 template <DType T, int NT>
 inline void block_tokens_chains(const __m512i g[8], __m512 d, __m512 m, const BlockQ8_1* x, int64_t xs, int64_t b,
-                                __m512 acc[NT]) {
+                                __m512 acc[NT], __m512 mlo = _mm512_setzero_ps(), __m512 mhi = _mm512_setzero_ps()) {
 #pragma GCC unroll 8
   for (int t = 0; t < NT; ++t) {
     const BlockQ8_1& xb = x[t * xs + b];
@@ -62,6 +69,7 @@ inline void block_tokens_chains(const __m512i g[8], __m512 d, __m512 m, const Bl
       const __m512 dx = _mm512_set1_ps(xb.d);
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), _mm512_mul_ps(d, dx), acc[t]);
       acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s2), _mm512_mul_ps(m, dx), acc[t]);
+      if constexpr (T == DType::Q2_K) acc[t] = q2k_min_steps(acc[t], xb, mlo, mhi);
       continue;
     }
     s = _mm512_add_epi32(s, s2);
@@ -76,18 +84,19 @@ inline void block_tokens_chains(const __m512i g[8], __m512 d, __m512 m, const Bl
 // block_tokens_chains.
 template <DType T, int NT>
 inline void block_tokens(const __m512i g[8], __m512 d, __m512 m, const BlockQ8_1* x, int64_t xs, int64_t b,
-                         __m512 acc[NT], const int32_t* start) {
+                         __m512 acc[NT], const int32_t* start, __m512 mlo = _mm512_setzero_ps(),
+                         __m512 mhi = _mm512_setzero_ps()) {
   if constexpr (NT < 4) {
-    block_tokens_chains<T, NT>(g, d, m, x, xs, b, acc);
+    block_tokens_chains<T, NT>(g, d, m, x, xs, b, acc, mlo, mhi);
   } else if constexpr (q8_two_halves(T)) {  // two sums per token (the halves' scales): 4 tokens at a time
     static_assert(NT % 4 == 0);
 #pragma GCC unroll 2
     for (int t0 = 0; t0 < NT; t0 += 4) {
       __m512i lo[4], hi[4];
 #pragma GCC unroll 4
-      for (int t = 0; t < 4; ++t) {  // -32 times each half's sum (q8_panels' start table)
-        lo[t] = _mm512_set1_epi32(start[2 * (t0 + t)]);
-        hi[t] = _mm512_set1_epi32(start[2 * (t0 + t) + 1]);
+      for (int t = 0; t < 4; ++t) {  // -offset times each half's sum (q8_panels' start table; Q2_K: 0)
+        lo[t] = q8_offset(T) ? _mm512_set1_epi32(start[2 * (t0 + t)]) : _mm512_setzero_si512();
+        hi[t] = q8_offset(T) ? _mm512_set1_epi32(start[2 * (t0 + t) + 1]) : _mm512_setzero_si512();
       }
 #pragma GCC unroll 4
       for (int v = 0; v < 4; ++v)
@@ -102,6 +111,7 @@ inline void block_tokens(const __m512i g[8], __m512 d, __m512 m, const BlockQ8_1
         const __m512 dx = _mm512_set1_ps(x[(t0 + t) * xs + b].d);
         acc[t0 + t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(lo[t]), _mm512_mul_ps(d, dx), acc[t0 + t]);
         acc[t0 + t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(hi[t]), _mm512_mul_ps(m, dx), acc[t0 + t]);
+        if constexpr (T == DType::Q2_K) acc[t0 + t] = q2k_min_steps(acc[t0 + t], x[(t0 + t) * xs + b], mlo, mhi);
       }
     }
   } else {
@@ -197,6 +207,16 @@ void panel_tile(const uint8_t* panel, int64_t step_bytes, int64_t nb, const Bloc
       for (int v = 0; v < 8; ++v) g[v] = _mm512_load_si512(q + 64 * v);
       q8_block_scales<T>(scales, b, d, m);
       block_tokens<T, NT>(g, d, m, x, xs, b, acc, start + b * start_stride);
+    } else if constexpr (T == DType::Q2_K) {  // 2-bit quants, four weight vectors to a byte
+      const __m512i m2 = _mm512_set1_epi8(3), p0 = _mm512_load_si512(q), p1 = _mm512_load_si512(q + 64);
+      for (int i = 0; i < 4; ++i) {
+        g[i] = _mm512_and_si512(_mm512_srli_epi16(p0, 2 * i), m2);
+        g[i + 4] = _mm512_and_si512(_mm512_srli_epi16(p1, 2 * i), m2);
+      }
+      __m512 mlo, mhi;
+      q8_block_scales<T>(scales, b, d, m);
+      q2k_block_mins(scales, b, mlo, mhi);
+      block_tokens<T, NT>(g, d, m, x, xs, b, acc, start + b * start_stride, mlo, mhi);
     } else if constexpr (is_iq4(T)) {  // nibbles to level + 128: vpshufb looks up within each 128-bit lane
       const __m512i lut = _mm512_broadcast_i32x4(_mm_loadu_si128(reinterpret_cast<const __m128i*>(kIq4nlLevelsBiased)));
       for (int v = 0; v < 4; ++v) {
@@ -315,6 +335,7 @@ bool matmul_q8_rows_vnni(const WeightMatrix& w, int64_t r0, int64_t r1, const Bl
     case DType::IQ4_NL: q8_panels<DType::IQ4_NL>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
     case DType::IQ4_XS: q8_panels<DType::IQ4_XS>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
     case DType::Q3_K: q8_panels<DType::Q3_K>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
+    case DType::Q2_K: q8_panels<DType::Q2_K>(w, r0, r1, xq, m, xq_stride, y, ys); return true;
     default: return false;
   }
 }

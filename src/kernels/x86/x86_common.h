@@ -41,7 +41,12 @@ inline void prefetch_first_rows(const WeightMatrix& w, int64_t r0, int64_t r1) {
 // 16 lanes, one per row.
 template <DType T>
 inline void q8_block_scales(const uint8_t* scales, int64_t b, __m512& d, __m512& m) {
-  if constexpr (T == DType::IQ4_XS) {  // d·(ls − 32), exact
+  if constexpr (T == DType::Q2_K) {  // the halves' d·sc (unsigned 4-bit sc), exact
+    const KScales k = q8_k_scales(T, scales, b);
+    const __m512 dd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.d)));
+    d = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k.sc)))));
+    m = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k.sc + 16)))));
+  } else if constexpr (T == DType::IQ4_XS) {  // d·(ls − 32), exact
     const KScales k = q8_k_scales(T, scales, b);
     const __m512 dd = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.d)));
     d = _mm512_mul_ps(dd, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k.sc)))));
@@ -63,6 +68,15 @@ inline void q8_block_scales(const uint8_t* scales, int64_t b, __m512& d, __m512&
     d = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s)));
     if constexpr (q8_has_min(T)) m = _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(s + 32)));
   }
+}
+
+// Q2_K block b's half mins −dmin·m (exact products), 16 lanes each.
+inline void q2k_block_mins(const uint8_t* scales, int64_t b, __m512& lo, __m512& hi) {
+  const KScales k = q8_k_scales(DType::Q2_K, scales, b);
+  const __m512 dm = _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k.dmin)));
+  const __m512 neg = _mm512_set1_ps(-1.0f);
+  lo = _mm512_mul_ps(_mm512_mul_ps(dm, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k.mn))))), neg);
+  hi = _mm512_mul_ps(_mm512_mul_ps(dm, _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(k.mn + 16))))), neg);
 }
 
 }  // namespace tessera::avx512
