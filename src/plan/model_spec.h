@@ -22,7 +22,7 @@ struct WeightTensor {
   DType stored = DType::F32;  // the file's type: `type` differs where the engine holds it in another
   size_t bytes() const;
   // a copy the engine keeps in `type` (Q3_K as Q6_K, IQ4_NL as Q8_0: kernels/exact_repack.h; the
-  // planner takes IQ4_NL text matrices as stored on 8-bit activations, which compute with it)
+  // planner takes such text matrices as stored on 8-bit activations: as_computed, predict.h)
   bool held() const { return stored != type; }
 };
 

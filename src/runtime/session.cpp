@@ -128,27 +128,28 @@ Session::Session(const LlamaModel& model, const SessionOptions& opt)
       packed_.emplace(w.data, std::move(pw));
       return;
     }
-    // fp32 activations on a type the model keeps as stored for the 8-bit kernels (Q3_K, IQ4_NL): its
-    // held copy (kernels/exact_repack.h), which the fp32 kernels take
-    PackedWeights held;
     if (needs_exact_repack(w.type)) {
-      held = hold_exactly(w);
+      // fp32 activations on a type the model keeps as stored for the 8-bit kernels (Q3_K, IQ4_NL):
+      // its held copy (kernels/exact_repack.h), which the fp32 kernels take
+      PackedWeights held = hold_exactly(w);
       packed_bytes_ += held.bytes;
       released_file_bytes_ += static_cast<size_t>(w.rows) * w.row_stride;
       model.release_pages(w.data, static_cast<size_t>(w.rows) * w.row_stride);
+      if (decode_panels && fits_decode_panels(held.matrix) && decode_panels(held.matrix.type)) {
+        PackedWeights pw = pack_decode_panels(held.matrix, {}, &packed_arena_);
+        packed_bytes_ += pw.bytes;
+        held_.push_back(std::move(held.data));  // the panels' matrix still names its rows
+        packed_.emplace(w.data, std::move(pw));
+      } else {
+        packed_.emplace(w.data, std::move(held));
+      }
+      return;
     }
-    const WeightMatrix& src = held.data ? held.matrix : w;
-    if (decode_panels && fits_decode_panels(src) && decode_panels(src.type)) {
-      std::function<void(const uint8_t*, size_t)> consumed;  // the file's pages, not the held copy's
-      if (!held.data) consumed = release;
-      PackedWeights pw = pack_decode_panels(src, consumed, &packed_arena_);
-      packed_bytes_ += pw.bytes;
-      if (!held.data) released_file_bytes_ += static_cast<size_t>(w.rows) * w.row_stride;
-      if (held.data) held_.push_back(std::move(held.data));  // the panels' matrix still names its rows
-      packed_.emplace(w.data, std::move(pw));
-    } else if (held.data) {
-      packed_.emplace(w.data, std::move(held));
-    }
+    if (!decode_panels || !fits_decode_panels(w) || !decode_panels(w.type)) return;
+    PackedWeights pw = pack_decode_panels(w, release, &packed_arena_);
+    packed_bytes_ += pw.bytes;
+    released_file_bytes_ += static_cast<size_t>(w.rows) * w.row_stride;
+    packed_.emplace(w.data, std::move(pw));
   };
   for (const LlamaLayer& L : model.layers())
     for (const WeightMatrix* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) pack(*w);

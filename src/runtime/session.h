@@ -150,7 +150,7 @@ class Session {
   // for the AVX-512 and AVX2 fp32-activation kernels into decode panels (kernels/decode_panels.h)
   HugePageArena packed_arena_;  // holds packed_'s panels, so it is declared (and outlives them) first
   std::unordered_map<const uint8_t*, PackedWeights> packed_;
-  // held copies (IQ4_NL as Q8_0 on fp32 activations) whose decode panels are in packed_
+  // held copies (Q3_K as Q6_K, IQ4_NL as Q8_0 on fp32 activations) whose decode panels are in packed_
   std::vector<std::unique_ptr<uint8_t, void (*)(void*)>> held_;
   size_t packed_bytes_ = 0;
   size_t released_file_bytes_ = 0;

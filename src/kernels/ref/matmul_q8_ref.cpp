@@ -50,7 +50,8 @@ void fp16_scale_min(const uint8_t* p, bool with_min, float& d, float& m) {
 }
 
 // Weight quants of block b as 32 signed/unsigned ints, plus the block's scale and min (Q6_K: the
-// scales d·sc of its first and last 16 elements).
+// scales d·sc of its first and last 16 elements). Q2_K, with its halves' mins, is read by
+// matmul_q8_rows itself (q2k_block).
 void weight_block(DType t, const uint8_t* row, int64_t b, int q[32], float& d, float& m) {
   if (t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q5_K || t == DType::Q6_K || t == DType::Q3_K) {
     int8_t q8[32];
@@ -62,14 +63,6 @@ void weight_block(DType t, const uint8_t* row, int64_t b, int q[32], float& d, f
     const uint8_t* p = row + 34 * b;
     fp16_scale_min(p, false, d, m);
     for (int i = 0; i < 32; ++i) q[i] = static_cast<int8_t>(p[2 + i]);
-    return;
-  }
-  if (t == DType::Q2_K) {  // the halves' scales as d and m (their mins: matmul_q8_rows)
-    int8_t q2[32];
-    float dh[2], mh[2];
-    q2k_block(row + (b / 8) * kQ2KBytes, static_cast<int>(b % 8), q2, dh, mh);
-    for (int i = 0; i < 32; ++i) q[i] = q2[i];
-    d = dh[0], m = dh[1];
     return;
   }
   if (t == DType::IQ4_NL || t == DType::IQ4_XS) {  // levels; d (IQ4_XS: d·(ls − 32), exact)
@@ -134,9 +127,6 @@ void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8
       const BlockQ8_1* xb = xq + t * xq_stride;
       float acc = 0.0f;
       for (int64_t b = 0; b < nb; ++b) {
-        float d, mn;
-        if (row) weight_block(w.type, row, b, q, d, mn);
-        else q8_0_block_from_panel(w, r, b, q, d), mn = 0.0f;
         if (w.type == DType::Q2_K) {  // two halves, each with its own scale and min
           float dh[2], mh[2];
           int8_t q2[32];
@@ -150,6 +140,9 @@ void matmul_q8_rows(const WeightMatrix& w, int64_t r0, int64_t r1, const BlockQ8
           acc = std::fma(static_cast<float>(xb[b].sum - xb[b].sum_lo), mh[1] * xb[b].d, acc);
           continue;
         }
+        float d, mn;
+        if (row) weight_block(w.type, row, b, q, d, mn);
+        else q8_0_block_from_panel(w, r, b, q, d), mn = 0.0f;
         if (q8_two_halves(w.type)) {  // Q6_K, Q3_K: two halves, each with its own scale
           int lo = 0, hi = 0;
           for (int e = 0; e < 16; ++e) lo += q[e] * xb[b].q[e];
